@@ -1,0 +1,229 @@
+// Package messaging declares nodesmith's NATS JetStream topology once: the KV
+// buckets that hold state, the work-queue command stream with one durable pull
+// consumer per worker kind, the event stream lifecycle consumes, and the
+// request/reply subject for lifecycle operations. Every service calls Ensure at
+// start; it is idempotent, so the first one up creates everything and later
+// ones (or later versions) converge it.
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of streams, buckets, consumers and subjects. They are the contract
+// between services: change them only with a migration.
+const (
+	// BucketGroups holds one statev1.NodeGroup per key (the group id).
+	BucketGroups = "nodesmith_groups"
+	// BucketInstances holds one statev1.Instance per key "<group>.<instance id>".
+	BucketInstances = "nodesmith_instances"
+
+	// CommandStream carries commands to workers; work-queue retention deletes
+	// a command once a worker acks it.
+	CommandStream = "NODESMITH_COMMANDS"
+	// EventStream carries results from workers to lifecycle.
+	EventStream = "NODESMITH_EVENTS"
+
+	// SubjectCloudCommands prefixes cloudv1.Command subjects (".create", ".watch", ...).
+	SubjectCloudCommands = "nodesmith.cmd.cloud"
+	// SubjectHookCommands prefixes hookv1.RunHook subjects (".run").
+	SubjectHookCommands = "nodesmith.cmd.hook"
+	// SubjectCloudEvents prefixes cloudv1.Event subjects.
+	SubjectCloudEvents = "nodesmith.evt.cloud"
+	// SubjectHookEvents prefixes hookv1.HookResult subjects.
+	SubjectHookEvents = "nodesmith.evt.hook"
+
+	// SubjectLifecycleOps is where the lifecycle leader answers
+	// lifecyclev1.Request with lifecyclev1.Reply.
+	SubjectLifecycleOps = "nodesmith.lifecycle.ops"
+
+	// ConsumerCloudAdapter is the durable pull consumer shared by cloud-adapter replicas.
+	ConsumerCloudAdapter = "cloud-adapter"
+	// ConsumerHookRunner is the durable pull consumer shared by hook-runner replicas.
+	ConsumerHookRunner = "hook-runner"
+	// ConsumerLifecycle is the durable consumer of the event stream.
+	ConsumerLifecycle = "lifecycle"
+)
+
+// Subjects of individual commands and events.
+const (
+	SubjectCloudCreate    = SubjectCloudCommands + ".create"
+	SubjectCloudWatch     = SubjectCloudCommands + ".watch"
+	SubjectCloudTerminate = SubjectCloudCommands + ".terminate"
+	SubjectCloudInventory = SubjectCloudCommands + ".inventory"
+	SubjectHookRun        = SubjectHookCommands + ".run"
+)
+
+// Options tune the topology. The zero value is not valid; start from DefaultOptions.
+type Options struct {
+	// Replicas of every stream and bucket: 1 embedded, 3 in production.
+	Replicas int
+	// Storage is file storage except in throwaway tests.
+	Storage jetstream.StorageType
+	// DuplicateWindow is how long a Nats-Msg-Id is remembered for dedup.
+	DuplicateWindow time.Duration
+	// EventRetention bounds how long unconsumed events are kept.
+	EventRetention time.Duration
+	// CloudAckWait and HookAckWait are redelivery timeouts; long work
+	// heartbeats the message (InProgress) well within them.
+	CloudAckWait time.Duration
+	HookAckWait  time.Duration
+	// MaxDeliver bounds deliveries of a command (a poison message is not
+	// retried forever; lifecycle's deadlines take over).
+	MaxDeliver int
+	// CloudMaxAckPending and HookMaxAckPending cap total in-flight work across
+	// all replicas of a worker kind.
+	CloudMaxAckPending int
+	HookMaxAckPending  int
+}
+
+// DefaultOptions are suitable for the embedded stack and tests.
+func DefaultOptions() Options {
+	return Options{
+		Replicas:           1,
+		Storage:            jetstream.FileStorage,
+		DuplicateWindow:    10 * time.Minute,
+		EventRetention:     72 * time.Hour,
+		CloudAckWait:       60 * time.Second,
+		HookAckWait:        60 * time.Second,
+		MaxDeliver:         20,
+		CloudMaxAckPending: 1000,
+		HookMaxAckPending:  1000,
+	}
+}
+
+// Validate reports the first invalid option.
+func (o Options) Validate() error {
+	switch {
+	case o.Replicas < 1 || o.Replicas > 5:
+		return fmt.Errorf("replicas must be 1..5, got %d", o.Replicas)
+	case o.DuplicateWindow <= 0:
+		return errors.New("duplicate window must be positive")
+	case o.CloudAckWait < time.Second || o.HookAckWait < time.Second:
+		return errors.New("ack waits must be at least 1s")
+	case o.MaxDeliver < 2:
+		return fmt.Errorf("max deliver must be at least 2, got %d", o.MaxDeliver)
+	case o.CloudMaxAckPending < 1 || o.HookMaxAckPending < 1:
+		return errors.New("max ack pending must be positive")
+	}
+	return nil
+}
+
+// redeliveryBackoff spaces out redeliveries of a failed command. JetStream
+// requires MaxDeliver > len(BackOff); the last value repeats.
+var redeliveryBackoff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}
+
+// StreamConfigs returns the stream definitions.
+func StreamConfigs(o Options) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{
+			Name:        CommandStream,
+			Description: "nodesmith commands for cloud-adapter and hook-runner",
+			Subjects:    []string{SubjectCloudCommands + ".>", SubjectHookCommands + ".>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			Duplicates:  o.DuplicateWindow,
+			Discard:     jetstream.DiscardOld,
+		},
+		{
+			Name:        EventStream,
+			Description: "nodesmith results for lifecycle",
+			Subjects:    []string{SubjectCloudEvents + ".>", SubjectHookEvents + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      o.EventRetention,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			Duplicates:  o.DuplicateWindow,
+		},
+	}
+}
+
+// ConsumerConfigs returns the durable consumers keyed by stream name.
+func ConsumerConfigs(o Options) map[string][]jetstream.ConsumerConfig {
+	backoff := redeliveryBackoff
+	if o.MaxDeliver <= len(backoff) {
+		backoff = backoff[:o.MaxDeliver-1]
+	}
+	return map[string][]jetstream.ConsumerConfig{
+		CommandStream: {
+			{
+				Durable:       ConsumerCloudAdapter,
+				Description:   "cloud commands, shared by all cloud-adapter replicas",
+				FilterSubject: SubjectCloudCommands + ".>",
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       o.CloudAckWait,
+				MaxDeliver:    o.MaxDeliver,
+				BackOff:       backoff,
+				MaxAckPending: o.CloudMaxAckPending,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+			},
+			{
+				Durable:       ConsumerHookRunner,
+				Description:   "hook commands, shared by all hook-runner replicas",
+				FilterSubject: SubjectHookCommands + ".>",
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       o.HookAckWait,
+				MaxDeliver:    o.MaxDeliver,
+				BackOff:       backoff,
+				MaxAckPending: o.HookMaxAckPending,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+			},
+		},
+		EventStream: {
+			{
+				Durable:     ConsumerLifecycle,
+				Description: "results for the lifecycle leader",
+				// Events are never dropped: a failing handler keeps retrying
+				// with backoff until the leader can apply or discard it.
+				AckPolicy:     jetstream.AckExplicitPolicy,
+				AckWait:       30 * time.Second,
+				MaxDeliver:    -1,
+				MaxAckPending: 10000,
+				DeliverPolicy: jetstream.DeliverAllPolicy,
+			},
+		},
+	}
+}
+
+// KeyValueConfigs returns the KV bucket definitions.
+func KeyValueConfigs(o Options) []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketGroups, Description: "nodesmith node groups", History: 1, Storage: o.Storage, Replicas: o.Replicas},
+		{Bucket: BucketInstances, Description: "nodesmith instances", History: 1, Storage: o.Storage, Replicas: o.Replicas},
+	}
+}
+
+// Ensure creates or updates every stream, consumer and bucket. It is safe to
+// call concurrently from several services.
+func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("invalid topology options: %w", err)
+	}
+	for _, sc := range StreamConfigs(o) {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("ensuring stream %s: %w", sc.Name, err)
+		}
+	}
+	for stream, ccs := range ConsumerConfigs(o) {
+		for _, cc := range ccs {
+			if _, err := js.CreateOrUpdateConsumer(ctx, stream, cc); err != nil {
+				return fmt.Errorf("ensuring consumer %s on %s: %w", cc.Durable, stream, err)
+			}
+		}
+	}
+	for _, kc := range KeyValueConfigs(o) {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("ensuring bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	return nil
+}
+
+// InstanceKey is the instances-bucket key of an instance.
+func InstanceKey(group, instanceID string) string { return group + "." + instanceID }

@@ -1,0 +1,3 @@
+module github.com/nodesmith/nodesmith/services/api-gateway
+
+go 1.26

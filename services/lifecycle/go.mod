@@ -1,0 +1,3 @@
+module github.com/nodesmith/nodesmith/services/lifecycle
+
+go 1.26

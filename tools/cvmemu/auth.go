@@ -1,0 +1,156 @@
+package cvmemu
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	tc3Algorithm     = "TC3-HMAC-SHA256"
+	unsignedPayload  = "UNSIGNED-PAYLOAD"
+	tc3RequestSuffix = "tc3_request"
+)
+
+// tc3Auth is a parsed Authorization header:
+// "TC3-HMAC-SHA256 Credential=ID/DATE/SERVICE/tc3_request, SignedHeaders=a;b, Signature=hex".
+type tc3Auth struct {
+	secretID      string
+	date          string
+	service       string
+	signedHeaders []string
+	signature     string
+}
+
+func parseTC3Authorization(h string) (tc3Auth, *apiError) {
+	bad := func(why string) (tc3Auth, *apiError) {
+		return tc3Auth{}, errf(CodeAuthInvalidAuthorization, "The Authorization header is invalid: %s.", why)
+	}
+	alg, rest, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || alg != tc3Algorithm {
+		return bad("only " + tc3Algorithm + " is supported")
+	}
+	var a tc3Auth
+	var credential, signedHeaders string
+	for part := range strings.SplitSeq(rest, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return bad("malformed field " + strconv.Quote(part))
+		}
+		switch k {
+		case "Credential":
+			credential = v
+		case "SignedHeaders":
+			signedHeaders = v
+		case "Signature":
+			a.signature = v
+		}
+	}
+	scope := strings.Split(credential, "/")
+	if len(scope) != 4 || scope[0] == "" || scope[3] != tc3RequestSuffix {
+		return bad("Credential must be SecretId/Date/Service/tc3_request")
+	}
+	a.secretID, a.date, a.service = scope[0], scope[1], scope[2]
+	if signedHeaders == "" || a.signature == "" {
+		return bad("SignedHeaders and Signature are required")
+	}
+	a.signedHeaders = strings.Split(signedHeaders, ";")
+	hasHost, hasCT := false, false
+	for _, sh := range a.signedHeaders {
+		if sh != strings.ToLower(sh) || sh == "" {
+			return bad("SignedHeaders must be lower case")
+		}
+		hasHost = hasHost || sh == "host"
+		hasCT = hasCT || sh == "content-type"
+	}
+	if !hasHost || !hasCT {
+		return bad("SignedHeaders must include content-type and host")
+	}
+	return a, nil
+}
+
+// verifySignature authenticates a request signed with TC3-HMAC-SHA256 and
+// returns the SecretId. The checks follow the order of the real gateway:
+// header syntax, timestamp freshness, SecretId, then the signature itself.
+func (e *Emulator) verifySignature(r *http.Request, body []byte, timestamp int64) (string, *apiError) {
+	auth, aerr := parseTC3Authorization(r.Header.Get("Authorization"))
+	if aerr != nil {
+		return "", aerr
+	}
+	now := e.now()
+	reqTime := time.Unix(timestamp, 0)
+	if skew := now.Sub(reqTime); skew > e.cfg.MaxClockSkew || -skew > e.cfg.MaxClockSkew {
+		return "", errf(CodeAuthSignatureExpire,
+			"Signature expire. Now server time is %d, request timestamp is %d; they must be within %s.",
+			now.Unix(), timestamp, e.cfg.MaxClockSkew)
+	}
+	secretKey, ok := e.cfg.Credentials[auth.secretID]
+	if !ok {
+		return "", errf(CodeAuthSecretIDNotFound, "The SecretId is not found, please ensure that your SecretId is correct.")
+	}
+	if token := r.Header.Get("X-TC-Token"); token != "" {
+		return "", errf(CodeAuthTokenFailure, "Temporary credentials (X-TC-Token) are not supported by the emulator.")
+	}
+	date := reqTime.UTC().Format("2006-01-02")
+	if auth.date != date || auth.service != Service {
+		return "", errf(CodeAuthSignatureFailure,
+			"The provided credentials could not be validated: credential scope %s/%s does not match %s/%s.",
+			auth.date, auth.service, date, Service)
+	}
+
+	var canonicalHeaders strings.Builder
+	for _, name := range auth.signedHeaders {
+		v := r.Header.Get(name)
+		if name == "host" {
+			v = r.Host // net/http moves Host out of the header map
+		}
+		canonicalHeaders.WriteString(name + ":" + strings.ToLower(strings.TrimSpace(v)) + "\n")
+	}
+	payloadHash := sha256Hex(body)
+	if r.Header.Get("X-TC-Content-SHA256") == unsignedPayload {
+		payloadHash = sha256Hex([]byte(unsignedPayload))
+	}
+	path := r.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	canonicalRequest := strings.Join([]string{
+		r.Method,
+		path,
+		r.URL.RawQuery,
+		canonicalHeaders.String(),
+		strings.Join(auth.signedHeaders, ";"),
+		payloadHash,
+	}, "\n")
+	credentialScope := date + "/" + Service + "/" + tc3RequestSuffix
+	stringToSign := strings.Join([]string{
+		tc3Algorithm,
+		strconv.FormatInt(timestamp, 10),
+		credentialScope,
+		sha256Hex([]byte(canonicalRequest)),
+	}, "\n")
+	secretDate := hmacSHA256([]byte("TC3"+secretKey), date)
+	secretService := hmacSHA256(secretDate, Service)
+	secretSigning := hmacSHA256(secretService, tc3RequestSuffix)
+	want := hex.EncodeToString(hmacSHA256(secretSigning, stringToSign))
+	if !hmac.Equal([]byte(want), []byte(strings.ToLower(auth.signature))) {
+		return "", errf(CodeAuthSignatureFailure,
+			"The provided credentials could not be validated. Please check your signature is correct.")
+	}
+	return auth.secretID, nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func hmacSHA256(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
