@@ -156,7 +156,12 @@ func handle(ctx context.Context, msg jetstream.Msg, o Options, h Handler) {
 	outcome := "ack"
 	switch {
 	case err == nil:
-		if aerr := msg.Ack(); aerr != nil {
+		// Wait for the server to confirm the ack: a lost ack means a
+		// redelivery, which handlers tolerate, but we want to know.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		aerr := msg.DoubleAck(actx)
+		cancel()
+		if aerr != nil {
 			log.Warn("ack failed; the message will be redelivered", "err", aerr)
 		}
 	case IsPermanent(err):
@@ -255,4 +260,10 @@ func (m *Metrics) observe(consumer, outcome string, delivered uint64, took time.
 		m.redelivers.WithLabelValues(consumer).Inc()
 	}
 	m.duration.WithLabelValues(consumer).Observe(took.Seconds())
+}
+
+// Handled returns the counter of messages handled by consumer with outcome
+// (ack, nak or term); for tests and dashboards.
+func (m *Metrics) Handled(consumer, outcome string) prometheus.Counter {
+	return m.handled.WithLabelValues(consumer, outcome)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -102,46 +103,58 @@ func (e *Emulator) verifySignature(r *http.Request, body []byte, timestamp int64
 			auth.date, auth.service, date, Service)
 	}
 
-	var canonicalHeaders strings.Builder
+	// The documented canonical form lower-cases header values; the Go SDK
+	// signs them as sent. Accept either so both kinds of client work.
+	var exact, lowered strings.Builder
 	for _, name := range auth.signedHeaders {
 		v := r.Header.Get(name)
 		if name == "host" {
 			v = r.Host // net/http moves Host out of the header map
 		}
-		canonicalHeaders.WriteString(name + ":" + strings.ToLower(strings.TrimSpace(v)) + "\n")
+		v = strings.TrimSpace(v)
+		exact.WriteString(name + ":" + v + "\n")
+		lowered.WriteString(name + ":" + strings.ToLower(v) + "\n")
 	}
 	payloadHash := sha256Hex(body)
 	if r.Header.Get("X-TC-Content-SHA256") == unsignedPayload {
 		payloadHash = sha256Hex([]byte(unsignedPayload))
 	}
-	path := r.URL.Path
+	got := []byte(strings.ToLower(auth.signature))
+	for _, headers := range []string{exact.String(), lowered.String()} {
+		want := tc3Signature(secretKey, r.Method, r.URL, headers, auth.signedHeaders, payloadHash, timestamp, date)
+		if hmac.Equal([]byte(want), got) {
+			return auth.secretID, nil
+		}
+	}
+	return "", errf(CodeAuthSignatureFailure,
+		"The provided credentials could not be validated. Please check your signature is correct.")
+}
+
+// tc3Signature computes the hex TC3-HMAC-SHA256 signature of a request.
+func tc3Signature(secretKey, method string, u *url.URL, canonicalHeaders string, signedHeaders []string,
+	payloadHash string, timestamp int64, date string) string {
+	path := u.Path
 	if path == "" {
 		path = "/"
 	}
 	canonicalRequest := strings.Join([]string{
-		r.Method,
+		method,
 		path,
-		r.URL.RawQuery,
-		canonicalHeaders.String(),
-		strings.Join(auth.signedHeaders, ";"),
+		u.RawQuery,
+		canonicalHeaders,
+		strings.Join(signedHeaders, ";"),
 		payloadHash,
 	}, "\n")
-	credentialScope := date + "/" + Service + "/" + tc3RequestSuffix
 	stringToSign := strings.Join([]string{
 		tc3Algorithm,
 		strconv.FormatInt(timestamp, 10),
-		credentialScope,
+		date + "/" + Service + "/" + tc3RequestSuffix,
 		sha256Hex([]byte(canonicalRequest)),
 	}, "\n")
 	secretDate := hmacSHA256([]byte("TC3"+secretKey), date)
 	secretService := hmacSHA256(secretDate, Service)
 	secretSigning := hmacSHA256(secretService, tc3RequestSuffix)
-	want := hex.EncodeToString(hmacSHA256(secretSigning, stringToSign))
-	if !hmac.Equal([]byte(want), []byte(strings.ToLower(auth.signature))) {
-		return "", errf(CodeAuthSignatureFailure,
-			"The provided credentials could not be validated. Please check your signature is correct.")
-	}
-	return auth.secretID, nil
+	return hex.EncodeToString(hmacSHA256(secretSigning, stringToSign))
 }
 
 func sha256Hex(b []byte) string {

@@ -1,0 +1,119 @@
+package messaging_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natstest"
+)
+
+func TestEnsureIsIdempotentAndComplete(t *testing.T) {
+	env := natstest.Start(t) // runs Ensure once
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A second and a concurrent third call converge without error.
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() { errc <- messaging.Ensure(ctx, env.JS, messaging.DefaultOptions()) }()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatalf("Ensure again: %v", err)
+		}
+	}
+
+	cmd, err := env.JS.Stream(ctx, messaging.CommandStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.CachedInfo().Config.Retention != jetstream.WorkQueuePolicy {
+		t.Errorf("command stream retention = %v, want work queue", cmd.CachedInfo().Config.Retention)
+	}
+	if cmd.CachedInfo().Config.Duplicates != messaging.DefaultOptions().DuplicateWindow {
+		t.Errorf("duplicate window = %v", cmd.CachedInfo().Config.Duplicates)
+	}
+	for _, name := range []string{messaging.ConsumerCloudAdapter, messaging.ConsumerHookRunner} {
+		c, err := cmd.Consumer(ctx, name)
+		if err != nil {
+			t.Fatalf("consumer %s: %v", name, err)
+		}
+		cfg := c.CachedInfo().Config
+		if cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.MaxDeliver < 2 || cfg.MaxAckPending < 1 || len(cfg.BackOff) == 0 {
+			t.Errorf("consumer %s config: %+v", name, cfg)
+		}
+	}
+	ev, err := env.JS.Stream(ctx, messaging.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Consumer(ctx, messaging.ConsumerLifecycle); err != nil {
+		t.Fatalf("lifecycle consumer: %v", err)
+	}
+	for _, b := range []string{messaging.BucketGroups, messaging.BucketInstances} {
+		if _, err := env.JS.KeyValue(ctx, b); err != nil {
+			t.Errorf("bucket %s: %v", b, err)
+		}
+	}
+}
+
+func TestCommandsRouteToDisjointConsumersAndDedup(t *testing.T) {
+	env := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub := messaging.NewPublisher(env.JS)
+	for _, s := range []string{messaging.SubjectCloudCreate, messaging.SubjectHookRun} {
+		for range 3 { // same id three times: stored once
+			if _, err := pub.Publish(ctx, s, "id-"+s, wrapperspb.String("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for consumer, subject := range map[string]string{
+		messaging.ConsumerCloudAdapter: messaging.SubjectCloudCreate,
+		messaging.ConsumerHookRunner:   messaging.SubjectHookRun,
+	} {
+		c, err := env.JS.Consumer(ctx, messaging.CommandStream, consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if m.Subject() != subject {
+				t.Errorf("%s got %s", consumer, m.Subject())
+			}
+			_ = m.Ack()
+		}
+		if n != 1 {
+			t.Errorf("%s got %d messages, want 1 (dedup by message id)", consumer, n)
+		}
+	}
+}
+
+func TestValidateRejectsBadOptions(t *testing.T) {
+	for name, mut := range map[string]func(*messaging.Options){
+		"replicas":    func(o *messaging.Options) { o.Replicas = 0 },
+		"dup window":  func(o *messaging.Options) { o.DuplicateWindow = 0 },
+		"ack wait":    func(o *messaging.Options) { o.HookAckWait = 10 * time.Millisecond },
+		"max deliver": func(o *messaging.Options) { o.MaxDeliver = 1 },
+		"ack pending": func(o *messaging.Options) { o.CloudMaxAckPending = 0 },
+	} {
+		o := messaging.DefaultOptions()
+		mut(&o)
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: want an error", name)
+		}
+	}
+	if err := messaging.DefaultOptions().Validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+}

@@ -1,0 +1,201 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/worker"
+)
+
+// setup returns a JetStream env and a fresh consumer on a private stream
+// with a short AckWait, so redelivery paths run quickly.
+func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
+	t.Helper()
+	env := natstest.Start(t)
+	ctx := context.Background()
+	if _, err := env.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "W", Subjects: []string{"w.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := env.JS.CreateOrUpdateConsumer(ctx, "W", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, c
+}
+
+func publish(t *testing.T, env *natstest.Env, ctx context.Context, n int) {
+	t.Helper()
+	pub := messaging.NewPublisher(env.JS)
+	for i := range n {
+		if _, err := pub.Publish(ctx, "w.x", fmt.Sprint(i), wrapperspb.Int64(int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAckNakAndPermanent(t *testing.T) {
+	env, cons := setup(t, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publish(t, env, ctx, 3) // 0 acks, 1 fails once then acks, 2 is poison
+
+	var mu sync.Mutex
+	calls := map[string]int{}
+	reg := prometheus.NewRegistry()
+	m := worker.NewMetrics(reg)
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, cons, worker.Options{Name: "w", Concurrency: 4, MaxNakDelay: 50 * time.Millisecond, Metrics: m},
+			func(_ context.Context, msg jetstream.Msg) error {
+				meta, _ := msg.Metadata()
+				id := fmt.Sprint(meta.Sequence.Stream)
+				mu.Lock()
+				calls[id]++
+				n := calls[id]
+				mu.Unlock()
+				switch id {
+				case "2":
+					if n == 1 {
+						return errors.New("transient")
+					}
+				case "3":
+					return worker.Permanent(errors.New("undecodable"))
+				}
+				return nil
+			})
+	}()
+	eventually(t, "stream to empty", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["1"] != 1 || calls["2"] != 2 || calls["3"] != 1 {
+		t.Errorf("calls = %v, want 1:1 2:2 3:1", calls)
+	}
+	if got := testutil.ToFloat64(m.Handled("w", "term")); got != 1 {
+		t.Errorf("term count = %v", got)
+	}
+	if got := testutil.ToFloat64(m.Handled("w", "nak")); got != 1 {
+		t.Errorf("nak count = %v", got)
+	}
+}
+
+func TestHeartbeatKeepsLongWorkFromRedelivery(t *testing.T) {
+	env, cons := setup(t, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publish(t, env, ctx, 1)
+	var calls atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		_ = worker.Run(ctx, cons, worker.Options{Name: "w", Heartbeat: 200 * time.Millisecond},
+			func(ctx context.Context, _ jetstream.Msg) error {
+				calls.Add(1)
+				time.Sleep(3 * time.Second) // three AckWaits
+				return nil
+			})
+		close(done)
+	}()
+	eventually(t, "work to finish", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && calls.Load() > 0 && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	cancel()
+	<-done
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times; heartbeats should prevent redelivery", calls.Load())
+	}
+}
+
+func TestShutdownLetsInFlightWorkFinish(t *testing.T) {
+	env, cons := setup(t, 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	publish(t, env, context.Background(), 1)
+	started := make(chan struct{})
+	var finished atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		_ = worker.Run(ctx, cons, worker.Options{Name: "w", ShutdownGrace: 10 * time.Second},
+			func(hctx context.Context, _ jetstream.Msg) error {
+				close(started)
+				select {
+				case <-time.After(500 * time.Millisecond):
+					finished.Store(true)
+					return nil
+				case <-hctx.Done():
+					return hctx.Err()
+				}
+			})
+		close(done)
+	}()
+	<-started
+	cancel() // SIGTERM mid-task
+	<-done
+	if !finished.Load() {
+		t.Fatal("in-flight handler was cut short before its grace period")
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("work left behind: pending=%d ackPending=%d", info.NumPending, info.NumAckPending)
+	}
+}
+
+func TestTraceContextTravelsThroughHeaders(t *testing.T) {
+	env, cons := setup(t, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tid, _ := trace.TraceIDFromHex("0102030405060708090a0b0c0d0e0f10")
+	sid, _ := trace.SpanIDFromHex("0102030405060708")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
+	pctx := trace.ContextWithSpanContext(ctx, sc)
+	if _, err := messaging.NewPublisher(env.JS).Publish(pctx, "w.x", "t", wrapperspb.String("x")); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan trace.SpanContext, 1)
+	go func() {
+		_ = worker.Run(ctx, cons, worker.Options{Name: "w"}, func(hctx context.Context, _ jetstream.Msg) error {
+			got <- trace.SpanContextFromContext(hctx)
+			return nil
+		})
+	}()
+	select {
+	case rsc := <-got:
+		if rsc.TraceID() != tid || !rsc.IsRemote() {
+			t.Fatalf("trace id = %s remote=%v, want %s from the publisher", rsc.TraceID(), rsc.IsRemote(), tid)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no message")
+	}
+}

@@ -1,0 +1,285 @@
+package cvmemu
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nodesmith/nodesmith/tools/simvm"
+)
+
+// invalidAction is the counter key for requests naming no known action.
+const invalidAction = "(invalid)"
+
+type counters struct {
+	created, terminated, launchFailed int
+	createdWithoutToken, tokensReused int
+	requests, errors, throttled       map[string]int
+	errorCodes                        map[string]int
+}
+
+func newCounters() counters {
+	return counters{
+		requests:   map[string]int{},
+		errors:     map[string]int{},
+		throttled:  map[string]int{},
+		errorCodes: map[string]int{},
+	}
+}
+
+func (e *Emulator) countRequest(action string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.counters.requests[action]++
+}
+
+func (e *Emulator) countError(action, code string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.counters.errors[action]++
+	if len(e.counters.errorCodes) < 1000 || e.counters.errorCodes[code] > 0 { // injected codes are caller-chosen
+		e.counters.errorCodes[code]++
+	}
+}
+
+// Stats is a snapshot of the emulator's counters, for duplicate/orphan and
+// client-behaviour checks in tests.
+type Stats struct {
+	// VMsCreated counts every VM ever created.
+	VMsCreated int
+	// VMsLive counts VMs still listed (any state, TERMINATING included).
+	VMsLive int
+	// VMsTerminated counts VMs whose termination was accepted.
+	VMsTerminated int
+	// VMsLaunchFailed counts VMs that ended LAUNCH_FAILED.
+	VMsLaunchFailed int
+	// VMsCreatedWithoutToken counts VMs created by RunInstances calls
+	// without a ClientToken (such calls cannot be retried safely).
+	VMsCreatedWithoutToken int
+	// RunInstancesCalls counts RunInstances requests (any outcome).
+	RunInstancesCalls int
+	// ClientTokenCreations maps "account/token" to how often the token
+	// created VMs; ClientTokenReplays to how often a retry was answered
+	// from the record. Only remembered tokens (Config.MaxClientTokens) are
+	// listed.
+	ClientTokenCreations map[string]int
+	ClientTokenReplays   map[string]int
+	// TokensCreatedTwice counts creations by a token that had created VMs
+	// before (only possible after it was forgotten): a client bug.
+	TokensCreatedTwice int
+	// Requests, Errors and Throttled are per action. Errors include every
+	// error answered (auth failures, throttling, injected faults).
+	Requests, Errors, Throttled map[string]int
+	// ErrorCodes counts answered errors by code.
+	ErrorCodes map[string]int
+	// PeakRequestsPerSecond is, per action, the largest number of requests
+	// one account made within any one-second sliding window.
+	PeakRequestsPerSecond map[string]int
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Emulator) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Stats{
+		VMsCreated:             e.counters.created,
+		VMsTerminated:          e.counters.terminated,
+		VMsLaunchFailed:        e.counters.launchFailed,
+		VMsCreatedWithoutToken: e.counters.createdWithoutToken,
+		RunInstancesCalls:      e.counters.requests[ActionRunInstances],
+		ClientTokenCreations:   map[string]int{},
+		ClientTokenReplays:     map[string]int{},
+		TokensCreatedTwice:     e.counters.tokensReused,
+		Requests:               maps.Clone(e.counters.requests),
+		Errors:                 maps.Clone(e.counters.errors),
+		Throttled:              maps.Clone(e.counters.throttled),
+		ErrorCodes:             maps.Clone(e.counters.errorCodes),
+		PeakRequestsPerSecond:  map[string]int{},
+	}
+	for name, a := range e.accounts {
+		s.VMsLive += len(a.vms)
+		for tok, rec := range a.tokens {
+			s.ClientTokenCreations[name+"/"+tok] = rec.creations
+			if rec.replays > 0 {
+				s.ClientTokenReplays[name+"/"+tok] = rec.replays
+			}
+		}
+	}
+	for k, w := range e.windows {
+		s.PeakRequestsPerSecond[k.action] = max(s.PeakRequestsPerSecond[k.action], w.peak)
+	}
+	return s
+}
+
+// VMInfo describes a VM for tests and launchers.
+type VMInfo struct {
+	ID, Account, Region, Zone string
+	InstanceType, ImageID     string
+	Name                      string
+	State                     string
+	PrivateIP                 string // empty until RUNNING
+	SSHAddr                   string // host:port of the VM's SSH server, if any
+	Sandbox                   string // the VM's sandbox directory, if it has a guest
+	Tags                      map[string]string
+	ClientToken               string
+	CreatedAt                 time.Time
+	// NodeName and ProviderID are what the VM reported joining as.
+	NodeName, ProviderID string
+}
+
+func (e *Emulator) infoLocked(v *vm) VMInfo {
+	info := VMInfo{
+		ID: v.id, Account: v.account, Region: v.region, Zone: v.zone,
+		InstanceType: v.instanceType, ImageID: v.imageID, Name: v.name, State: v.state,
+		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
+		NodeName: v.nodeName, ProviderID: v.providerID,
+	}
+	if v.guest != nil {
+		info.SSHAddr = v.guest.Addr()
+		info.Sandbox = v.guest.Sandbox()
+	}
+	for _, t := range v.tags {
+		info.Tags[t.Key] = t.Value
+	}
+	return info
+}
+
+// ListVMs returns every listed VM of every account, oldest first.
+func (e *Emulator) ListVMs() []VMInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var vms []*vm
+	for _, a := range e.accounts {
+		for _, v := range a.vms {
+			vms = append(vms, v)
+		}
+	}
+	slices.SortFunc(vms, func(a, b *vm) int { return cmpSeq(a.seq, b.seq) })
+	out := make([]VMInfo, 0, len(vms))
+	for _, v := range vms {
+		out = append(out, e.infoLocked(v))
+	}
+	return out
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// VM returns one VM by ID.
+func (e *Emulator) VM(id string) (VMInfo, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := e.findLocked(id)
+	if v == nil {
+		return VMInfo{}, false
+	}
+	return e.infoLocked(v), true
+}
+
+// Guest returns the simulated machine behind a RUNNING VM, if it has one.
+func (e *Emulator) Guest(id string) (*simvm.VM, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := e.findLocked(id)
+	if v == nil || v.guest == nil {
+		return nil, false
+	}
+	return v.guest, true
+}
+
+// ForceTerminate terminates a VM outside the API, as when the cloud reclaims
+// a spot instance or a host dies.
+func (e *Emulator) ForceTerminate(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := e.findLocked(id)
+	if v == nil {
+		return fmt.Errorf("cvmemu: VM %s not found", id)
+	}
+	if v.state == StateTerminating {
+		return nil
+	}
+	e.terminateLocked(v, "")
+	return nil
+}
+
+// SetLaunchPolicy changes the fate of VMs launched from now on.
+func (e *Emulator) SetLaunchPolicy(p LaunchPolicy) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.launch = p
+}
+
+// SetQuota changes the instance quotas.
+func (e *Emulator) SetQuota(q Quota) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.quota = q
+}
+
+// SetStockOuts replaces the stock-out rules (nil: everything in stock).
+func (e *Emulator) SetStockOuts(s []StockOut) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stockOuts = slices.Clone(s)
+}
+
+// SetRateLimit sets the requests/second limit of an action; 0 removes it.
+func (e *Emulator) SetRateLimit(action string, perSecond float64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if perSecond <= 0 {
+		delete(e.rateLimits, action)
+		return
+	}
+	e.rateLimits[action] = perSecond
+}
+
+// SetBootDelay changes the boot delay for VMs launched from now on.
+func (e *Emulator) SetBootDelay(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bootDelay = max(d, 0)
+}
+
+// SetTerminateDelay changes how long VMs terminated from now on stay listed.
+func (e *Emulator) SetTerminateDelay(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.terminateDelay = max(d, 0)
+}
+
+// SetFaults sets the standing faults of an action (zero value: none).
+func (e *Emulator) SetFaults(action string, f ActionFaults) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f == (ActionFaults{}) {
+		delete(e.faults, action)
+		return
+	}
+	e.faults[action] = f
+}
+
+// InjectFaults queues one-shot faults: the next len(faults) requests of the
+// action (that pass authentication and rate limiting) get them in order.
+func (e *Emulator) InjectFaults(action string, faults ...Fault) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.injected[action] = append(e.injected[action], faults...)
+}
+
+// ClearFaults removes all standing and queued faults.
+func (e *Emulator) ClearFaults() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.faults)
+	clear(e.injected)
+}

@@ -1,0 +1,432 @@
+// Package cvmemu emulates the Tencent Cloud CVM API (version 2017-03-12)
+// closely enough that the official tencentcloud-sdk-go client can drive it
+// over plain HTTP: TC3-HMAC-SHA256 signatures are verified, requests and
+// responses have the real shapes and error codes, VMs boot asynchronously,
+// and quotas, stock-outs, rate limits and injected faults behave like the
+// real service's.
+//
+// Optionally each RUNNING VM gets an SSH server (package simvm) on its
+// loopback "private IP", and joins reported by the VM's kubeadm shim register
+// nodes in a simulated cluster (package simcluster):
+//
+//	emulator -> VM with SSH -> hook runs "kubeadm join" -> cluster node Ready
+//
+// It is a development and test tool; nothing is persisted.
+package cvmemu
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodesmith/nodesmith/tools/simcluster"
+	"github.com/nodesmith/nodesmith/tools/simvm"
+)
+
+// maxBodyBytes matches the real API's 10 MB limit for POST bodies.
+const maxBodyBytes = 10 << 20
+
+// Emulator is the CVM API emulator. It is an http.Handler; use Start for a
+// ready-made HTTP server. All methods are safe for concurrent use.
+type Emulator struct {
+	cfg     Config
+	log     *slog.Logger
+	ssh     *simvm.Factory
+	cluster *simcluster.Cluster
+
+	// wg tracks timers and background guest work, so Close can wait.
+	wg sync.WaitGroup
+
+	mu             sync.Mutex
+	closed         bool
+	rng            *mrand.Rand
+	launch         LaunchPolicy
+	quota          Quota
+	stockOuts      []StockOut
+	rateLimits     map[string]float64
+	bootDelay      time.Duration
+	terminateDelay time.Duration
+	faults         map[string]ActionFaults
+	injected       map[string][]Fault
+	accounts       map[string]*account
+	buckets        map[rateKey]*tokenBucket
+	windows        map[rateKey]*rateWindow
+	ips            ipAllocator
+	seq            uint64
+	counters       counters
+}
+
+type rateKey struct{ account, action string }
+
+// Option adds optional collaborators to an Emulator.
+type Option func(*Emulator)
+
+// WithSSH gives every VM that reaches RUNNING an SSH server from f, bound to
+// the VM's private IP. Without it VMs still get IPs, but nothing listens.
+func WithSSH(f *simvm.Factory) Option { return func(e *Emulator) { e.ssh = f } }
+
+// WithCluster connects VM joins to c: a kubeadm join on a VM registers the
+// node, a kubeadm reset or the VM's termination makes it NotReady (the Node
+// object stays, as in a real cluster, until someone deletes it).
+func WithCluster(c *simcluster.Cluster) Option { return func(e *Emulator) { e.cluster = c } }
+
+// New returns an Emulator for cfg (see DefaultConfig).
+func New(cfg Config, opts ...Option) (*Emulator, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.GuestEnv == nil {
+		cfg.GuestEnv = DefaultGuestEnv
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	ips, err := newIPAllocator(cfg.IPBase)
+	if err != nil {
+		return nil, err
+	}
+	e := &Emulator{
+		cfg:            cfg,
+		log:            log,
+		rng:            mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		launch:         cfg.Launch,
+		quota:          cfg.Quota,
+		stockOuts:      slices.Clone(cfg.StockOuts),
+		rateLimits:     map[string]float64{},
+		bootDelay:      cfg.BootDelay,
+		terminateDelay: cfg.TerminateDelay,
+		faults:         map[string]ActionFaults{},
+		injected:       map[string][]Fault{},
+		accounts:       map[string]*account{},
+		buckets:        map[rateKey]*tokenBucket{},
+		windows:        map[rateKey]*rateWindow{},
+		ips:            ips,
+		counters:       newCounters(),
+	}
+	for a, r := range cfg.RateLimits {
+		e.rateLimits[a] = r
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
+}
+
+func (e *Emulator) now() time.Time { return e.cfg.Now() }
+
+// Close stops all timers, shuts down every VM's SSH server and waits for
+// background work. The handler answers InternalError afterwards.
+func (e *Emulator) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	var guests []*simvm.VM
+	for _, a := range e.accounts {
+		for _, v := range a.vms {
+			e.cancelTimerLocked(v)
+			if v.guest != nil {
+				guests = append(guests, v.guest)
+				v.guest = nil
+			}
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, g := range guests {
+		if err := g.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close VM %s: %w", g.ID(), err))
+		}
+	}
+	e.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// call is one authenticated API request.
+type call struct {
+	ctx      context.Context
+	reqID    string
+	action   string
+	secretID string
+	account  string
+	region   string
+	body     []byte
+}
+
+type errorBody struct {
+	Code    string `json:"Code"`
+	Message string `json:"Message"`
+}
+
+type errorResponse struct {
+	Error     errorBody `json:"Error"`
+	RequestId string    `json:"RequestId"` //nolint:revive // wire name
+}
+
+// ServeHTTP implements the API endpoint. Every outcome except a deliberately
+// dropped connection is HTTP 200 with a {"Response":{...}} JSON body, like
+// the real service.
+func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reqID := newUUID()
+	result, aerr, drop := e.handle(w, r, reqID)
+	if drop && dropConnection(w) {
+		e.log.Debug("fault: dropped connection", "requestId", reqID)
+		return
+	}
+	var payload any
+	if aerr != nil {
+		payload = map[string]any{"Response": errorResponse{Error: errorBody(*aerr), RequestId: reqID}}
+	} else {
+		payload = map[string]any{"Response": result}
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		// Only our own response types are marshalled; this is a bug.
+		e.log.Error("marshal response", "err", err, "requestId", reqID)
+		b = []byte(`{"Response":{"Error":{"Code":"InternalError","Message":"response encoding failed"},"RequestId":"` + reqID + `"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-TC-RequestId", reqID)
+	_, _ = w.Write(b)
+}
+
+// dropConnection closes the client connection without a response.
+func dropConnection(w http.ResponseWriter) bool {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return false
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// handle validates, authenticates and dispatches a request. It returns the
+// success payload or an API error, and whether to drop the connection.
+func (e *Emulator) handle(w http.ResponseWriter, r *http.Request, reqID string) (any, *apiError, bool) {
+	action := r.Header.Get("X-TC-Action")
+	if !slices.Contains(Actions, action) {
+		action = invalidAction // keeps the counters bounded whatever clients send
+	}
+	log := e.log.With("requestId", reqID, "action", action)
+	e.countRequest(action)
+
+	c, aerr := e.admit(w, r, reqID)
+	if aerr != nil {
+		log.Debug("request rejected", "code", aerr.Code, "msg", aerr.Message)
+		e.countError(action, aerr.Code)
+		return nil, aerr, false
+	}
+	log = log.With("account", c.account)
+
+	fault, aerr := e.applyFaults(c)
+	if aerr != nil {
+		e.countError(c.action, aerr.Code)
+		return nil, aerr, false
+	}
+	if fault != nil && !fault.AfterCommit {
+		log.Debug("fault injected before commit", "code", fault.Code, "drop", fault.DropConnection)
+		e.countError(c.action, fault.Code)
+		return nil, &apiError{Code: fault.Code, Message: fault.Message}, fault.DropConnection
+	}
+
+	var result any
+	switch c.action {
+	case ActionRunInstances:
+		result, aerr = e.runInstances(c)
+	case ActionDescribeInstances:
+		result, aerr = e.describeInstances(c)
+	case ActionDescribeInstancesStatus:
+		result, aerr = e.describeInstancesStatus(c)
+	case ActionTerminateInstances:
+		result, aerr = e.terminateInstances(c)
+	}
+	if aerr != nil {
+		log.Debug("request failed", "code", aerr.Code, "msg", aerr.Message)
+		e.countError(c.action, aerr.Code)
+		return nil, aerr, false
+	}
+	if fault != nil {
+		log.Debug("fault injected after commit", "code", fault.Code, "drop", fault.DropConnection)
+		e.countError(c.action, fault.Code)
+		return nil, &apiError{Code: fault.Code, Message: fault.Message}, fault.DropConnection
+	}
+	return result, nil, false
+}
+
+// admit performs everything the API gateway does before an action runs:
+// protocol checks, signature, version, action, region and rate limiting. The
+// returned call is non-nil once the action is known.
+func (e *Emulator) admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, errf(CodeInternalError, "The emulator is shutting down.")
+	}
+	if r.Method != http.MethodPost {
+		return nil, errf(CodeInvalidParameter, "The emulator only supports POST requests with a JSON body (got %s).", r.Method)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return nil, errf(CodeInvalidParameter, "Content-Type %q is not supported; use application/json.", ct)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errf(CodeRequestSizeLimitExceeded, "The request body exceeds %d bytes.", maxBodyBytes)
+		}
+		return nil, errf(CodeInvalidParameter, "Cannot read the request body: %v.", err)
+	}
+	for _, h := range []string{"X-TC-Action", "X-TC-Version", "X-TC-Timestamp", "Authorization"} {
+		if r.Header.Get(h) == "" {
+			return nil, errf(CodeMissingParameter, "The request is missing the required header `%s`.", h)
+		}
+	}
+	ts, err := strconv.ParseInt(r.Header.Get("X-TC-Timestamp"), 10, 64)
+	if err != nil {
+		return nil, errf(CodeInvalidParameter, "X-TC-Timestamp must be a Unix timestamp in seconds.")
+	}
+	secretID, aerr := e.verifySignature(r, body, ts)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if v := r.Header.Get("X-TC-Version"); v != APIVersion {
+		return nil, errf(CodeNoSuchVersion, "The API version `%s` does not exist; the emulator serves %s.", v, APIVersion)
+	}
+	action := r.Header.Get("X-TC-Action")
+	if !slices.Contains(Actions, action) {
+		return nil, errf(CodeInvalidAction, "The action `%s` is not supported by the emulator.", action)
+	}
+	c := &call{ctx: r.Context(), reqID: reqID, action: action, secretID: secretID, account: e.accountOf(secretID), body: body}
+	c.region = r.Header.Get("X-TC-Region")
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := rateKey{c.account, action}
+	now := time.Now() // rate accounting uses the real clock, not cfg.Now
+	win := e.windows[key]
+	if win == nil {
+		win = &rateWindow{}
+		e.windows[key] = win
+	}
+	observed := win.observe(now)
+
+	if c.region == "" {
+		return c, errf(CodeMissingParameter, "The request is missing the required parameter `Region`.")
+	}
+	if len(e.cfg.Regions) > 0 && !slices.Contains(e.cfg.Regions, c.region) {
+		return c, errf(CodeUnsupportedRegion, "The region `%s` is not supported.", c.region)
+	}
+	if limit := e.rateLimits[action]; limit > 0 {
+		b := e.buckets[key]
+		if b == nil || b.rate != limit {
+			b = newTokenBucket(limit, now)
+			e.buckets[key] = b
+		}
+		if !b.allow(now) {
+			e.counters.throttled[action]++
+			return c, errf(CodeRequestLimitExceeded,
+				"Your current request times equals to `%d` in a second, which exceeds the frequency limit `%g` for a second. Please reduce the frequency of calls.",
+				observed, limit)
+		}
+	}
+	return c, nil
+}
+
+func (e *Emulator) accountOf(secretID string) string {
+	if a, ok := e.cfg.Accounts[secretID]; ok && a != "" {
+		return a
+	}
+	return secretID
+}
+
+// applyFaults sleeps for injected latency and picks the fault, if any, for
+// this request. A non-nil error means the client went away while waiting.
+func (e *Emulator) applyFaults(c *call) (*Fault, *apiError) {
+	e.mu.Lock()
+	af := e.faults[c.action]
+	var f *Fault
+	if q := e.injected[c.action]; len(q) > 0 {
+		f = &q[0]
+		e.injected[c.action] = q[1:]
+	} else if af.ErrorRate > 0 && e.rng.Float64() < af.ErrorRate {
+		f = &Fault{Code: af.ErrorCode, AfterCommit: af.AfterCommit}
+	}
+	e.mu.Unlock()
+
+	if af.Latency > 0 {
+		t := time.NewTimer(af.Latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return nil, errf(CodeInternalError, "The client went away.")
+		}
+	}
+	if f != nil {
+		ff := *f
+		if ff.Code == "" {
+			ff.Code = CodeInternalError
+		}
+		if ff.Message == "" {
+			ff.Message = "An internal error occurred (injected fault)."
+		}
+		return &ff, nil
+	}
+	return nil, nil
+}
+
+// decodeParams decodes a JSON body strictly: unknown fields answer
+// UnknownParameter, as the real API does.
+func decodeParams(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return errf(CodeUnknownParameter, "The parameter %s is not recognized.", name)
+		}
+		return errf(CodeInvalidParameter, "The request body is not valid JSON for this action: %v.", err)
+	}
+	if dec.More() {
+		return errf(CodeInvalidParameter, "The request body has trailing data after the JSON object.")
+	}
+	return nil
+}
+
+// newUUID returns a random RFC 4122 version 4 UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,84 @@
+package cvmemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
+	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/profile"
+	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
+)
+
+// Server is an Emulator served over plain HTTP.
+type Server struct {
+	*Emulator
+	ln   net.Listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves a new Emulator.
+func Start(addr string, cfg Config, opts ...Option) (*Server, error) {
+	e, err := New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("cvmemu: listen %s: %w", addr, err)
+	}
+	s := &Server{
+		Emulator: e,
+		ln:       ln,
+		srv:      &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second},
+		done:     make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			e.log.Error("HTTP server stopped", "err", err)
+		}
+	}()
+	e.log.Info("CVM emulator listening", "endpoint", s.Endpoint())
+	return s, nil
+}
+
+// Endpoint returns "host:port", the value for HttpProfile.Endpoint.
+func (s *Server) Endpoint() string { return s.ln.Addr().String() }
+
+// Close stops the HTTP server and the emulator.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, s.srv.Close())
+	}
+	<-s.done
+	return errors.Join(err, s.Emulator.Close())
+}
+
+// ClientProfile returns the SDK client profile for talking to an emulator
+// at endpoint ("host:port"): plain HTTP, POST, TC3-HMAC-SHA256.
+func ClientProfile(endpoint string) *profile.ClientProfile {
+	cp := profile.NewClientProfile()
+	cp.HttpProfile.Endpoint = endpoint
+	cp.HttpProfile.Scheme = "HTTP"
+	cp.HttpProfile.ReqMethod = "POST"
+	cp.SignMethod = "TC3-HMAC-SHA256"
+	return cp
+}
+
+// NewClient returns an official SDK CVM client for an emulator at endpoint.
+func NewClient(endpoint, secretID, secretKey, region string) (*cvm.Client, error) {
+	c, err := cvm.NewClient(common.NewCredential(secretID, secretKey), region, ClientProfile(endpoint))
+	if err != nil {
+		return nil, fmt.Errorf("cvmemu: new SDK client: %w", err)
+	}
+	return c, nil
+}
