@@ -199,3 +199,14 @@ func TestTraceContextTravelsThroughHeaders(t *testing.T) {
 		t.Fatal("no message")
 	}
 }
+
+func TestMetricsShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := worker.NewMetrics(reg)
+	b := worker.NewMetrics(reg) // a second worker in the same process
+	a.Handled("x", "ack").Inc()
+	b.Handled("x", "ack").Inc()
+	if got := testutil.ToFloat64(a.Handled("x", "ack")); got != 2 {
+		t.Fatalf("shared counter = %v, want 2", got)
+	}
+}

@@ -31,6 +31,9 @@ func parseTC3Authorization(h string) (tc3Auth, *apiError) {
 	bad := func(why string) (tc3Auth, *apiError) {
 		return tc3Auth{}, errf(CodeAuthInvalidAuthorization, "The Authorization header is invalid: %s.", why)
 	}
+	if strings.TrimSpace(h) == "" {
+		return bad("the header is missing")
+	}
 	alg, rest, ok := strings.Cut(strings.TrimSpace(h), " ")
 	if !ok || alg != tc3Algorithm {
 		return bad("only " + tc3Algorithm + " is supported")

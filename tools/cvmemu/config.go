@@ -80,6 +80,20 @@ type Config struct {
 	// simvm.VMSpec.Env). Default: DefaultGuestEnv.
 	GuestEnv func(VMInfo) map[string]string
 
+	// StateFile, if set, makes the VMs survive a restart of the process.
+	// New loads the file: a missing file means "start empty", an
+	// unreadable or corrupt one (or one of another format version) is an
+	// error, never silently ignored. Changes are saved atomically at most
+	// every 200ms, and on Close. Restored VMs carry on: PENDING ones boot
+	// when their boot delay ends (counted from their launch), TERMINATING
+	// ones vanish on schedule, RUNNING ones keep their private IP and get
+	// their SSH server back; ClientToken retries and Stats' VM counters
+	// continue. For the VMs' sandboxes and host keys to survive as well,
+	// give WithSSH a simvm.Factory with Config.Persistent, the same Root
+	// and a fixed Port. Runtime settings (Set* methods, faults) and request
+	// counters are not saved.
+	StateFile string
+
 	// Seed makes random decisions (failure rates) reproducible; 0 seeds
 	// from the clock.
 	Seed uint64

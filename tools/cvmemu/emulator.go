@@ -11,7 +11,9 @@
 //
 //	emulator -> VM with SSH -> hook runs "kubeadm join" -> cluster node Ready
 //
-// It is a development and test tool; nothing is persisted.
+// It is a development and test tool. By default everything is in memory;
+// with Config.StateFile the VMs survive a restart of the process (and with
+// a persistent simvm.Factory, their sandboxes and SSH host keys too).
 package cvmemu
 
 import (
@@ -66,6 +68,12 @@ type Emulator struct {
 	ips            ipAllocator
 	seq            uint64
 	counters       counters
+
+	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
+	// holds one token while a save is due.
+	saveReq  chan struct{}
+	saveStop chan struct{}
+	saveDone chan struct{}
 }
 
 type rateKey struct{ account, action string }
@@ -82,7 +90,10 @@ func WithSSH(f *simvm.Factory) Option { return func(e *Emulator) { e.ssh = f } }
 // object stays, as in a real cluster, until someone deletes it).
 func WithCluster(c *simcluster.Cluster) Option { return func(e *Emulator) { e.cluster = c } }
 
-// New returns an Emulator for cfg (see DefaultConfig).
+// New returns an Emulator for cfg (see DefaultConfig). With
+// Config.StateFile it first restores the saved VMs: it returns once the
+// RUNNING ones have their SSH servers back (or retry in the background if
+// that failed), and fails if the file cannot be read or makes no sense.
 func New(cfg Config, opts ...Option) (*Emulator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -129,13 +140,20 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 	for _, o := range opts {
 		o(e)
 	}
+	if cfg.StateFile != "" {
+		if err := e.openState(); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
 func (e *Emulator) now() time.Time { return e.cfg.Now() }
 
 // Close stops all timers, shuts down every VM's SSH server and waits for
-// background work. The handler answers InternalError afterwards.
+// background work, then saves the state (Config.StateFile): VMs keep their
+// state for the next New, and with a persistent simvm.Factory their
+// sandboxes stay. The handler answers InternalError afterwards.
 func (e *Emulator) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -161,6 +179,13 @@ func (e *Emulator) Close() error {
 		}
 	}
 	e.wg.Wait()
+	if e.saveReq != nil {
+		close(e.saveStop)
+		<-e.saveDone
+		if err := e.saveState(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -182,7 +207,7 @@ type errorBody struct {
 
 type errorResponse struct {
 	Error     errorBody `json:"Error"`
-	RequestId string    `json:"RequestId"` //nolint:revive // wire name
+	RequestID string    `json:"RequestId"`
 }
 
 // ServeHTTP implements the API endpoint. Every outcome except a deliberately
@@ -197,7 +222,7 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var payload any
 	if aerr != nil {
-		payload = map[string]any{"Response": errorResponse{Error: errorBody(*aerr), RequestId: reqID}}
+		payload = map[string]any{"Response": errorResponse{Error: errorBody(*aerr), RequestID: reqID}}
 	} else {
 		payload = map[string]any{"Response": result}
 	}
@@ -303,7 +328,9 @@ func (e *Emulator) admit(w http.ResponseWriter, r *http.Request, reqID string) (
 		}
 		return nil, errf(CodeInvalidParameter, "Cannot read the request body: %v.", err)
 	}
-	for _, h := range []string{"X-TC-Action", "X-TC-Version", "X-TC-Timestamp", "Authorization"} {
+	// A missing Authorization header is an AuthFailure, answered by
+	// verifySignature; the other headers are plain parameters.
+	for _, h := range []string{"X-TC-Action", "X-TC-Version", "X-TC-Timestamp"} {
 		if r.Header.Get(h) == "" {
 			return nil, errf(CodeMissingParameter, "The request is missing the required header `%s`.", h)
 		}

@@ -179,7 +179,7 @@ type rawResponse struct {
 			Code    string
 			Message string
 		}
-		RequestId string
+		RequestID string `json:"RequestId"`
 	}
 }
 
@@ -223,6 +223,28 @@ func sendRaw(t *testing.T, s *Server, r rawRequest) rawResponse {
 		req.Header.Set("Authorization", fmt.Sprintf("TC3-HMAC-SHA256 Credential=%s/%s/cvm/tc3_request, SignedHeaders=content-type;host, Signature=%s",
 			r.secretID, date, sig))
 	}
+	return doRaw(t, req)
+}
+
+// newSignedHTTPRequest builds a DescribeInstances request carrying the given
+// Authorization header verbatim.
+func newSignedHTTPRequest(s *Server, auth string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.Endpoint()+"/", bytes.NewBufferString("{}"))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-TC-Action", ActionDescribeInstances)
+	req.Header.Set("X-TC-Version", APIVersion)
+	req.Header.Set("X-TC-Region", testRegion)
+	req.Header.Set("X-TC-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set("Authorization", auth)
+	return req, nil
+}
+
+// doRaw sends req and decodes the Tencent-shaped answer.
+func doRaw(t *testing.T, req *http.Request) rawResponse {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +261,7 @@ func sendRaw(t *testing.T, s *Server, r rawRequest) rawResponse {
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("response is not JSON: %v: %s", err, b)
 	}
-	if out.Response.RequestId == "" {
+	if out.Response.RequestID == "" {
 		t.Fatalf("response without RequestId: %s", b)
 	}
 	return out

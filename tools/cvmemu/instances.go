@@ -3,6 +3,7 @@ package cvmemu
 import (
 	"crypto/rand"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,7 +34,7 @@ var instanceIDPattern = regexp.MustCompile(`^ins-[a-z0-9]{8}$`)
 
 type placementJSON struct {
 	Zone      string `json:"Zone"`
-	ProjectId int64  `json:"ProjectId"`
+	ProjectID int64  `json:"ProjectId"`
 }
 
 type tagJSON struct {
@@ -43,55 +44,55 @@ type tagJSON struct {
 
 type instanceJSON struct {
 	Placement                placementJSON `json:"Placement"`
-	InstanceId               string        `json:"InstanceId"`
+	InstanceID               string        `json:"InstanceId"`
 	InstanceType             string        `json:"InstanceType"`
 	CPU                      int64         `json:"CPU,omitempty"`
 	Memory                   int64         `json:"Memory,omitempty"`
 	RestrictState            string        `json:"RestrictState"`
 	InstanceName             string        `json:"InstanceName"`
 	InstanceChargeType       string        `json:"InstanceChargeType"`
-	PrivateIpAddresses       []string      `json:"PrivateIpAddresses"`
-	PublicIpAddresses        []string      `json:"PublicIpAddresses"`
-	ImageId                  string        `json:"ImageId"`
+	PrivateIPAddresses       []string      `json:"PrivateIpAddresses"`
+	PublicIPAddresses        []string      `json:"PublicIpAddresses"`
+	ImageID                  string        `json:"ImageId"`
 	CreatedTime              string        `json:"CreatedTime"`
 	InstanceState            string        `json:"InstanceState"`
 	Tags                     []tagJSON     `json:"Tags"`
 	StopChargingMode         string        `json:"StopChargingMode"`
-	Uuid                     string        `json:"Uuid"`
+	UUID                     string        `json:"Uuid"`
 	LatestOperation          string        `json:"LatestOperation,omitempty"`
 	LatestOperationState     string        `json:"LatestOperationState,omitempty"`
-	LatestOperationRequestId string        `json:"LatestOperationRequestId,omitempty"`
+	LatestOperationRequestID string        `json:"LatestOperationRequestId,omitempty"`
 	LatestOperationErrorMsg  string        `json:"LatestOperationErrorMsg,omitempty"`
 	IsolatedSource           string        `json:"IsolatedSource"`
-	DisableApiTermination    bool          `json:"DisableApiTermination"`
+	DisableAPITermination    bool          `json:"DisableApiTermination"`
 	DefaultLoginUser         string        `json:"DefaultLoginUser"`
 	DefaultLoginPort         int64         `json:"DefaultLoginPort"`
 }
 
 type runInstancesResponse struct {
-	InstanceIdSet []string `json:"InstanceIdSet"`
-	RequestId     string   `json:"RequestId"`
+	InstanceIDSet []string `json:"InstanceIdSet"`
+	RequestID     string   `json:"RequestId"`
 }
 
 type describeInstancesResponse struct {
 	TotalCount  int            `json:"TotalCount"`
 	InstanceSet []instanceJSON `json:"InstanceSet"`
-	RequestId   string         `json:"RequestId"`
+	RequestID   string         `json:"RequestId"`
 }
 
 type instanceStatusJSON struct {
-	InstanceId    string `json:"InstanceId"`
+	InstanceID    string `json:"InstanceId"`
 	InstanceState string `json:"InstanceState"`
 }
 
 type describeInstancesStatusResponse struct {
 	TotalCount        int                  `json:"TotalCount"`
 	InstanceStatusSet []instanceStatusJSON `json:"InstanceStatusSet"`
-	RequestId         string               `json:"RequestId"`
+	RequestID         string               `json:"RequestId"`
 }
 
 type terminateInstancesResponse struct {
-	RequestId string `json:"RequestId"`
+	RequestID string `json:"RequestId"`
 }
 
 func (e *Emulator) runInstances(c *call) (any, *apiError) {
@@ -146,7 +147,8 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 			// Idempotent replay: same answer, no new VMs, whatever the
 			// parameters of this retry say.
 			rec.replays++
-			return runInstancesResponse{InstanceIdSet: slices.Clone(rec.ids), RequestId: c.reqID}, nil
+			e.changedLocked()
+			return runInstancesResponse{InstanceIDSet: slices.Clone(rec.ids), RequestID: c.reqID}, nil
 		}
 	}
 	if q := e.quota.MaxInstances; q > 0 && len(acct.vms)+int(count) > q {
@@ -212,26 +214,42 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 	} else {
 		e.rememberTokenLocked(acct, token, ids)
 	}
+	e.changedLocked()
 	e.log.Info("RunInstances", "account", c.account, "zone", zone, "type", instanceType, "ids", ids, "clientToken", token)
-	return runInstancesResponse{InstanceIdSet: ids, RequestId: c.reqID}, nil
+	return runInstancesResponse{InstanceIDSet: ids, RequestID: c.reqID}, nil
 }
 
 func (e *Emulator) rememberTokenLocked(acct *account, token string, ids []string) {
 	rec := acct.tokens[token]
 	if rec == nil {
 		for len(acct.tokenOrder) >= e.cfg.MaxClientTokens {
-			delete(acct.tokens, acct.tokenOrder[0])
+			old := acct.tokenOrder[0]
 			acct.tokenOrder = acct.tokenOrder[1:]
+			delete(acct.tokens, old)
+			// Remember a fingerprint, so a client re-using a token
+			// after it was forgotten is still caught (bounded too).
+			if len(acct.evicted) < 10*e.cfg.MaxClientTokens {
+				acct.evicted[tokenFingerprint(old)] = struct{}{}
+			}
 		}
 		rec = &tokenRecord{}
 		acct.tokens[token] = rec
 		acct.tokenOrder = append(acct.tokenOrder, token)
+		if _, seen := acct.evicted[tokenFingerprint(token)]; seen {
+			rec.creations++ // it created VMs before it was forgotten
+		}
 	}
 	rec.ids = slices.Clone(ids)
 	rec.creations++
 	if rec.creations > 1 {
 		e.counters.tokensReused++
 	}
+}
+
+func tokenFingerprint(token string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(token))
+	return h.Sum64()
 }
 
 // checkZone validates a zone against the configuration and the region.
@@ -493,7 +511,7 @@ func (e *Emulator) describeInstances(c *call) (any, *apiError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	all := e.selectLocked(c, ids, fs)
-	resp := describeInstancesResponse{TotalCount: len(all), InstanceSet: []instanceJSON{}, RequestId: c.reqID}
+	resp := describeInstancesResponse{TotalCount: len(all), InstanceSet: []instanceJSON{}, RequestID: c.reqID}
 	for _, v := range page(all, offset, limit) {
 		resp.InstanceSet = append(resp.InstanceSet, e.instanceJSONLocked(v))
 	}
@@ -516,9 +534,9 @@ func (e *Emulator) describeInstancesStatus(c *call) (any, *apiError) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	all := e.selectLocked(c, ids, nil)
-	resp := describeInstancesStatusResponse{TotalCount: len(all), InstanceStatusSet: []instanceStatusJSON{}, RequestId: c.reqID}
+	resp := describeInstancesStatusResponse{TotalCount: len(all), InstanceStatusSet: []instanceStatusJSON{}, RequestID: c.reqID}
 	for _, v := range page(all, offset, limit) {
-		resp.InstanceStatusSet = append(resp.InstanceStatusSet, instanceStatusJSON{InstanceId: v.id, InstanceState: v.state})
+		resp.InstanceStatusSet = append(resp.InstanceStatusSet, instanceStatusJSON{InstanceID: v.id, InstanceState: v.state})
 	}
 	return resp, nil
 }
@@ -554,37 +572,37 @@ func (e *Emulator) terminateInstances(c *call) (any, *apiError) {
 		e.terminateLocked(v, c.reqID)
 	}
 	e.log.Info("TerminateInstances", "account", c.account, "ids", ids)
-	return terminateInstancesResponse{RequestId: c.reqID}, nil
+	return terminateInstancesResponse{RequestID: c.reqID}, nil
 }
 
 func (e *Emulator) instanceJSONLocked(v *vm) instanceJSON {
 	cpu, mem := instanceShape(v.instanceType)
 	j := instanceJSON{
 		Placement:                placementJSON{Zone: v.zone},
-		InstanceId:               v.id,
+		InstanceID:               v.id,
 		InstanceType:             v.instanceType,
 		CPU:                      cpu,
 		Memory:                   mem,
 		RestrictState:            "NORMAL",
 		InstanceName:             v.name,
 		InstanceChargeType:       v.chargeType,
-		PrivateIpAddresses:       []string{},
-		ImageId:                  v.imageID,
+		PrivateIPAddresses:       []string{},
+		ImageID:                  v.imageID,
 		CreatedTime:              v.created.Format("2006-01-02T15:04:05Z"),
 		InstanceState:            v.state,
 		Tags:                     []tagJSON{},
 		StopChargingMode:         "NOT_APPLICABLE",
-		Uuid:                     v.uuid,
+		UUID:                     v.uuid,
 		LatestOperation:          v.latestOp,
 		LatestOperationState:     v.latestOpState,
-		LatestOperationRequestId: v.latestOpRequestID,
+		LatestOperationRequestID: v.latestOpRequestID,
 		LatestOperationErrorMsg:  v.latestOpErr,
 		IsolatedSource:           "NOTISOLATED",
 		DefaultLoginUser:         "root",
 		DefaultLoginPort:         22,
 	}
 	if v.state == StateRunning && v.ip != "" {
-		j.PrivateIpAddresses = []string{v.ip}
+		j.PrivateIPAddresses = []string{v.ip}
 	}
 	if v.guest != nil {
 		if port, err := portOf(v.guest.Addr()); err == nil {

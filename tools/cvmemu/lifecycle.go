@@ -1,8 +1,10 @@
 package cvmemu
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"syscall"
@@ -18,6 +20,8 @@ type account struct {
 	// eviction once Config.MaxClientTokens is reached.
 	tokens     map[string]*tokenRecord
 	tokenOrder []string
+	// evicted holds fingerprints of forgotten tokens, to detect reuse.
+	evicted map[uint64]struct{}
 }
 
 type tokenRecord struct {
@@ -54,6 +58,10 @@ type vm struct {
 	// generation is still the one it was scheduled with.
 	gen   uint64
 	timer *time.Timer
+	// due is when the scheduled timer fires (wall clock), saved so a
+	// restarted emulator boots PENDING VMs and removes TERMINATING ones
+	// on the original schedule.
+	due time.Time
 
 	guest                *simvm.VM
 	nodeName, providerID string // as reported by the guest's kubeadm join
@@ -62,7 +70,7 @@ type vm struct {
 func (e *Emulator) accountLocked(name string) *account {
 	a := e.accounts[name]
 	if a == nil {
-		a = &account{vms: map[string]*vm{}, tokens: map[string]*tokenRecord{}}
+		a = &account{vms: map[string]*vm{}, tokens: map[string]*tokenRecord{}, evicted: map[uint64]struct{}{}}
 		e.accounts[name] = a
 	}
 	return a
@@ -71,10 +79,17 @@ func (e *Emulator) accountLocked(name string) *account {
 // scheduleLocked runs fn (with e.mu held) after d, unless the VM changes
 // generation or the emulator closes first.
 func (e *Emulator) scheduleLocked(v *vm, d time.Duration, fn func(*vm)) {
+	e.scheduleAtLocked(v, time.Now().Add(d), fn)
+}
+
+// scheduleAtLocked is scheduleLocked with a deadline (wall clock), which may
+// be in the past.
+func (e *Emulator) scheduleAtLocked(v *vm, due time.Time, fn func(*vm)) {
 	e.cancelTimerLocked(v)
 	gen := v.gen
+	v.due = due
 	e.wg.Add(1)
-	v.timer = time.AfterFunc(d, func() {
+	v.timer = time.AfterFunc(max(0, time.Until(due)), func() {
 		defer e.wg.Done()
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -122,12 +137,17 @@ func (e *Emulator) bootLocked(v *vm) {
 		e.launchFailedLocked(v, "the simulated host failed to create the instance")
 		return
 	}
-	ip, err := e.ips.alloc()
-	if err != nil {
-		e.launchFailedLocked(v, err.Error())
-		return
+	// A VM restored from a state file saved while it was booting already
+	// has its address.
+	if v.ip == "" {
+		ip, err := e.ips.alloc()
+		if err != nil {
+			e.launchFailedLocked(v, err.Error())
+			return
+		}
+		v.ip = ip
+		e.changedLocked()
 	}
-	v.ip = ip
 	if e.ssh == nil {
 		e.runningLocked(v)
 		return
@@ -135,14 +155,7 @@ func (e *Emulator) bootLocked(v *vm) {
 	// Starting the SSH server binds a socket and writes the sandbox: do it
 	// without holding the lock, then re-check the VM's state.
 	gen := v.gen
-	spec := simvm.VMSpec{
-		ID:       v.id,
-		IP:       ip,
-		Hostname: v.id,
-		Env:      e.cfg.GuestEnv(e.infoLocked(v)),
-		OnJoin:   e.onJoin,
-		OnReset:  e.onReset,
-	}
+	spec := e.guestSpecLocked(v)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -165,8 +178,9 @@ func (e *Emulator) startGuest(v *vm, gen uint64, spec simvm.VMSpec) {
 			v.guest = guest
 			e.runningLocked(v)
 		case err == nil:
-			e.closeGuestAsyncLocked(guest) // terminated while booting
+			e.stopGuestAsyncLocked(guest) // terminated while booting, or closing
 		case !current:
+			e.discardIfGoneLocked(v)
 		case errors.Is(err, syscall.EADDRINUSE) && attempt < maxAttempts:
 			next, aerr := e.ips.alloc()
 			if aerr != nil {
@@ -175,8 +189,8 @@ func (e *Emulator) startGuest(v *vm, gen uint64, spec simvm.VMSpec) {
 			}
 			e.log.Debug("guest address busy, trying next", "vm", v.id, "busy", v.ip, "next", next)
 			v.ip = next
-			spec.IP = next
-			spec.Env = e.cfg.GuestEnv(e.infoLocked(v))
+			spec = e.guestSpecLocked(v)
+			e.changedLocked()
 			e.mu.Unlock()
 			continue
 		default:
@@ -190,9 +204,60 @@ func (e *Emulator) startGuest(v *vm, gen uint64, spec simvm.VMSpec) {
 	}
 }
 
+// guestSpecLocked describes the guest of a VM that has its address.
+func (e *Emulator) guestSpecLocked(v *vm) simvm.VMSpec {
+	return simvm.VMSpec{
+		ID:       v.id,
+		IP:       v.ip,
+		Hostname: v.id,
+		Env:      e.cfg.GuestEnv(e.infoLocked(v)),
+		OnJoin:   e.onJoin,
+		OnReset:  e.onReset,
+	}
+}
+
+// restartGuest brings back the SSH server of a RUNNING VM restored from the
+// state file. Unlike a booting VM, a running one keeps its address whatever
+// happens (clients know it), so a busy address or any other failure is
+// retried with backoff until it works, the VM is terminated or the emulator
+// closes; meanwhile the VM is RUNNING but unreachable, as a real VM can be.
+func (e *Emulator) restartGuest(v *vm, gen uint64, spec simvm.VMSpec, attempt int) {
+	guest, err := e.ssh.Start(spec)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	current := !e.closed && v.gen == gen && v.state == StateRunning && v.guest == nil
+	switch {
+	case err == nil && current:
+		v.guest = guest
+		e.log.Info("VM guest restarted", "vm", v.id, "addr", guest.Addr())
+	case err == nil:
+		e.stopGuestAsyncLocked(guest)
+	case !current:
+		e.discardIfGoneLocked(v)
+	default:
+		delay := min(maxGuestRetryDelay, minGuestRetryDelay<<min(attempt, 16))
+		e.log.Warn("cannot restart VM guest, will retry", "vm", v.id, "ip", v.ip, "attempt", attempt+1, "retryIn", delay, "err", err)
+		e.scheduleLocked(v, delay, func(v *vm) {
+			gen, spec := v.gen, e.guestSpecLocked(v)
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.restartGuest(v, gen, spec, attempt+1)
+			}()
+		})
+	}
+}
+
+// Backoff bounds for restarting a restored VM's guest.
+const (
+	minGuestRetryDelay = 250 * time.Millisecond
+	maxGuestRetryDelay = 30 * time.Second
+)
+
 func (e *Emulator) runningLocked(v *vm) {
 	v.state = StateRunning
 	v.latestOpState = "SUCCESS"
+	e.changedLocked()
 	e.log.Info("VM running", "vm", v.id, "ip", v.ip, "zone", v.zone)
 }
 
@@ -201,6 +266,7 @@ func (e *Emulator) launchFailedLocked(v *vm, why string) {
 	v.latestOpState = "FAILED"
 	v.latestOpErr = why
 	e.counters.launchFailed++
+	e.changedLocked()
 	e.log.Info("VM launch failed", "vm", v.id, "reason", why)
 }
 
@@ -211,17 +277,19 @@ func (e *Emulator) terminateLocked(v *vm, reqID string) {
 	v.state = StateTerminating
 	v.latestOp, v.latestOpState, v.latestOpRequestID, v.latestOpErr = ActionTerminateInstances, "OPERATING", reqID, ""
 	e.counters.terminated++
+	e.changedLocked()
 	if v.guest != nil {
-		e.closeGuestAsyncLocked(v.guest)
+		e.stopGuestAsyncLocked(v.guest)
 		v.guest = nil
+	} else {
+		// Its sandbox may be left from before a restart (the guest was not
+		// back yet) or from a boot in progress.
+		e.discardSandboxAsyncLocked(v.id)
 	}
 	if e.cluster != nil && v.nodeName != "" {
-		node, provider := v.nodeName, v.providerID
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			e.cluster.MarkNotReadyIfProvider(node, provider)
-		}()
+		// Under e.mu (the cluster never calls back), so a join being
+		// reported concurrently is either before this or refused.
+		e.cluster.MarkNotReadyIfProvider(v.nodeName, v.providerID)
 	}
 	e.scheduleLocked(v, e.terminateDelay, e.removeLocked)
 	e.log.Info("VM terminating", "vm", v.id)
@@ -234,30 +302,74 @@ func (e *Emulator) removeLocked(v *vm) {
 	if v.ip != "" {
 		e.ips.free(v.ip)
 	}
+	e.changedLocked()
 	e.log.Debug("VM removed", "vm", v.id)
 }
 
-func (e *Emulator) closeGuestAsyncLocked(g *simvm.VM) {
+// stopGuestAsyncLocked stops a guest that is no longer wanted. While the
+// emulator runs that means its VM is gone, so its sandbox goes too; while it
+// closes, the VM lives on in the state file and keeps its sandbox (with a
+// persistent simvm.Factory) for the next run.
+func (e *Emulator) stopGuestAsyncLocked(g *simvm.VM) {
+	stop, what := g.Destroy, "destroying"
+	if e.closed {
+		stop, what = g.Close, "closing"
+	}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		if err := g.Close(); err != nil {
-			e.log.Warn("closing VM guest", "vm", g.ID(), "err", err)
+		if err := stop(); err != nil {
+			e.log.Warn(what+" VM guest", "vm", g.ID(), "err", err)
 		}
 	}()
 }
 
-// onJoin is the simvm callback for a kubeadm join on a VM.
+// discardIfGoneLocked discards the sandbox of a VM whose failed guest start
+// raced with its termination: terminateLocked's own discard found the start
+// in flight, and a reused sandbox survives a failed start.
+func (e *Emulator) discardIfGoneLocked(v *vm) {
+	if !e.closed && v.state == StateTerminating {
+		e.discardSandboxAsyncLocked(v.id)
+	}
+}
+
+// discardSandboxAsyncLocked removes what a VM without a running guest may
+// have left in the sandbox root.
+func (e *Emulator) discardSandboxAsyncLocked(id string) {
+	if e.ssh == nil {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := e.ssh.Discard(id); err != nil {
+			// ErrRunning: a guest start is in flight; whoever finishes it
+			// sees the VM gone and destroys the guest, sandbox included.
+			lvl := slog.LevelWarn
+			if errors.Is(err, simvm.ErrRunning) {
+				lvl = slog.LevelDebug
+			}
+			e.log.Log(context.Background(), lvl, "discarding VM sandbox", "vm", id, "err", err)
+		}
+	}()
+}
+
+// onJoin is the simvm callback for a kubeadm join on a VM, including the
+// join a restarted guest reports again.
 func (e *Emulator) onJoin(vmID, nodeName, providerID string) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	v := e.findLocked(vmID)
-	if v != nil {
-		v.nodeName, v.providerID = nodeName, providerID
+	if v == nil || v.state == StateTerminating {
+		// The guest is being torn down; its kubelet is not coming up.
+		return
 	}
-	e.mu.Unlock()
+	v.nodeName, v.providerID = nodeName, providerID
+	e.changedLocked()
 	if e.cluster == nil {
 		return
 	}
+	// Under e.mu, ordered with terminateLocked's MarkNotReadyIfProvider.
 	if err := e.cluster.Register(nodeName, providerID); err != nil {
 		e.log.Warn("register node", "vm", vmID, "node", nodeName, "err", err)
 	}
@@ -270,6 +382,7 @@ func (e *Emulator) onReset(vmID, nodeName string) {
 	if v := e.findLocked(vmID); v != nil {
 		provider = v.providerID
 		v.nodeName, v.providerID = "", ""
+		e.changedLocked()
 	}
 	e.mu.Unlock()
 	if e.cluster != nil {

@@ -3,16 +3,20 @@ package simvm
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/pem"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 )
 
-// GenerateSigner returns a fresh ed25519 SSH signer. It is used for per-VM
-// host keys, host CAs and test client keys alike.
+// GenerateSigner returns a fresh ed25519 SSH signer, e.g. for host CAs and
+// client keys.
 func GenerateSigner() (ssh.Signer, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -21,6 +25,47 @@ func GenerateSigner() (ssh.Signer, error) {
 	s, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
 		return nil, fmt.Errorf("wrap ed25519 key: %w", err)
+	}
+	return s, nil
+}
+
+// loadOrCreateHostKey returns the VM's host key from its sandbox when reuse
+// is set and the sandbox has one, and otherwise generates one and stores it
+// there (HostKeyFile, mode 0600). A stored key that cannot be read or parsed
+// is an error: silently replacing it would break every client that pinned
+// the old one, in a way much harder to diagnose.
+func loadOrCreateHostKey(sandbox, vmID string, reuse bool) (ssh.Signer, error) {
+	path := filepath.Join(sandbox, HostKeyFile)
+	if reuse {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			s, err := ssh.ParsePrivateKey(b)
+			if err != nil {
+				return nil, fmt.Errorf("parse host key %s: %w (delete it to get a new one)", path, err)
+			}
+			return s, nil
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("read host key: %w", err)
+		}
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate host key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "root@"+vmID)
+	if err != nil {
+		return nil, fmt.Errorf("encode host key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store host key: %w", err)
+	}
+	if err := writeFileAtomic(path, pem.EncodeToMemory(block), 0o600, true); err != nil {
+		return nil, fmt.Errorf("store host key: %w", err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("wrap host key: %w", err)
 	}
 	return s, nil
 }

@@ -20,6 +20,9 @@ const (
 	HostnameFile = "etc/hostname"
 	// LogDir holds one log file per shim (kubeadm.log, kubectl.log, ...).
 	LogDir = "var/log/simvm"
+	// HostKeyFile holds the VM's SSH host private key (OpenSSH format,
+	// mode 0600), where sshd keeps it on a real machine.
+	HostKeyFile = "etc/ssh/ssh_host_ed25519_key"
 )
 
 // The shims are POSIX sh so they run under whatever /bin/sh the machine has.
@@ -178,25 +181,81 @@ var shims = map[string]string{
 	"systemctl":   systemctlShim,
 }
 
-// prepareSandbox creates a fresh sandbox directory tree with the shims.
-func prepareSandbox(dir, hostname string) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("clear sandbox: %w", err)
+// prepareSandbox creates the sandbox directory tree with the shims. A fresh
+// sandbox starts empty. A reused one keeps its files (join state, hostname,
+// host key, logs), as a rebooted machine keeps its disk; only the shims are
+// reinstalled, like packages upgraded in place.
+func prepareSandbox(dir, hostname string, reuse bool) error {
+	if !reuse {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("clear sandbox: %w", err)
+		}
 	}
-	for _, sub := range []string{"bin", "etc", "tmp", "var/lib/kubelet", LogDir} {
+	for _, sub := range []string{"bin", "etc/ssh", "tmp", "var/lib/kubelet", LogDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return fmt.Errorf("create sandbox: %w", err)
 		}
 	}
 	for name, body := range shims {
-		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte(body), 0o755); err != nil {
+		// Replaced atomically, never rewritten in place; shims need no
+		// durability (they are rewritten on every start).
+		if err := writeFileAtomic(filepath.Join(dir, "bin", name), []byte(body), 0o755, false); err != nil {
 			return fmt.Errorf("write shim %s: %w", name, err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, HostnameFile), []byte(hostname+"\n"), 0o644); err != nil {
+	hostnameFile := filepath.Join(dir, HostnameFile)
+	if _, err := os.Stat(hostnameFile); reuse && err == nil {
+		return nil // set by the machine itself (hostnamectl); keep it
+	}
+	if err := os.WriteFile(hostnameFile, []byte(hostname+"\n"), 0o644); err != nil {
 		return fmt.Errorf("write hostname: %w", err)
 	}
 	return nil
+}
+
+// writeFileAtomic replaces path with data through a temporary file and a
+// rename, so readers see the old or the new content, never a mix. With
+// durable the data is fsynced first, so a crash cannot leave an empty file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode, durable bool) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if durable {
+		return syncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // JoinState is what the kubeadm shim recorded on a successful join.

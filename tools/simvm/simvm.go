@@ -8,6 +8,10 @@
 // at the kubeadm join file and reports joins and resets through callbacks,
 // which is how a simulated cluster learns that a node registered.
 //
+// With Config.Persistent a VM's sandbox, host key included, outlives the
+// process: a VM started again with the same ID after a restart is the same
+// machine to its clients.
+//
 // The package needs a Unix host (process groups and signals); binding
 // arbitrary 127.0.0.0/8 addresses works out of the box on Linux.
 package simvm
@@ -16,6 +20,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -33,7 +38,8 @@ type Config struct {
 	// means a temporary directory owned (and removed) by the Factory.
 	Root string
 	// Port is the SSH port every VM listens on at its own IP. 0 picks a
-	// free port per VM (see VM.Addr); DefaultConfig uses 2222.
+	// free port per VM (see VM.Addr); DefaultConfig uses 2222. Only a fixed
+	// port gives a VM the same address after a restart (Persistent).
 	Port int
 	// User is the only accepted login name. Empty means "root".
 	User string
@@ -50,9 +56,20 @@ type Config struct {
 	// OrphanGrace is how long a finished command's background children may
 	// keep its output open before they are killed. 0 means 1s.
 	OrphanGrace time.Duration
-	// KeepSandboxes leaves sandbox directories behind on VM.Close for
-	// post-mortem inspection.
+	// KeepSandboxes leaves sandbox directories behind on VM.Close,
+	// VM.Destroy and Factory.Discard for post-mortem inspection.
 	KeepSandboxes bool
+	// Persistent makes VMs survive a restart of the process: VM.Close and
+	// Factory.Close keep each sandbox (its files, its join state and its
+	// host key, see HostKeyFile), and Start reuses the sandbox of an
+	// earlier VM with the same ID instead of wiping it, so clients that
+	// pinned the VM's host key still connect. When the reused sandbox
+	// records a join, Start calls OnJoin before returning: the kubelet
+	// coming back registers the node again. Use VM.Destroy or
+	// Factory.Discard for VMs that are gone for good, and pair it with a
+	// caller that remembers its VMs across restarts (cvmemu's
+	// Config.StateFile); otherwise sandboxes pile up. Requires Root.
+	Persistent bool
 	// Logger receives connection and command logs. Nil discards them.
 	Logger *slog.Logger
 }
@@ -72,7 +89,9 @@ type Factory struct {
 
 	mu     sync.Mutex
 	closed bool
-	vms    map[*VM]struct{}
+	// vms holds the VMs by ID; a nil value reserves the ID for a Start in
+	// progress, so two VMs never share a sandbox.
+	vms map[string]*VM
 }
 
 // NewFactory validates cfg and returns a Factory.
@@ -83,6 +102,9 @@ func NewFactory(cfg Config) (*Factory, error) {
 	if cfg.Port < 0 || cfg.Port > 65535 {
 		return nil, fmt.Errorf("simvm: invalid port %d", cfg.Port)
 	}
+	if cfg.Persistent && cfg.Root == "" {
+		return nil, errors.New("simvm: Persistent needs a Root that outlives the process")
+	}
 	if cfg.User == "" {
 		cfg.User = "root"
 	}
@@ -92,7 +114,7 @@ func NewFactory(cfg Config) (*Factory, error) {
 	if cfg.OrphanGrace <= 0 {
 		cfg.OrphanGrace = time.Second
 	}
-	f := &Factory{cfg: cfg, log: cfg.Logger, authKeys: map[string]struct{}{}, vms: map[*VM]struct{}{}}
+	f := &Factory{cfg: cfg, log: cfg.Logger, authKeys: map[string]struct{}{}, vms: map[string]*VM{}}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -126,7 +148,8 @@ type VMSpec struct {
 	// PROVIDER_ID, which the kubeadm shim uses as defaults).
 	Env map[string]string
 	// OnJoin is called after a command that left the VM joined under a
-	// new node name or provider ID.
+	// new node name or provider ID, and by Start when a reused sandbox
+	// (Config.Persistent) records a join.
 	OnJoin func(vmID, nodeName, providerID string)
 	// OnReset is called after a command that removed the join (kubeadm
 	// reset), with the node name the VM had joined as.
@@ -135,9 +158,14 @@ type VMSpec struct {
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// Start creates the VM's sandbox, generates its host key (and certificate)
-// and starts its SSH server. The returned error wraps the listen error, so
-// errors.Is(err, syscall.EADDRINUSE) tells a caller to try another IP.
+// ErrRunning is returned (wrapped) for an ID whose VM is running.
+var ErrRunning = errors.New("VM is running")
+
+// Start creates the VM's sandbox (or, with Config.Persistent, reuses the
+// one an earlier VM with this ID left), generates or loads its host key (and
+// signs a certificate) and starts its SSH server. The returned error wraps
+// the listen error, so errors.Is(err, syscall.EADDRINUSE) tells a caller to
+// try another IP; it wraps ErrRunning if a VM with this ID runs already.
 func (f *Factory) Start(spec VMSpec) (*VM, error) {
 	if !validID.MatchString(spec.ID) {
 		return nil, fmt.Errorf("simvm: invalid VM id %q", spec.ID)
@@ -149,10 +177,70 @@ func (f *Factory) Start(spec VMSpec) (*VM, error) {
 	if spec.Hostname == "" {
 		spec.Hostname = spec.ID
 	}
-
-	hostKey, err := GenerateSigner()
+	if err := f.reserve(spec.ID); err != nil {
+		return nil, err
+	}
+	v, reused, err := f.start(spec, ip)
 	if err != nil {
-		return nil, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
+		f.mu.Lock()
+		delete(f.vms, spec.ID)
+		f.mu.Unlock()
+		return nil, err
+	}
+	v.wg.Add(1)
+	go v.serve()
+	v.log.Debug("VM started", "reusedSandbox", reused)
+	if reused {
+		// The machine comes back with its disk: a recorded join means
+		// its kubelet starts again and registers the node.
+		v.checkJoin()
+	}
+	return v, nil
+}
+
+// reserve claims id for a Start in progress.
+func (f *Factory) reserve(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errors.New("simvm: factory closed")
+	}
+	if _, ok := f.vms[id]; ok {
+		return fmt.Errorf("simvm: VM %s: %w", id, ErrRunning)
+	}
+	f.vms[id] = nil
+	return nil
+}
+
+// start prepares the sandbox and the SSH server of a reserved VM and
+// registers it. On error nothing is left behind but a reused sandbox.
+func (f *Factory) start(spec VMSpec, ip net.IP) (_ *VM, reused bool, err error) {
+	sandbox := filepath.Join(f.cfg.Root, spec.ID)
+	if f.cfg.Persistent {
+		fi, serr := os.Stat(sandbox)
+		switch {
+		case serr == nil && fi.IsDir():
+			reused = true
+		case serr == nil:
+			return nil, false, fmt.Errorf("simvm: VM %s: sandbox %s is not a directory", spec.ID, sandbox)
+		case !errors.Is(serr, fs.ErrNotExist):
+			return nil, false, fmt.Errorf("simvm: VM %s: %w", spec.ID, serr)
+		}
+	}
+	if err := prepareSandbox(sandbox, spec.Hostname, reused); err != nil {
+		return nil, false, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
+	}
+	defer func() {
+		// A fresh sandbox of a VM that never ran is garbage; a reused one
+		// is still the machine's disk (and the evidence if it is broken).
+		if err != nil && !reused {
+			_ = os.RemoveAll(sandbox)
+		}
+	}()
+
+	hostKey, err := loadOrCreateHostKey(sandbox, spec.ID, reused)
+	if err != nil {
+		return nil, reused, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
 	}
 	scfg := &ssh.ServerConfig{
 		ServerVersion:     "SSH-2.0-OpenSSH_9.6 nodesmith-simvm",
@@ -166,21 +254,15 @@ func (f *Factory) Start(spec VMSpec) (*VM, error) {
 		principals := []string{ip.String(), spec.Hostname, spec.ID}
 		certSigner, err := signHostCert(f.cfg.HostCA, hostKey, spec.ID, principals)
 		if err != nil {
-			return nil, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
+			return nil, reused, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
 		}
 		scfg.AddHostKey(certSigner)
 	}
 
-	sandbox := filepath.Join(f.cfg.Root, spec.ID)
-	if err := prepareSandbox(sandbox, spec.Hostname); err != nil {
-		return nil, fmt.Errorf("simvm: VM %s: %w", spec.ID, err)
-	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(f.cfg.Port)))
 	if err != nil {
-		_ = os.RemoveAll(sandbox)
-		return nil, fmt.Errorf("simvm: VM %s: listen: %w", spec.ID, err)
+		return nil, reused, fmt.Errorf("simvm: VM %s: listen: %w", spec.ID, err)
 	}
-
 	v := &VM{
 		f:       f,
 		spec:    spec,
@@ -194,19 +276,13 @@ func (f *Factory) Start(spec VMSpec) (*VM, error) {
 		done:    make(chan struct{}),
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.closed {
-		f.mu.Unlock()
 		_ = ln.Close()
-		_ = os.RemoveAll(sandbox)
-		return nil, errors.New("simvm: factory closed")
+		return nil, reused, errors.New("simvm: factory closed")
 	}
-	f.vms[v] = struct{}{}
-	f.mu.Unlock()
-
-	v.wg.Add(1)
-	go v.serve()
-	v.log.Debug("VM started")
-	return v, nil
+	f.vms[spec.ID] = v
+	return v, reused, nil
 }
 
 func (f *Factory) checkPublicKey(c ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -228,20 +304,57 @@ func (f *Factory) checkPassword(c ssh.ConnMetadata, pw []byte) (*ssh.Permissions
 	return &ssh.Permissions{}, nil
 }
 
-func (f *Factory) forget(v *VM) {
+// release unregisters a stopped VM and, if remove is set, deletes its
+// sandbox, unless a VM with the same ID was started again meanwhile (the
+// sandbox is then that VM's disk).
+func (f *Factory) release(v *VM, remove bool) error {
 	f.mu.Lock()
-	delete(f.vms, v)
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	if f.vms[v.spec.ID] == v {
+		delete(f.vms, v.spec.ID)
+	}
+	if _, running := f.vms[v.spec.ID]; running || !remove {
+		return nil
+	}
+	if err := os.RemoveAll(v.sandbox); err != nil {
+		return fmt.Errorf("simvm: remove sandbox of VM %s: %w", v.spec.ID, err)
+	}
+	return nil
 }
 
-// Close stops every VM still running and removes the sandbox root if the
-// Factory created it.
+// Discard removes the sandbox a stopped VM left behind (Config.Persistent),
+// for a VM that is gone for good while it was not running, e.g. terminated
+// before its SSH server came back after a restart. It is a no-op if there is
+// no such sandbox or Config.KeepSandboxes is set, and fails with ErrRunning
+// if a VM with this ID is running.
+func (f *Factory) Discard(id string) error {
+	if !validID.MatchString(id) {
+		return fmt.Errorf("simvm: invalid VM id %q", id)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.vms[id]; ok {
+		return fmt.Errorf("simvm: discard VM %s: %w", id, ErrRunning)
+	}
+	if f.cfg.KeepSandboxes {
+		return nil
+	}
+	if err := os.RemoveAll(filepath.Join(f.cfg.Root, id)); err != nil {
+		return fmt.Errorf("simvm: discard VM %s: %w", id, err)
+	}
+	return nil
+}
+
+// Close stops every VM still running (see VM.Close: with Persistent their
+// sandboxes stay) and removes the sandbox root if the Factory created it.
 func (f *Factory) Close() error {
 	f.mu.Lock()
 	f.closed = true
 	vms := make([]*VM, 0, len(f.vms))
-	for v := range f.vms {
-		vms = append(vms, v)
+	for _, v := range f.vms {
+		if v != nil { // nil: a Start in progress, which will see closed
+			vms = append(vms, v)
+		}
 	}
 	f.mu.Unlock()
 	var errs []error

@@ -601,7 +601,7 @@ func TestManyVMsConcurrently(t *testing.T) {
 				}
 				out, err := s.Output(cmd)
 				if err != nil || string(out) != fmt.Sprintf("%d-%d\n", i, j) {
-					errs <- fmt.Errorf("vm %d session %d: %q %v", i, j, out, err)
+					errs <- fmt.Errorf("vm %d session %d: %q: %w", i, j, out, err)
 				}
 			})
 		}

@@ -104,33 +104,34 @@ func (v *VM) ActiveSessions() int {
 
 // Close stops the SSH server, disconnects all clients, kills every running
 // command's process group and waits for all of it to finish. The sandbox is
-// removed unless Config.KeepSandboxes is set.
-func (v *VM) Close() error {
+// removed unless Config.Persistent or Config.KeepSandboxes is set.
+func (v *VM) Close() error { return v.stop(!v.f.cfg.Persistent) }
+
+// Destroy stops the VM like Close and removes its sandbox, host key
+// included, even with Config.Persistent (but not with KeepSandboxes): for a
+// VM that is gone for good, such as a terminated instance. It may follow a
+// Close.
+func (v *VM) Destroy() error { return v.stop(true) }
+
+func (v *VM) stop(removeSandbox bool) error {
 	v.mu.Lock()
-	if v.closed {
-		v.mu.Unlock()
-		return nil
-	}
-	v.closed = true
-	close(v.done)
-	err := v.ln.Close()
-	for c := range v.conns {
-		_ = c.Close() // ends the sessions, which kill their processes
+	var err error
+	if !v.closed {
+		v.closed = true
+		close(v.done)
+		err = v.ln.Close()
+		for c := range v.conns {
+			_ = c.Close() // ends the sessions, which kill their processes
+		}
+		v.log.Debug("VM stopping")
 	}
 	v.mu.Unlock()
 
 	v.wg.Wait()
-	v.f.forget(v)
-	if !v.f.cfg.KeepSandboxes {
-		if rmErr := os.RemoveAll(v.sandbox); rmErr != nil {
-			err = errors.Join(err, rmErr)
-		}
-	}
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	v.log.Debug("VM stopped")
-	return err
+	return errors.Join(err, v.f.release(v, removeSandbox && !v.f.cfg.KeepSandboxes))
 }
 
 func (v *VM) serve() {

@@ -1023,11 +1023,14 @@ type InventoryItem struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CloudId string                 `protobuf:"bytes,1,opt,name=cloud_id,json=cloudId,proto3" json:"cloud_id,omitempty"`
 	// From the VM's tags.
-	InstanceId    string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Group         string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
-	State         CloudState             `protobuf:"varint,4,opt,name=state,proto3,enum=nodesmith.cloud.v1.CloudState" json:"state,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	PrivateIp     string                 `protobuf:"bytes,6,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
+	InstanceId string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Group      string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	State      CloudState             `protobuf:"varint,4,opt,name=state,proto3,enum=nodesmith.cloud.v1.CloudState" json:"state,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	PrivateIp  string                 `protobuf:"bytes,6,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
+	// From the VM's batch tag: maps a VM of a multi-instance batch back to it.
+	BatchId       string `protobuf:"bytes,7,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	Zone          string `protobuf:"bytes,8,opt,name=zone,proto3" json:"zone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1100,6 +1103,20 @@ func (x *InventoryItem) GetCreatedAt() *timestamppb.Timestamp {
 func (x *InventoryItem) GetPrivateIp() string {
 	if x != nil {
 		return x.PrivateIp
+	}
+	return ""
+}
+
+func (x *InventoryItem) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *InventoryItem) GetZone() string {
+	if x != nil {
+		return x.Zone
 	}
 	return ""
 }
@@ -1387,7 +1404,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\tinstances\x18\x01 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x86\x01\n" +
 	"\x0fTerminateFailed\x12=\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x124\n" +
-	"\x05error\x18\x02 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xf1\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xa0\x02\n" +
 	"\rInventoryItem\x12\x19\n" +
 	"\bcloud_id\x18\x01 \x01(\tR\acloudId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -1397,7 +1414,9 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"private_ip\x18\x06 \x01(\tR\tprivateIp\"\xcd\x01\n" +
+	"private_ip\x18\x06 \x01(\tR\tprivateIp\x12\x19\n" +
+	"\bbatch_id\x18\a \x01(\tR\abatchId\x12\x12\n" +
+	"\x04zone\x18\b \x01(\tR\x04zone\"\xcd\x01\n" +
 	"\tInventory\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +

@@ -1,0 +1,191 @@
+// Package natskv feeds the gateway's read model from the NATS KV buckets
+// lifecycle writes: one watch per bucket, initial values first (their end
+// marks the model ready), then every put, delete and purge in revision
+// order. A watch that ends while the service runs is re-established and
+// converges the model with a fresh snapshot.
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+)
+
+// Sink is what the watcher writes to; *app.ReadModel implements it.
+type Sink interface {
+	PutGroup(key string, rev uint64, rec *statev1.NodeGroup)
+	DeleteGroup(key string, rev uint64)
+	PutInstance(key string, rev uint64, rec *statev1.Instance)
+	DeleteInstance(key string, rev uint64)
+	Skip(b app.Bucket, rev uint64)
+	MarkSynced(b app.Bucket, seen map[string]struct{})
+}
+
+var _ Sink = (*app.ReadModel)(nil)
+
+// Metrics count what the watcher applies.
+type Metrics struct {
+	applied      *prometheus.CounterVec
+	decodeErrors *prometheus.CounterVec
+	restarts     *prometheus.CounterVec
+}
+
+// NewMetrics registers the watcher's metrics on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_kv_updates_total",
+			Help: "KV entries applied to the read model, by bucket and operation.",
+		}, []string{"bucket", "op"}),
+		decodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_kv_decode_errors_total",
+			Help: "KV values that could not be decoded and were skipped, by bucket.",
+		}, []string{"bucket"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_kv_watch_restarts_total",
+			Help: "KV watches re-established after they ended, by bucket.",
+		}, []string{"bucket"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.applied, m.decodeErrors, m.restarts)
+	}
+	return m
+}
+
+// Watcher mirrors the groups and instances buckets into a Sink.
+type Watcher struct {
+	js      jetstream.JetStream
+	sink    Sink
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// NewWatcher returns a Watcher; metrics may be nil.
+func NewWatcher(js jetstream.JetStream, sink Sink, log *slog.Logger, metrics *Metrics) *Watcher {
+	if log == nil {
+		log = slog.Default()
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	return &Watcher{js: js, sink: sink, log: log, metrics: metrics}
+}
+
+// Run watches both buckets until ctx ends; it returns nil then.
+func (w *Watcher) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- w.watch(ctx, app.BucketGroups, messaging.BucketGroups) }()
+	go func() { errc <- w.watch(ctx, app.BucketInstances, messaging.BucketInstances) }()
+	return errors.Join(<-errc, <-errc)
+}
+
+func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error {
+	log := w.log.With("bucket", bucket)
+	backoff := 100 * time.Millisecond
+	for first := true; ; first = false {
+		if !first {
+			w.metrics.restarts.WithLabelValues(b.String()).Inc()
+		}
+		err := w.watchOnce(ctx, b, bucket, log, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("kv watch ended, re-establishing", "err", err, "in", backoff)
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// watchOnce runs one watch until it ends. synced is called when the
+// initial values are in.
+func (w *Watcher) watchOnce(ctx context.Context, b app.Bucket, bucket string, log *slog.Logger, synced func()) error {
+	kv, err := w.js.KeyValue(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("opening bucket %s: %w", bucket, err)
+	}
+	// WatchAll delivers deletes and purges too (no IgnoreDeletes): the model
+	// must forget purged records.
+	kw, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching bucket %s: %w", bucket, err)
+	}
+	defer func() { _ = kw.Stop() }()
+	seen := map[string]struct{}{}
+	start := time.Now()
+	for {
+		var e jetstream.KeyValueEntry
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok = <-kw.Updates():
+		}
+		if !ok {
+			return errors.New("watch closed")
+		}
+		if e == nil {
+			w.sink.MarkSynced(b, seen)
+			log.Info("kv initial values loaded", "keys", len(seen), "took", time.Since(start).Round(time.Millisecond))
+			seen = nil
+			synced()
+			continue
+		}
+		if seen != nil {
+			seen[e.Key()] = struct{}{}
+		}
+		w.apply(b, e, log)
+	}
+}
+
+func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logger) {
+	key, rev := e.Key(), e.Revision()
+	if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
+		w.metrics.applied.WithLabelValues(b.String(), "delete").Inc()
+		if b == app.BucketGroups {
+			w.sink.DeleteGroup(key, rev)
+		} else {
+			w.sink.DeleteInstance(key, rev)
+		}
+		return
+	}
+	var err error
+	switch b {
+	case app.BucketGroups:
+		rec := &statev1.NodeGroup{}
+		if err = proto.Unmarshal(e.Value(), rec); err == nil {
+			w.sink.PutGroup(key, rev, rec)
+		}
+	case app.BucketInstances:
+		rec := &statev1.Instance{}
+		if err = proto.Unmarshal(e.Value(), rec); err == nil {
+			w.sink.PutInstance(key, rev, rec)
+		}
+	}
+	if err != nil {
+		// Keep the last good value: a record we cannot read is a bug in
+		// a writer, and forgetting the instance would hide a VM from CA.
+		w.metrics.decodeErrors.WithLabelValues(b.String()).Inc()
+		log.Error("skipping undecodable kv value", "key", key, "revision", rev, "err", err)
+		w.sink.Skip(b, rev)
+		return
+	}
+	w.metrics.applied.WithLabelValues(b.String(), "put").Inc()
+}

@@ -1,0 +1,206 @@
+package natskv_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natstest"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
+)
+
+func instance(group, id string, st statev1.InstanceState) *statev1.Instance {
+	return &statev1.Instance{Id: id, Group: group, State: st, ProviderId: domain.PlaceholderProviderID(group, id)}
+}
+
+// startWatcher runs a watcher into rm until the test ends (or stop is
+// called) and waits for the initial values.
+func startWatcher(t *testing.T, js jetstream.JetStream, rm *app.ReadModel, m *natskv.Metrics) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- natskv.NewWatcher(js, rm, nil, m).Run(ctx) }()
+	stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			stop()
+		}
+	})
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := rm.WaitFor(wctx, 0, 0); err != nil {
+		t.Fatalf("read model never synced: %v", err)
+	}
+	return stop
+}
+
+func TestWatcherMirrorsBuckets(t *testing.T) {
+	env := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := fakelifecycle.NewStore(ctx, env.Conn, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(rev uint64, err error) uint64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	// Written before the gateway starts: the initial values.
+	must(store.PutGroup(ctx, &statev1.NodeGroup{Id: "web", MaxSize: 5, TargetSize: 2}))
+	must(store.PutInstance(ctx, instance("web", "i-1", statev1.InstanceState_INSTANCE_STATE_RUNNING)))
+	must(store.PutInstance(ctx, instance("web", "i-2", statev1.InstanceState_INSTANCE_STATE_PENDING)))
+
+	reg := prometheus.NewRegistry()
+	metrics := natskv.NewMetrics(reg)
+	rm := app.NewReadModel()
+	startWatcher(t, env.JS, rm, metrics)
+
+	if g, ok := rm.Group("web"); !ok || g.Record.GetTargetSize() != 2 {
+		t.Fatalf("initial group: %+v %v", g.Record, ok)
+	}
+	if n := len(rm.GroupInstances("web", nil)); n != 2 {
+		t.Fatalf("initial instances: %d", n)
+	}
+
+	// Later writes, deletes and purges arrive in order; WaitFor on the
+	// revision a write returned is the read-your-writes primitive.
+	instKV, _ := env.JS.KeyValue(ctx, messaging.BucketInstances)
+	groupKV, _ := env.JS.KeyValue(ctx, messaging.BucketGroups)
+	gRev := must(store.PutGroup(ctx, &statev1.NodeGroup{Id: "web", MaxSize: 5, TargetSize: 3}))
+	upd := instance("web", "i-2", statev1.InstanceState_INSTANCE_STATE_CREATING)
+	upd.ProviderId = "tencentcloud:///ap-1/ins-2"
+	must(store.PutInstance(ctx, upd))
+	if err := instKV.Delete(ctx, "web.i-1"); err != nil {
+		t.Fatal(err)
+	}
+	iRev := must(store.PutInstance(ctx, instance("web", "i-3", statev1.InstanceState_INSTANCE_STATE_PENDING)))
+	if err := rm.WaitFor(ctx, gRev, iRev); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := rm.Group("web"); g.Record.GetTargetSize() != 3 || g.Revision != gRev {
+		t.Errorf("group after update: target %d rev %d (want 3, %d)", g.Record.GetTargetSize(), g.Revision, gRev)
+	}
+	if _, ok := rm.Instance("i-1"); ok {
+		t.Error("deleted instance i-1 still present")
+	}
+	if g, ok := rm.GroupForNode("tencentcloud:///ap-1/ins-2", ""); !ok || g.Record.GetId() != "web" {
+		t.Error("updated provider id not indexed")
+	}
+
+	// Purge, and an undecodable value: the revision still advances (no
+	// waiter hangs) and the last good value is kept.
+	if err := instKV.Purge(ctx, "web.i-3"); err != nil {
+		t.Fatal(err)
+	}
+	bad := must(groupKV.Put(ctx, "web", []byte{0xff, 0xff, 0xff}))
+	if err := rm.WaitFor(ctx, bad, lastRevision(t, ctx, instKV)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rm.Instance("i-3"); ok {
+		t.Error("purged instance i-3 still present")
+	}
+	if g, _ := rm.Group("web"); g.Record.GetTargetSize() != 3 {
+		t.Errorf("undecodable value replaced the group: %+v", g.Record)
+	}
+	if n := counterSum(t, reg, "nodesmith_gateway_kv_decode_errors_total"); n != 1 {
+		t.Errorf("decode errors metric = %v, want 1", n)
+	}
+}
+
+func lastRevision(t *testing.T, ctx context.Context, kv jetstream.KeyValue) uint64 {
+	t.Helper()
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
+}
+
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var sum float64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+func TestWatcherEmptyBucketsAreSynced(t *testing.T) {
+	env := natstest.Start(t)
+	rm := app.NewReadModel()
+	startWatcher(t, env.JS, rm, nil)
+	if !rm.Synced() {
+		t.Fatal("empty buckets did not sync")
+	}
+}
+
+// A gateway restarted on an existing model (a re-established watch)
+// converges even when a key vanished without a trace while it was away.
+func TestWatcherResyncConverges(t *testing.T) {
+	env := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := fakelifecycle.NewStore(ctx, env.Conn, env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"i-1", "i-2"} {
+		if _, err := store.PutInstance(ctx, instance("g", id, statev1.InstanceState_INSTANCE_STATE_RUNNING)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm := app.NewReadModel()
+	stop := startWatcher(t, env.JS, rm, nil)
+	stop()
+
+	kv, _ := env.JS.KeyValue(ctx, messaging.BucketInstances)
+	if err := kv.Purge(ctx, "g.i-1"); err != nil {
+		t.Fatal(err)
+	}
+	// Remove even the purge marker: nothing in the stream mentions i-1.
+	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
+		t.Fatal(err)
+	}
+	// The model was synced before, so wait for the new watch's snapshot
+	// by polling for its effect.
+	startWatcher(t, env.JS, rm, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := rm.Instance("i-1"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("instance purged while the watch was down is still in the model")
+		}
+	}
+	if _, ok := rm.Instance("i-2"); !ok {
+		t.Fatal("instance i-2 lost in the resync")
+	}
+}

@@ -1,0 +1,233 @@
+package rest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// DefaultPageSize is the page size of list endpoints without ?limit=.
+const DefaultPageSize = 100
+
+func etag(rev uint64) string { return `"` + strconv.FormatUint(rev, 10) + `"` }
+
+// notModified reports whether the request's If-None-Match already names
+// the current revision.
+func notModified(r *http.Request, tag string) bool {
+	for _, t := range strings.Split(r.Header.Get("If-None-Match"), ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == tag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
+	groups, err := h.svc.NodeGroups()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rev, _ := h.svc.ReadModel().Revisions()
+	out := GroupList{Items: make([]Group, 0, len(groups)), Revision: rev}
+	for _, g := range groups {
+		out.Items = append(out.Items, groupJSON(g, h.svc.GroupCounts(g.Record.GetId())))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
+	g, err := h.svc.Group(chi.URLParam(r, "id"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	tag := etag(g.Revision)
+	w.Header().Set("ETag", tag)
+	if notModified(r, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(g.Record.GetId())))
+}
+
+// ScaleRequest is the body of POST /nodegroups/{id}/scale.
+type ScaleRequest struct {
+	TargetSize *int64 `json:"targetSize"`
+}
+
+func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
+	var req ScaleRequest
+	if err := decodeJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if req.TargetSize == nil {
+		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "targetSize is required").with("field", "targetSize"))
+		return
+	}
+	if *req.TargetSize < 0 || *req.TargetSize > 1<<31-1 {
+		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "targetSize must be between 0 and 2147483647").with("field", "targetSize"))
+		return
+	}
+	id := chi.URLParam(r, "id")
+	g, err := h.svc.SetTargetSize(r.Context(), id, int32(*req.TargetSize))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "node group scaled by operator", "group", id, "target", *req.TargetSize, "role", roleFrom(r).String())
+	w.Header().Set("ETag", etag(g.Revision))
+	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(id)))
+}
+
+func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := app.InstanceQuery{Group: q.Get("group"), Limit: DefaultPageSize}
+	if s := q.Get("state"); s != "" {
+		st, ok := domain.ParseInstanceState(s)
+		if !ok {
+			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown state %q", s)).with("parameter", "state").with("allowed", stateNames()))
+			return
+		}
+		query.State = st
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > app.MaxPageSize {
+			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("limit must be an integer between 1 and %d", app.MaxPageSize)).with("parameter", "limit"))
+			return
+		}
+		query.Limit = n
+	}
+	if s := q.Get("continue"); s != "" {
+		after, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || len(after) == 0 {
+			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "invalid continue token").with("parameter", "continue"))
+			return
+		}
+		query.After = string(after)
+	}
+	page, err := h.svc.ListInstances(query)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := InstanceList{Items: make([]Instance, 0, len(page.Items)), Revision: page.Revision}
+	for _, v := range page.Items {
+		out.Items = append(out.Items, instanceJSON(v, false))
+	}
+	if page.Next != "" {
+		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func stateNames() []string {
+	var out []string
+	for _, s := range domain.InstanceStates() {
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func (h *handler) getInstance(w http.ResponseWriter, r *http.Request) {
+	v, err := h.svc.Instance(chi.URLParam(r, "id"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	tag := etag(v.Revision)
+	w.Header().Set("ETag", tag)
+	if notModified(r, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeJSON(w, http.StatusOK, instanceJSON(v, true))
+}
+
+func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okStatus int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		v, err := h.svc.InstanceAction(r.Context(), id, action)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		h.log.InfoContext(r.Context(), "instance action by operator", "instance", id, "group", v.Group(), "action", action.String(), "role", roleFrom(r).String())
+		writeJSON(w, okStatus, instanceJSON(v, true))
+	}
+}
+
+func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
+	st := h.svc.Status()
+	out := StatusView{
+		Synced:    st.Stats.GroupsSynced && st.Stats.InstancesSynced,
+		Revisions: map[string]uint64{"groups": st.Stats.GroupsRevision, "instances": st.Stats.InstancesRev},
+		Groups:    make([]GroupStatus, 0, len(st.Groups)),
+		Totals:    countsJSON(st.Totals),
+	}
+	for _, g := range st.Groups {
+		r := g.Group.Record
+		out.Groups = append(out.Groups, GroupStatus{
+			ID: r.GetId(), MinSize: r.GetMinSize(), MaxSize: r.GetMaxSize(), TargetSize: r.GetTargetSize(),
+			Instances: countsJSON(g.Counts), CreationFailed: g.CreationFailed,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeJSON decodes exactly one JSON object from the body into v,
+// rejecting unknown fields, trailing data, bodies over the limit and
+// non-JSON content types.
+func decodeJSON(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return newError(http.StatusUnsupportedMediaType, domain.CodeInvalidArgument, "request body must be application/json")
+		}
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+		case errors.Is(err, io.EOF):
+			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "request body is empty")
+		case errors.As(err, &syntax):
+			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "malformed JSON").with("offset", syntax.Offset)
+		case errors.As(err, &typ):
+			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)).with("field", typ.Field)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown field %q", field)).with("field", field)
+		}
+		return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "invalid request body: "+err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+		}
+		return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "request body must hold a single JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+// Package rest is the operators' admin API under /api/v1: read the node
+// groups and instances the gateway mirrors, scale a group, retry or
+// force-delete an instance. Every request needs a bearer token; read-only
+// tokens may only read. Errors are JSON {"code","message","details"}.
+package rest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// DefaultMaxBodyBytes bounds request bodies.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure the handler.
+type Options struct {
+	// MaxBodyBytes bounds request bodies (DefaultMaxBodyBytes when zero).
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+	Registry     prometheus.Registerer
+}
+
+type handler struct {
+	svc     *app.Service
+	auth    *Authenticator
+	log     *slog.Logger
+	maxBody int64
+	metrics *metrics
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_rest_requests_total",
+			Help: "Admin API requests, by route pattern, method and HTTP status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodesmith_gateway_rest_request_duration_seconds",
+			Help:    "Admin API latency, by route pattern and method.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}
+
+// Route is one route of the API, as registered (for the OpenAPI test).
+type Route struct {
+	Method, Pattern string
+}
+
+// NewHandler returns the admin API.
+func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry)}
+
+	r := chi.NewRouter()
+	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, newError(http.StatusNotFound, domain.CodeNotFound, "no such route: "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, r, newError(http.StatusMethodNotAllowed, domain.CodeUnimplemented, r.Method+" is not allowed on "+r.URL.Path))
+	})
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Get("/nodegroups", h.listGroups)
+		r.Get("/nodegroups/{id}", h.getGroup)
+		r.Post("/nodegroups/{id}/scale", h.scaleGroup)
+		r.Get("/instances", h.listInstances)
+		r.Get("/instances/{id}", h.getInstance)
+		r.Post("/instances/{id}/retry", h.instanceAction(lifecyclev1.InstanceAction_ACTION_RETRY, http.StatusOK))
+		r.Delete("/instances/{id}", h.instanceAction(lifecyclev1.InstanceAction_ACTION_FORCE_DELETE, http.StatusAccepted))
+		r.Get("/status", h.status)
+		r.Get("/openapi.json", h.openAPI)
+	})
+	return r
+}
+
+// Routes lists the routes NewHandler serves.
+func Routes(hnd http.Handler) []Route {
+	var out []Route
+	if r, ok := hnd.(chi.Routes); ok {
+		_ = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+			out = append(out, Route{Method: method, Pattern: strings.TrimSuffix(route, "/")})
+			return nil
+		})
+	}
+	return out
+}
+
+type roleKey struct{}
+
+func roleFrom(r *http.Request) Role {
+	role, _ := r.Context().Value(roleKey{}).(Role)
+	return role
+}
+
+// authenticate requires a bearer token for every request: read-only
+// tokens may GET and HEAD, everything else needs admin. Anonymous requests
+// get 401 before routing, so the route table is not probeable.
+func (h *handler) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		role := RoleNone
+		if ok && h.auth != nil {
+			role = h.auth.Authenticate(token)
+		}
+		if role == RoleNone {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="nodesmith"`)
+			msg := "a bearer token is required"
+			if ok {
+				msg = "invalid bearer token"
+			}
+			h.writeError(w, r, newError(http.StatusUnauthorized, domain.CodeUnauthenticated, msg))
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && role < RoleAdmin {
+			h.writeError(w, r, newError(http.StatusForbidden, domain.CodePermissionDenied, "this token is read-only").with("role", role.String()))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
+	})
+}
+
+func bearer(header string) (string, bool) {
+	scheme, token, found := strings.Cut(strings.TrimSpace(header), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func (h *handler) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > h.maxBody {
+			h.writeError(w, r, newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(h.maxBody, 10)+" bytes"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				h.log.ErrorContext(r.Context(), "panic in REST handler", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				h.writeError(w, r, newError(http.StatusInternalServerError, domain.CodeInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// observe records metrics by route pattern (never the raw path: ids would
+// explode the label set).
+func (h *handler) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		method := r.Method
+		switch method {
+		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		default:
+			method = "OTHER" // clients choose methods; keep the label set bounded
+		}
+		h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+	})
+}

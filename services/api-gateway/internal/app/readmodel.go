@@ -1,0 +1,511 @@
+// Package app holds the gateway's use cases: the in-memory read model that
+// answers every read (Cluster Autoscaler calls many of them per loop under
+// one lock, so none may touch the network), and the operations that go to
+// lifecycle and wait until their result is visible here.
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+)
+
+// Bucket names one of the two KV buckets the read model mirrors.
+type Bucket int
+
+// The mirrored buckets.
+const (
+	BucketGroups Bucket = iota
+	BucketInstances
+	numBuckets
+)
+
+func (b Bucket) String() string {
+	switch b {
+	case BucketGroups:
+		return "groups"
+	case BucketInstances:
+		return "instances"
+	}
+	return fmt.Sprintf("bucket(%d)", int(b))
+}
+
+// GroupView is a node group as the read model holds it. Record is shared:
+// callers must not modify it.
+type GroupView struct {
+	Record   *statev1.NodeGroup
+	Revision uint64
+	// Debug is the one-line description CA logs for the group.
+	Debug string
+}
+
+// InstanceView is an instance as the read model holds it. Record is
+// shared: callers must not modify it.
+type InstanceView struct {
+	Key      string
+	Record   *statev1.Instance
+	Revision uint64
+	// ReportedID is the id CA sees: the providerID lifecycle recorded, or
+	// the placeholder when a record lacks one.
+	ReportedID string
+}
+
+// Group is the id of the instance's group.
+func (v InstanceView) Group() string { return v.Record.GetGroup() }
+
+// State is the instance's state in domain terms.
+func (v InstanceView) State() domain.InstanceState { return domain.InstanceState(v.Record.GetState()) }
+
+type groupEntry struct {
+	view GroupView
+}
+
+type instanceEntry struct {
+	view InstanceView
+	// group and nodeName are copied out of the record so the hot lookups
+	// touch one object less.
+	group    string
+	nodeName string
+}
+
+// live reports whether the entry may back a Node; lookups prefer live
+// entries over DELETED history.
+func (e *instanceEntry) live() bool { return e.view.State().Live() }
+
+// multiIndex maps a string to the entries carrying it. Provider ids and
+// instance ids are unique in practice, node names are not (a VM's private
+// IP, and so its node name, is reused after a DELETED record's VM is
+// gone), so every index tolerates duplicates and lookups prefer a live
+// entry, then the newest.
+type multiIndex map[string][]*instanceEntry
+
+func (ix multiIndex) add(k string, e *instanceEntry) {
+	if k != "" {
+		ix[k] = append(ix[k], e)
+	}
+}
+
+func (ix multiIndex) remove(k string, e *instanceEntry) {
+	if k == "" {
+		return
+	}
+	list := ix[k]
+	for i, x := range list {
+		if x == e {
+			list = slices.Delete(list, i, i+1)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(ix, k)
+		return
+	}
+	ix[k] = list
+}
+
+// get returns the preferred entry for k; with liveOnly it ignores DELETED
+// records.
+func (ix multiIndex) get(k string, liveOnly bool) *instanceEntry {
+	var best *instanceEntry
+	for _, e := range ix[k] {
+		switch {
+		case liveOnly && !e.live():
+		case best == nil,
+			e.live() && !best.live(),
+			e.live() == best.live() && e.view.Revision > best.view.Revision:
+			best = e
+		}
+	}
+	return best
+}
+
+// ReadModel mirrors the groups and instances buckets in memory with the
+// indexes CA's calls need. It is safe for concurrent use: readers share an
+// RWMutex and never wait for the network; the KV watcher is the only writer.
+type ReadModel struct {
+	mu           sync.RWMutex
+	groups       map[string]*groupEntry
+	instances    map[string]*instanceEntry            // by KV key
+	byGroup      map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	byProviderID multiIndex
+	byNodeName   multiIndex
+	byID         multiIndex
+	rev          [numBuckets]uint64
+	synced       [numBuckets]bool
+	// changed is closed (and cleared) whenever a revision advances or a
+	// bucket becomes synced; it exists only while someone waits, so the
+	// initial load of many thousand records allocates no channels.
+	changed chan struct{}
+}
+
+// NewReadModel returns an empty, unsynced read model.
+func NewReadModel() *ReadModel {
+	return &ReadModel{
+		groups:       map[string]*groupEntry{},
+		instances:    map[string]*instanceEntry{},
+		byGroup:      map[string]map[string]*instanceEntry{},
+		byProviderID: multiIndex{},
+		byNodeName:   multiIndex{},
+		byID:         multiIndex{},
+	}
+}
+
+// advance records that bucket b reached rev and wakes waiters. Called with
+// mu held for writing.
+func (m *ReadModel) advance(b Bucket, rev uint64) {
+	if rev > m.rev[b] {
+		m.rev[b] = rev
+		m.notify()
+	}
+}
+
+func (m *ReadModel) notify() {
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
+}
+
+// PutGroup applies a group record written at rev under key.
+func (m *ReadModel) PutGroup(key string, rev uint64, rec *statev1.NodeGroup) {
+	if rec.GetId() == "" {
+		rec.Id = key
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.groups[key]; old != nil && old.view.Revision > rev {
+		return // a resync replayed an older value
+	}
+	m.groups[key] = &groupEntry{view: GroupView{Record: rec, Revision: rev, Debug: groupDebug(key, rec)}}
+	m.advance(BucketGroups, rev)
+}
+
+// DeleteGroup applies a delete or purge of key at rev.
+func (m *ReadModel) DeleteGroup(key string, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.groups, key)
+	m.advance(BucketGroups, rev)
+}
+
+// PutInstance applies an instance record written at rev under key.
+func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
+	group, id := rec.GetGroup(), rec.GetId()
+	if group == "" || id == "" {
+		// Records always carry both; fall back to the key for robustness.
+		kg, kid, _ := strings.Cut(key, ".")
+		if group == "" {
+			group = kg
+		}
+		if id == "" {
+			id = kid
+		}
+		rec.Group, rec.Id = group, id
+	}
+	reported := rec.GetProviderId()
+	if reported == "" {
+		reported = domain.PlaceholderProviderID(group, id)
+	}
+	e := &instanceEntry{
+		view:     InstanceView{Key: key, Record: rec, Revision: rev, ReportedID: reported},
+		group:    group,
+		nodeName: rec.GetNodeName(),
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.instances[key]; old != nil {
+		if old.view.Revision > rev {
+			return
+		}
+		m.unindex(old)
+	}
+	m.instances[key] = e
+	byKey := m.byGroup[group]
+	if byKey == nil {
+		byKey = map[string]*instanceEntry{}
+		m.byGroup[group] = byKey
+	}
+	byKey[key] = e
+	m.byProviderID.add(reported, e)
+	m.byNodeName.add(e.nodeName, e)
+	m.byID.add(id, e)
+	m.advance(BucketInstances, rev)
+}
+
+// DeleteInstance applies a delete or purge of key at rev.
+func (m *ReadModel) DeleteInstance(key string, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.instances[key]; old != nil {
+		m.unindex(old)
+	}
+	m.advance(BucketInstances, rev)
+}
+
+// unindex removes e from every map. Called with mu held for writing.
+func (m *ReadModel) unindex(e *instanceEntry) {
+	delete(m.instances, e.view.Key)
+	if byKey := m.byGroup[e.group]; byKey != nil {
+		delete(byKey, e.view.Key)
+		if len(byKey) == 0 {
+			delete(m.byGroup, e.group)
+		}
+	}
+	m.byProviderID.remove(e.view.ReportedID, e)
+	m.byNodeName.remove(e.nodeName, e)
+	m.byID.remove(e.view.Record.GetId(), e)
+}
+
+// Skip advances b's revision past a value that could not be applied (an
+// undecodable record), so operations waiting for it do not hang.
+func (m *ReadModel) Skip(b Bucket, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advance(b, rev)
+}
+
+// MarkSynced records that b's initial values are loaded. seen holds the
+// keys the watch delivered before its end-of-initial-values marker; any
+// other key is dropped, which makes a re-established watch converge even if
+// deletes were missed while it was down. A nil seen prunes nothing.
+func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case seen == nil:
+	case b == BucketGroups:
+		for k := range m.groups {
+			if _, ok := seen[k]; !ok {
+				delete(m.groups, k)
+			}
+		}
+	case b == BucketInstances:
+		for k, e := range m.instances {
+			if _, ok := seen[k]; !ok {
+				m.unindex(e)
+			}
+		}
+	}
+	if !m.synced[b] {
+		m.synced[b] = true
+		m.notify()
+	}
+}
+
+// Synced reports whether both buckets' initial values are loaded.
+func (m *ReadModel) Synced() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.synced[BucketGroups] && m.synced[BucketInstances]
+}
+
+// Revisions returns the last applied revision of each bucket.
+func (m *ReadModel) Revisions() (groups, instances uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.rev[BucketGroups], m.rev[BucketInstances]
+}
+
+// WaitFor blocks until the model is synced and has applied at least the
+// given revisions (zero: no constraint for that bucket), or ctx ends.
+func (m *ReadModel) WaitFor(ctx context.Context, groups, instances uint64) error {
+	for {
+		m.mu.Lock()
+		if m.synced[BucketGroups] && m.synced[BucketInstances] &&
+			m.rev[BucketGroups] >= groups && m.rev[BucketInstances] >= instances {
+			m.mu.Unlock()
+			return nil
+		}
+		if m.changed == nil {
+			m.changed = make(chan struct{})
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for groups revision %d and instances revision %d: %w", groups, instances, ctx.Err())
+		}
+	}
+}
+
+// Group returns the group with id.
+func (m *ReadModel) Group(id string) (GroupView, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[id]
+	if g == nil {
+		return GroupView{}, false
+	}
+	return g.view, true
+}
+
+// Groups returns every group, sorted by id.
+func (m *ReadModel) Groups() []GroupView {
+	m.mu.RLock()
+	out := make([]GroupView, 0, len(m.groups))
+	for _, g := range m.groups {
+		out = append(out, g.view)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b GroupView) int { return strings.Compare(a.Record.GetId(), b.Record.GetId()) })
+	return out
+}
+
+// GroupForNode resolves a node as CA names it to its group: by providerID
+// (real, placeholder, or a fake node's, which is our reported id), then by
+// the placeholder's embedded instance id (a VM may have received its cloud
+// id after CA listed the placeholder), then by node name among live
+// instances. It does not allocate.
+func (m *ReadModel) GroupForNode(providerID, name string) (GroupView, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e := m.resolveLocked(providerID, name)
+	if e == nil {
+		return GroupView{}, false
+	}
+	g := m.groups[e.group]
+	if g == nil {
+		return GroupView{}, false
+	}
+	return g.view, true
+}
+
+// InstanceForNode resolves a node like GroupForNode and returns its instance.
+func (m *ReadModel) InstanceForNode(providerID, name string) (InstanceView, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if e := m.resolveLocked(providerID, name); e != nil {
+		return e.view, true
+	}
+	return InstanceView{}, false
+}
+
+func (m *ReadModel) resolveLocked(providerID, name string) *instanceEntry {
+	if providerID != "" {
+		if e := m.byProviderID.get(providerID, false); e != nil {
+			return e
+		}
+		if group, id, ok := domain.ParsePlaceholderProviderID(providerID); ok {
+			for _, e := range m.byID[id] {
+				if e.group == group {
+					return e
+				}
+			}
+		}
+	}
+	if name != "" {
+		// Only live instances: a DELETED record's node name may now belong
+		// to an unrelated node.
+		if e := m.byNodeName.get(name, true); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// GroupInstances appends the instances of group to buf and returns it.
+func (m *ReadModel) GroupInstances(group string, buf []InstanceView) []InstanceView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	byKey := m.byGroup[group]
+	buf = slices.Grow(buf, len(byKey))
+	for _, e := range byKey {
+		buf = append(buf, e.view)
+	}
+	return buf
+}
+
+// GroupCounts counts the group's instances per state, and those whose
+// creation failed.
+func (m *ReadModel) GroupCounts(group string) (counts map[domain.InstanceState]int, creationFailed int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	counts = map[domain.InstanceState]int{}
+	for _, e := range m.byGroup[group] {
+		counts[e.view.State()]++
+		if e.view.Record.GetCreationFailed() {
+			creationFailed++
+		}
+	}
+	return counts, creationFailed
+}
+
+// Counts counts all instances per state.
+func (m *ReadModel) Counts() map[domain.InstanceState]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	counts := map[domain.InstanceState]int{}
+	for _, e := range m.instances {
+		counts[e.view.State()]++
+	}
+	return counts
+}
+
+// Instance returns the instance with id (the preferred one should ids ever
+// collide across groups).
+func (m *ReadModel) Instance(id string) (InstanceView, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if e := m.byID.get(id, false); e != nil {
+		return e.view, true
+	}
+	return InstanceView{}, false
+}
+
+// Instances returns the instances keep accepts, in no particular order.
+func (m *ReadModel) Instances(keep func(InstanceView) bool) []InstanceView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []InstanceView
+	for _, e := range m.instances {
+		if keep == nil || keep(e.view) {
+			out = append(out, e.view)
+		}
+	}
+	return out
+}
+
+// Stats are sizes and revisions for metrics and the status endpoint.
+type Stats struct {
+	Groups, Instances             int
+	GroupsRevision, InstancesRev  uint64
+	GroupsSynced, InstancesSynced bool
+}
+
+// Stats returns the current sizes and revisions.
+func (m *ReadModel) Stats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return Stats{
+		Groups: len(m.groups), Instances: len(m.instances),
+		GroupsRevision: m.rev[BucketGroups], InstancesRev: m.rev[BucketInstances],
+		GroupsSynced: m.synced[BucketGroups], InstancesSynced: m.synced[BucketInstances],
+	}
+}
+
+// groupDebug is the description CA logs for a group: enough to tell
+// groups apart in CA's logs without looking anything up.
+func groupDebug(key string, g *statev1.NodeGroup) string {
+	id := g.GetId()
+	if id == "" {
+		id = key
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "nodesmith group %s (min %d, max %d, target %d", id, g.GetMinSize(), g.GetMaxSize(), g.GetTargetSize())
+	if t := g.GetInstanceTemplate(); t != nil {
+		for _, kv := range [][2]string{{"provider", t.GetProvider()}, {"region", t.GetRegion()}, {"zone", t.GetZone()}, {"type", t.GetInstanceType()}, {"template", t.GetName()}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&b, ", %s %s", kv[0], kv[1])
+			}
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}

@@ -1,0 +1,391 @@
+// Package fakelifecycle is a stand-in for the lifecycle service in tests:
+// it answers lifecycle operations on messaging.SubjectLifecycleOps the way
+// lifecycle does (compare-and-set writes to the real KV buckets, a Reply
+// carrying the revisions written) with just enough state-machine logic for
+// the gateway's contract. It is not a lifecycle implementation.
+package fakelifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// Responder answers lifecycle requests.
+type Responder struct {
+	nc        *nats.Conn
+	groups    jetstream.KeyValue
+	instances jetstream.KeyValue
+	sub       *nats.Subscription
+
+	mu       sync.Mutex
+	seq      int
+	requests []*lifecyclev1.Request
+	nextErr  []*lifecyclev1.Status
+}
+
+// Start subscribes on nc and returns a running Responder.
+func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Responder, error) {
+	r, err := NewStore(ctx, nc, js)
+	if err != nil {
+		return nil, err
+	}
+	r.sub, err = nc.Subscribe(messaging.SubjectLifecycleOps, r.handle)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing: %w", err)
+	}
+	return r, nc.Flush()
+}
+
+// NewStore returns a Responder that does not subscribe: for seeding KV.
+func NewStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Responder, error) {
+	g, err := js.KeyValue(ctx, messaging.BucketGroups)
+	if err != nil {
+		return nil, fmt.Errorf("opening groups bucket: %w", err)
+	}
+	i, err := js.KeyValue(ctx, messaging.BucketInstances)
+	if err != nil {
+		return nil, fmt.Errorf("opening instances bucket: %w", err)
+	}
+	return &Responder{nc: nc, groups: g, instances: i}, nil
+}
+
+// Stop unsubscribes.
+func (r *Responder) Stop() {
+	if r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+}
+
+// Requests returns the requests received so far.
+func (r *Responder) Requests() []*lifecyclev1.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests)
+}
+
+// FailNext makes the next request fail with code and message (nothing is
+// written).
+func (r *Responder) FailNext(code codes.Code, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextErr = append(r.nextErr, &lifecyclev1.Status{Code: int32(code), Message: msg})
+}
+
+// PutGroup writes g as lifecycle would and returns the revision.
+func (r *Responder) PutGroup(ctx context.Context, g *statev1.NodeGroup) (uint64, error) {
+	b, err := proto.Marshal(g)
+	if err != nil {
+		return 0, err
+	}
+	return r.groups.Put(ctx, g.GetId(), b)
+}
+
+// PutInstance writes in as lifecycle would and returns the revision.
+func (r *Responder) PutInstance(ctx context.Context, in *statev1.Instance) (uint64, error) {
+	b, err := proto.Marshal(in)
+	if err != nil {
+		return 0, err
+	}
+	return r.instances.Put(ctx, messaging.InstanceKey(in.GetGroup(), in.GetId()), b)
+}
+
+type opError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *opError) Error() string { return e.msg }
+
+func fail(code codes.Code, format string, args ...any) error {
+	return &opError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (r *Responder) handle(m *nats.Msg) {
+	var req lifecyclev1.Request
+	reply := &lifecyclev1.Reply{}
+	if err := proto.Unmarshal(m.Data, &req); err != nil {
+		reply.Error = &lifecyclev1.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	} else {
+		r.mu.Lock()
+		r.requests = append(r.requests, proto.Clone(&req).(*lifecyclev1.Request))
+		var injected *lifecyclev1.Status
+		if len(r.nextErr) > 0 {
+			injected, r.nextErr = r.nextErr[0], r.nextErr[1:]
+		}
+		r.mu.Unlock()
+		if injected != nil {
+			reply.Error = injected
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
+			cancel()
+			var oe *opError
+			switch {
+			case errors.As(err, &oe):
+				reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(oe.code), Message: oe.msg}}
+			case err != nil:
+				reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.Internal), Message: err.Error()}}
+			}
+		}
+	}
+	b, _ := proto.Marshal(reply)
+	_ = m.Respond(b)
+}
+
+type groupRec struct {
+	g   *statev1.NodeGroup
+	rev uint64
+}
+
+type instRec struct {
+	in  *statev1.Instance
+	rev uint64
+}
+
+func (r *Responder) group(ctx context.Context, id string) (groupRec, error) {
+	e, err := r.groups.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return groupRec{}, fail(codes.NotFound, "node group %q not found", id)
+	}
+	if err != nil {
+		return groupRec{}, err
+	}
+	g := &statev1.NodeGroup{}
+	if err := proto.Unmarshal(e.Value(), g); err != nil {
+		return groupRec{}, err
+	}
+	return groupRec{g: g, rev: e.Revision()}, nil
+}
+
+func (r *Responder) groupInstances(ctx context.Context, group string) ([]instRec, error) {
+	kl, err := r.instances.ListKeysFiltered(ctx, group+".*")
+	if err != nil {
+		return nil, err
+	}
+	var out []instRec
+	for k := range kl.Keys() {
+		e, err := r.instances.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		in := &statev1.Instance{}
+		if err := proto.Unmarshal(e.Value(), in); err != nil {
+			return nil, err
+		}
+		out = append(out, instRec{in: in, rev: e.Revision()})
+	}
+	slices.SortFunc(out, func(a, b instRec) int { return int(a.rev) - int(b.rev) })
+	return out, nil
+}
+
+func (r *Responder) saveGroup(ctx context.Context, g groupRec) (uint64, error) {
+	g.g.UpdatedAt = timestamppb.Now()
+	b, _ := proto.Marshal(g.g)
+	return r.groups.Update(ctx, g.g.GetId(), b, g.rev)
+}
+
+func (r *Responder) saveInstance(ctx context.Context, in instRec, to statev1.InstanceState, reason string) (uint64, error) {
+	if in.in.GetState() != to {
+		in.in.History = append(in.in.History, &statev1.Transition{From: in.in.GetState(), To: to, Reason: reason, At: timestamppb.Now()})
+		in.in.State = to
+		in.in.StateSince = timestamppb.Now()
+	}
+	b, _ := proto.Marshal(in.in)
+	return r.instances.Update(ctx, messaging.InstanceKey(in.in.GetGroup(), in.in.GetId()), b, in.rev)
+}
+
+func (r *Responder) newInstances(ctx context.Context, group string, n int) (uint64, error) {
+	var rev uint64
+	for range n {
+		r.mu.Lock()
+		r.seq++
+		id := fmt.Sprintf("i-%06d", r.seq)
+		r.mu.Unlock()
+		in := &statev1.Instance{
+			Id: id, Group: group, State: statev1.InstanceState_INSTANCE_STATE_PENDING,
+			ProviderId: domain.PlaceholderProviderID(group, id), CreatedAt: timestamppb.Now(), StateSince: timestamppb.Now(),
+		}
+		b, _ := proto.Marshal(in)
+		var err error
+		if rev, err = r.instances.Create(ctx, messaging.InstanceKey(group, id), b); err != nil {
+			return 0, err
+		}
+	}
+	return rev, nil
+}
+
+func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groupsRev, instancesRev uint64, err error) {
+	switch op := req.GetOp().(type) {
+	case *lifecyclev1.Request_IncreaseSize:
+		g, err := r.group(ctx, op.IncreaseSize.GetGroup())
+		if err != nil {
+			return 0, 0, err
+		}
+		d := op.IncreaseSize.GetDelta()
+		if d <= 0 {
+			return 0, 0, fail(codes.InvalidArgument, "delta must be positive")
+		}
+		if g.g.TargetSize+d > g.g.MaxSize {
+			return 0, 0, fail(codes.InvalidArgument, "size increase too large: target %d + %d exceeds max %d", g.g.TargetSize, d, g.g.MaxSize)
+		}
+		g.g.TargetSize += d
+		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+			return 0, 0, err
+		}
+		instancesRev, err = r.newInstances(ctx, g.g.GetId(), int(d))
+		return groupsRev, instancesRev, err
+
+	case *lifecyclev1.Request_DecreaseTargetSize:
+		g, err := r.group(ctx, op.DecreaseTargetSize.GetGroup())
+		if err != nil {
+			return 0, 0, err
+		}
+		n := -int(op.DecreaseTargetSize.GetDelta())
+		insts, err := r.groupInstances(ctx, g.g.GetId())
+		if err != nil {
+			return 0, 0, err
+		}
+		var pending []instRec
+		for _, in := range insts {
+			if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_PENDING && !in.in.GetReleased() {
+				pending = append(pending, in)
+			}
+		}
+		if n <= 0 || n > len(pending) {
+			return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
+		}
+		g.g.TargetSize -= int32(n)
+		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+			return 0, 0, err
+		}
+		// Newest first: the least progressed.
+		for _, in := range slices.Backward(pending) {
+			if n == 0 {
+				break
+			}
+			in.in.Released = true
+			if instancesRev, err = r.saveInstance(ctx, in, statev1.InstanceState_INSTANCE_STATE_DELETED, "target decreased"); err != nil {
+				return 0, 0, err
+			}
+			n--
+		}
+		return groupsRev, instancesRev, nil
+
+	case *lifecyclev1.Request_DeleteNodes:
+		g, err := r.group(ctx, op.DeleteNodes.GetGroup())
+		if err != nil {
+			return 0, 0, err
+		}
+		insts, err := r.groupInstances(ctx, g.g.GetId())
+		if err != nil {
+			return 0, 0, err
+		}
+		var victims []instRec
+		for _, n := range op.DeleteNodes.GetNodes() {
+			i := slices.IndexFunc(insts, func(in instRec) bool {
+				return in.in.GetProviderId() == n.GetProviderId() || (n.GetName() != "" && in.in.GetNodeName() == n.GetName())
+			})
+			if i < 0 {
+				return 0, 0, fail(codes.NotFound, "node %q (providerID %q) is not in group %q", n.GetName(), n.GetProviderId(), g.g.GetId())
+			}
+			victims = append(victims, insts[i])
+		}
+		released := 0
+		for _, v := range victims {
+			if v.in.GetReleased() {
+				continue // a repeated call: already being deleted
+			}
+			v.in.Released = true
+			if instancesRev, err = r.saveInstance(ctx, v, statev1.InstanceState_INSTANCE_STATE_PENDING_DELETION, "deleted by cluster autoscaler"); err != nil {
+				return 0, 0, err
+			}
+			released++
+		}
+		if released > 0 {
+			g.g.TargetSize -= int32(released)
+			if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+				return 0, 0, err
+			}
+		}
+		return groupsRev, instancesRev, nil
+
+	case *lifecyclev1.Request_SetTargetSize:
+		g, err := r.group(ctx, op.SetTargetSize.GetGroup())
+		if err != nil {
+			return 0, 0, err
+		}
+		t := op.SetTargetSize.GetTargetSize()
+		if t < g.g.MinSize || t > g.g.MaxSize {
+			return 0, 0, fail(codes.InvalidArgument, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
+		}
+		grow := t - g.g.TargetSize
+		g.g.TargetSize = t
+		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+			return 0, 0, err
+		}
+		if grow > 0 {
+			instancesRev, err = r.newInstances(ctx, g.g.GetId(), int(grow))
+		}
+		return groupsRev, instancesRev, err
+
+	case *lifecyclev1.Request_InstanceAction:
+		id := op.InstanceAction.GetInstanceId()
+		kl, err := r.instances.ListKeysFiltered(ctx, "*."+id)
+		if err != nil {
+			return 0, 0, err
+		}
+		var key string
+		for k := range kl.Keys() {
+			key = k
+		}
+		if key == "" {
+			return 0, 0, fail(codes.NotFound, "instance %q not found", id)
+		}
+		e, err := r.instances.Get(ctx, key)
+		if err != nil {
+			return 0, 0, err
+		}
+		in := instRec{in: &statev1.Instance{}, rev: e.Revision()}
+		if err := proto.Unmarshal(e.Value(), in.in); err != nil {
+			return 0, 0, err
+		}
+		to := in.in.GetState()
+		switch op.InstanceAction.GetAction() {
+		case lifecyclev1.InstanceAction_ACTION_RETRY:
+			if !in.in.GetCreationFailed() && in.in.GetNextRetryAt() == nil {
+				return 0, 0, fail(codes.FailedPrecondition, "instance %q has nothing to retry", id)
+			}
+			in.in.CreationFailed, in.in.NextRetryAt, in.in.LastError = false, nil, nil
+		case lifecyclev1.InstanceAction_ACTION_FORCE_DELETE:
+			if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_DELETED {
+				return 0, 0, fail(codes.FailedPrecondition, "instance %q is already deleted", id)
+			}
+			in.in.Released = true
+			to = statev1.InstanceState_INSTANCE_STATE_DELETING
+		default:
+			return 0, 0, fail(codes.Unimplemented, "action %s", op.InstanceAction.GetAction())
+		}
+		instancesRev, err = r.saveInstance(ctx, in, to, "operator action")
+		return 0, instancesRev, err
+	}
+	return 0, 0, fail(codes.Unimplemented, "operation %T not supported by the fake", req.GetOp())
+}

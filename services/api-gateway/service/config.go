@@ -1,0 +1,173 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+)
+
+// Environment variables holding REST bearer tokens directly (comma or
+// newline separated). Tokens are secrets: they are read from files or the
+// environment, never from flags.
+const (
+	EnvAdminTokens    = "NODESMITH_REST_ADMIN_TOKENS"
+	EnvReadOnlyTokens = "NODESMITH_REST_READONLY_TOKENS"
+)
+
+// Config configures the api-gateway.
+type Config struct {
+	// GRPCAddr is where Cluster Autoscaler's externalgrpc client connects.
+	GRPCAddr string
+	// RESTAddr serves the admin API; empty disables it.
+	RESTAddr string
+	// HealthAddr serves /livez, /readyz and /metrics; empty disables it
+	// (the embedded launcher serves one combined endpoint).
+	HealthAddr string
+
+	// GRPCCertFile, GRPCKeyFile and GRPCClientCAFile enable TLS with
+	// client-certificate verification (mTLS). The files are re-read when
+	// they change.
+	GRPCCertFile, GRPCKeyFile, GRPCClientCAFile string
+	// GRPCInsecure serves gRPC in plaintext. It must be chosen explicitly:
+	// without it and without certificates the gateway refuses to start.
+	GRPCInsecure bool
+	// GRPCMaxRecvMsgBytes bounds request messages (DeleteNodes with many
+	// nodes is the largest CA sends).
+	GRPCMaxRecvMsgBytes int
+
+	// AdminTokenFile and ReadOnlyTokenFile hold REST bearer tokens, one per
+	// line; re-read when they change.
+	AdminTokenFile, ReadOnlyTokenFile string
+	// AdminTokens and ReadOnlyTokens are tokens given directly (by
+	// LoadEnv from EnvAdminTokens / EnvReadOnlyTokens, or by a host).
+	AdminTokens, ReadOnlyTokens []string
+	// RESTMaxBodyBytes bounds admin API request bodies.
+	RESTMaxBodyBytes int64
+
+	// LifecycleTimeout bounds a mutation end to end (lifecycle round trip
+	// with retries plus the read-your-writes wait). Keep it below CA's
+	// grpc_timeout (5s by default).
+	LifecycleTimeout time.Duration
+	// LifecycleAttemptTimeout bounds one attempt of a retry-safe operation.
+	LifecycleAttemptTimeout time.Duration
+
+	// GPULabel is the node label naming a node's GPU type (GPULabel RPC).
+	GPULabel string
+
+	// ShutdownGrace is how long in-flight requests may finish at shutdown.
+	ShutdownGrace time.Duration
+
+	// NATS is the connection used when Deps.Conn is nil.
+	NATS natsconn.Options
+	// Topology is ensured at start so the buckets exist.
+	Topology messaging.Options
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:                ":8086",
+		RESTAddr:                ":8080",
+		HealthAddr:              ":8087",
+		GRPCMaxRecvMsgBytes:     16 << 20,
+		RESTMaxBodyBytes:        rest.DefaultMaxBodyBytes,
+		LifecycleTimeout:        4 * time.Second,
+		LifecycleAttemptTimeout: 1500 * time.Millisecond,
+		GPULabel:                "nodesmith.io/gpu-type",
+		ShutdownGrace:           10 * time.Second,
+		NATS:                    natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "api-gateway"},
+		Topology:                messaging.DefaultOptions(),
+	}
+}
+
+// RegisterFlags binds c's fields to flags (and so, through
+// libs/config.Parse, to NODESMITH_* environment variables).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "address of the externalgrpc CloudProvider server (Cluster Autoscaler connects here)")
+	fs.StringVar(&c.RESTAddr, "rest-addr", c.RESTAddr, "address of the REST admin API; empty disables it")
+	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics; empty disables it")
+	fs.StringVar(&c.GRPCCertFile, "grpc-cert-file", c.GRPCCertFile, "PEM server certificate for gRPC TLS (its SAN must match the host in CA's cloud-config address)")
+	fs.StringVar(&c.GRPCKeyFile, "grpc-key-file", c.GRPCKeyFile, "PEM private key of --grpc-cert-file")
+	fs.StringVar(&c.GRPCClientCAFile, "grpc-client-ca-file", c.GRPCClientCAFile, "PEM CA bundle that client certificates must chain to (mTLS)")
+	fs.BoolVar(&c.GRPCInsecure, "grpc-insecure", c.GRPCInsecure, "serve gRPC without TLS (development only)")
+	fs.IntVar(&c.GRPCMaxRecvMsgBytes, "grpc-max-recv-msg-bytes", c.GRPCMaxRecvMsgBytes, "largest gRPC request accepted, in bytes")
+	fs.StringVar(&c.AdminTokenFile, "rest-admin-token-file", c.AdminTokenFile, "file of REST admin bearer tokens, one per line (also "+EnvAdminTokens+")")
+	fs.StringVar(&c.ReadOnlyTokenFile, "rest-readonly-token-file", c.ReadOnlyTokenFile, "file of REST read-only bearer tokens, one per line (also "+EnvReadOnlyTokens+")")
+	fs.Int64Var(&c.RESTMaxBodyBytes, "rest-max-body-bytes", c.RESTMaxBodyBytes, "largest REST request body accepted, in bytes")
+	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", c.LifecycleTimeout, "deadline of a mutation (lifecycle round trip and read-your-writes wait); keep below CA's grpc_timeout")
+	fs.DurationVar(&c.LifecycleAttemptTimeout, "lifecycle-attempt-timeout", c.LifecycleAttemptTimeout, "deadline of one attempt of a retry-safe lifecycle operation")
+	fs.StringVar(&c.GPULabel, "gpu-label", c.GPULabel, "node label whose value is the node's GPU type")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish at shutdown")
+	c.NATS.RegisterFlags(fs)
+	c.Topology.RegisterFlags(fs)
+}
+
+// LoadEnv reads the token variables (EnvAdminTokens, EnvReadOnlyTokens)
+// with lookup and appends their tokens.
+func (c *Config) LoadEnv(lookup func(string) (string, bool)) {
+	split := func(s string) []string {
+		var out []string
+		for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+			if t = strings.TrimSpace(t); t != "" {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	if v, ok := lookup(EnvAdminTokens); ok {
+		c.AdminTokens = append(c.AdminTokens, split(v)...)
+	}
+	if v, ok := lookup(EnvReadOnlyTokens); ok {
+		c.ReadOnlyTokens = append(c.ReadOnlyTokens, split(v)...)
+	}
+}
+
+// TLSEnabled reports whether gRPC is served with mTLS.
+func (c Config) TLSEnabled() bool {
+	return c.GRPCCertFile != "" || c.GRPCKeyFile != "" || c.GRPCClientCAFile != ""
+}
+
+// Validate reports every invalid setting at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.GRPCAddr == "" {
+		errs = append(errs, errors.New("--grpc-addr is required"))
+	}
+	switch {
+	case c.TLSEnabled() && c.GRPCInsecure:
+		errs = append(errs, errors.New("--grpc-insecure conflicts with --grpc-cert-file/--grpc-key-file/--grpc-client-ca-file"))
+	case c.TLSEnabled() && (c.GRPCCertFile == "" || c.GRPCKeyFile == "" || c.GRPCClientCAFile == ""):
+		errs = append(errs, errors.New("gRPC TLS needs all of --grpc-cert-file, --grpc-key-file and --grpc-client-ca-file (client certificates are always verified)"))
+	case !c.TLSEnabled() && !c.GRPCInsecure:
+		errs = append(errs, errors.New("refusing to serve gRPC without TLS: set --grpc-cert-file, --grpc-key-file and --grpc-client-ca-file, or --grpc-insecure explicitly"))
+	}
+	if c.GRPCMaxRecvMsgBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--grpc-max-recv-msg-bytes must be at least 1MiB, got %d", c.GRPCMaxRecvMsgBytes))
+	}
+	if c.RESTMaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("--rest-max-body-bytes must be at least 1024, got %d", c.RESTMaxBodyBytes))
+	}
+	if c.LifecycleTimeout <= 0 {
+		errs = append(errs, errors.New("--lifecycle-timeout must be positive"))
+	}
+	if c.LifecycleAttemptTimeout <= 0 || c.LifecycleAttemptTimeout > c.LifecycleTimeout {
+		errs = append(errs, errors.New("--lifecycle-attempt-timeout must be positive and at most --lifecycle-timeout"))
+	}
+	if c.GPULabel == "" {
+		errs = append(errs, errors.New("--gpu-label is required"))
+	}
+	if c.ShutdownGrace <= 0 {
+		errs = append(errs, errors.New("--shutdown-grace must be positive"))
+	}
+	if err := c.Topology.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("topology: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,300 @@
+// Package service is the api-gateway's composition root: it wires the
+// read model, the KV watcher, the lifecycle client, the externalgrpc gRPC
+// server and the REST admin API, and runs them until its context ends.
+// cmd/api-gateway, the embedded launcher and component tests all start the
+// gateway through Run.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/libs/run"
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/grpcapi"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/metrics"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/tlsfiles"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+)
+
+// Deps is what a host may inject.
+type Deps struct {
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registry receives the gateway's metrics (a private one when nil).
+	Registry *prometheus.Registry
+	// Health receives the readiness checks (a private set when nil).
+	Health *health.Checks
+	// Conn is a ready NATS connection; when nil the gateway connects with
+	// Config.NATS and drains the connection at shutdown. An injected
+	// connection is left open.
+	Conn *nats.Conn
+	// OnReady, when set, is called once, after every listener accepts
+	// connections and the read model has loaded the initial state, with
+	// the bound addresses (useful with ":0" addresses in tests and the
+	// embedded launcher).
+	OnReady func(Addrs)
+}
+
+// Addrs are the bound listener addresses (host:port); empty when a
+// listener is disabled.
+type Addrs struct {
+	GRPC, REST, Health string
+}
+
+// GRPCServiceName is the name the gRPC health service reports for CA's
+// service.
+var GRPCServiceName = pb.CloudProvider_ServiceDesc.ServiceName
+
+// Run serves until ctx ends, then stops taking requests, lets in-flight
+// ones finish within cfg.ShutdownGrace and returns nil. It returns an
+// error if the gateway cannot start or a server fails.
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := deps.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	checks := deps.Health
+	if checks == nil {
+		checks = &health.Checks{}
+	}
+
+	// Fail fast on unusable security material before touching NATS.
+	var creds credentials.TransportCredentials
+	if cfg.TLSEnabled() {
+		reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_tls_reloads_total",
+			Help: "Reloads of the gRPC TLS files after they changed, by result.",
+		}, []string{"result"})
+		if err := reg.Register(reloads); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+		rl, err := tlsfiles.New(tlsfiles.Files{CertFile: cfg.GRPCCertFile, KeyFile: cfg.GRPCKeyFile, ClientCAFile: cfg.GRPCClientCAFile}, log, func(err error) {
+			if err != nil {
+				reloads.WithLabelValues("error").Inc()
+			} else {
+				reloads.WithLabelValues("ok").Inc()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("gRPC TLS: %w", err)
+		}
+		creds = credentials.NewTLS(rl.ServerConfig())
+	} else {
+		log.Warn("serving gRPC without TLS (--grpc-insecure): any client that can reach the port can scale node groups")
+	}
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{
+		AdminTokens: cfg.AdminTokens, ReadOnlyTokens: cfg.ReadOnlyTokens,
+		AdminTokenFile: cfg.AdminTokenFile, ReadOnlyTokenFile: cfg.ReadOnlyTokenFile,
+	}, log)
+	if err != nil {
+		return fmt.Errorf("REST tokens: %w", err)
+	}
+	if cfg.RESTAddr != "" && !auth.Configured() {
+		log.Warn("no REST tokens configured: the admin API rejects every request")
+	}
+
+	nc := deps.Conn
+	if nc == nil {
+		opts := cfg.NATS
+		if opts.Name == "" {
+			opts.Name = "api-gateway"
+		}
+		opts.Logger = log
+		if nc, err = natsconn.Connect(ctx, opts); err != nil {
+			return err
+		}
+		defer natsconn.Drain(nc)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = messaging.Ensure(ectx, js, cfg.Topology)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ensuring NATS topology: %w", err)
+	}
+
+	rm := app.NewReadModel()
+	metrics.RegisterReadModel(reg, rm)
+	lc := metrics.InstrumentLifecycle(natsreq.New(nc, natsreq.Options{AttemptTimeout: cfg.LifecycleAttemptTimeout, Logger: log}), reg)
+	svc := app.NewService(rm, lc, app.Config{OpTimeout: cfg.LifecycleTimeout, GPULabel: cfg.GPULabel}, log)
+	watcher := natskv.NewWatcher(js, rm, log, natskv.NewMetrics(reg))
+
+	checks.Add("api-gateway-readmodel", func(context.Context) error {
+		if !rm.Synced() {
+			return errors.New("read model has not loaded the initial state yet")
+		}
+		return nil
+	})
+	checks.Add("api-gateway-nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats connection is %s", nc.Status())
+		}
+		return nil
+	})
+
+	grpcSrv, grpcHealth := newGRPCServer(cfg, creds, svc, reg, log)
+
+	// Bind every listener before serving, so a taken port fails start-up
+	// instead of half-starting the service.
+	var listeners []net.Listener
+	closeAll := func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}
+	listen := func(addr string) (net.Listener, error) {
+		l, err := run.Listen(addr)
+		if err == nil {
+			listeners = append(listeners, l)
+		}
+		return l, err
+	}
+	grpcL, err := listen(cfg.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	addrs := Addrs{GRPC: grpcL.Addr().String()}
+	var restSrv, healthSrv *http.Server
+	var restL, healthL net.Listener
+	if cfg.RESTAddr != "" {
+		if restL, err = listen(cfg.RESTAddr); err != nil {
+			closeAll()
+			return err
+		}
+		addrs.REST = restL.Addr().String()
+		restSrv = httpServer(rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg}), log)
+	}
+	if cfg.HealthAddr != "" {
+		if healthL, err = listen(cfg.HealthAddr); err != nil {
+			closeAll()
+			return err
+		}
+		addrs.Health = healthL.Addr().String()
+		healthSrv = httpServer(health.Handler(checks, reg), log)
+	}
+
+	g, _ := run.NewGroup(ctx)
+	g.Go("kv watch", watcher.Run)
+	g.Go("grpc server", serveGRPC(grpcSrv, grpcHealth, grpcL, cfg.ShutdownGrace, log))
+	if restSrv != nil {
+		g.Go("rest server", run.HTTP(restSrv, restL, cfg.ShutdownGrace))
+	}
+	if healthSrv != nil {
+		g.Go("health server", run.HTTP(healthSrv, healthL, cfg.ShutdownGrace))
+	}
+	g.Go("readiness", func(ctx context.Context) error {
+		if err := rm.WaitFor(ctx, 0, 0); err != nil {
+			return nil // shut down before the model loaded
+		}
+		grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		grpcHealth.SetServingStatus(GRPCServiceName, healthpb.HealthCheckResponse_SERVING)
+		st := rm.Stats()
+		log.Info("api-gateway ready", "grpc_addr", addrs.GRPC, "rest_addr", addrs.REST, "health_addr", addrs.Health,
+			"tls", cfg.TLSEnabled(), "groups", st.Groups, "instances", st.Instances)
+		if deps.OnReady != nil {
+			deps.OnReady(addrs)
+		}
+		return nil
+	})
+	err = g.Wait()
+	log.Info("api-gateway stopped", "err", err)
+	return err
+}
+
+func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.Service, reg prometheus.Registerer, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), log)),
+		grpc.MaxRecvMsgSize(cfg.GRPCMaxRecvMsgBytes),
+		// CA's client sends no keepalive pings by default; allow modest
+		// ones from other clients (grpcurl, probes) and drop abusers.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Detect dead peers (a CA pod gone without a FIN) so their
+		// connections do not linger.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.ConnectionTimeout(10 * time.Second),
+	}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
+	}
+	srv := grpc.NewServer(opts...)
+	pb.RegisterCloudProviderServer(srv, grpcapi.NewServer(svc))
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(GRPCServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	// Reflection lets grpcurl and friends call the API without the proto.
+	reflection.Register(srv)
+	return srv, hs
+}
+
+// serveGRPC serves until ctx ends, then reports NOT_SERVING, lets
+// in-flight calls finish within grace and closes what remains.
+func serveGRPC(srv *grpc.Server, hs *grpchealth.Server, l net.Listener, grace time.Duration, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(l) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		hs.Shutdown()
+		done := make(chan struct{})
+		go func() { srv.GracefulStop(); close(done) }()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			log.Warn("gRPC calls still running after the shutdown grace period, closing them")
+			srv.Stop()
+			<-done
+		}
+		return nil
+	}
+}
+
+func httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}

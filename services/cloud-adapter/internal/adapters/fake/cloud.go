@@ -1,0 +1,290 @@
+// Package fake provides in-memory implementations of the cloud adapter's
+// ports for unit tests: a Cloud with programmable next errors, recorded
+// calls and Reset, and an Events publisher that deduplicates message ids
+// the way JetStream does.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+var _ ports.Cloud = (*Cloud)(nil)
+
+// Op names a Cloud method, to program its next errors.
+type Op string
+
+// The Cloud methods.
+const (
+	OpCreate    Op = "CreateBatch"
+	OpDescribe  Op = "Describe"
+	OpTerminate Op = "Terminate"
+	OpList      Op = "ListByTag"
+)
+
+// VM is one fake VM.
+type VM struct {
+	domain.Status
+	Target ports.Target
+	// bootIn counts the Describe rounds left before a PENDING VM runs.
+	bootIn int
+}
+
+// Calls are the calls a Cloud received, in order.
+type Calls struct {
+	Create    []ports.CreateRequest
+	Describe  [][]string
+	Terminate [][]string
+	List      []string
+}
+
+// Cloud is an in-memory ports.Cloud. It honours ClientTokens like a real
+// cloud (the same token returns the same VMs), boots VMs after BootAfter
+// Describe rounds and treats terminating an unknown VM as success. The
+// zero value is not usable; call NewCloud.
+type Cloud struct {
+	mu sync.Mutex
+	// BootAfter is how many Describe rounds a new VM stays PENDING.
+	BootAfter int
+	// Zone is reported for every VM.
+	Zone string
+	// CreateDelay is how long CreateBatch takes after the VMs exist; a
+	// call cancelled meanwhile returns the context's error although its
+	// VMs were created, like a cloud answer lost on the way back.
+	CreateDelay time.Duration
+	vms         map[string]*VM
+	tokens      map[string][]string
+	next        map[Op][]error
+	calls       Calls
+	seq         int
+	now         func() time.Time
+}
+
+// NewCloud returns an empty fake cloud.
+func NewCloud() *Cloud {
+	c := &Cloud{now: time.Now}
+	c.Reset()
+	return c
+}
+
+// Reset forgets every VM, token, programmed error and recorded call.
+func (c *Cloud) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.BootAfter = 1
+	c.Zone = "fake-zone-1"
+	c.CreateDelay = 0
+	c.vms = map[string]*VM{}
+	c.tokens = map[string][]string{}
+	c.next = map[Op][]error{}
+	c.calls = Calls{}
+	c.seq = 0
+}
+
+// FailNext makes the next len(errs) calls of op return errs in order (a nil
+// entry lets that call through).
+func (c *Cloud) FailNext(op Op, errs ...error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next[op] = append(c.next[op], errs...)
+}
+
+// Calls returns a copy of the calls received so far.
+func (c *Cloud) Calls() Calls {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Calls{
+		Create:    slices.Clone(c.calls.Create),
+		Describe:  slices.Clone(c.calls.Describe),
+		Terminate: slices.Clone(c.calls.Terminate),
+		List:      slices.Clone(c.calls.List),
+	}
+}
+
+// VMs returns a copy of every VM, in creation order.
+func (c *Cloud) VMs() []VM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]VM, 0, len(c.vms))
+	for _, v := range c.vms {
+		cp := *v
+		cp.Tags = maps.Clone(v.Tags)
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b VM) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+// SetState forces a VM's state and private IP.
+func (c *Cloud) SetState(id string, s domain.State, ip string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.vms[id]; ok {
+		v.State, v.PrivateIP, v.bootIn = s, ip, 0
+	}
+}
+
+// Remove makes a VM vanish, as if deleted behind our back.
+func (c *Cloud) Remove(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.vms, id)
+}
+
+func (c *Cloud) popErr(op Op) error {
+	q := c.next[op]
+	if len(q) == 0 {
+		return nil
+	}
+	c.next[op] = q[1:]
+	return q[0]
+}
+
+// CreateBatch implements ports.Cloud.
+func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls.Create = append(c.calls.Create, req)
+	if err := c.popErr(OpCreate); err != nil {
+		return nil, err
+	}
+	if req.Count < 1 || req.Count > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("InvalidCount", fmt.Sprintf("count %d out of range", req.Count))
+	}
+	if ids, ok := c.tokens[req.ClientToken]; ok && req.ClientToken != "" {
+		return c.answerLater(ctx, slices.Clone(ids))
+	}
+	tags := map[string]string{}
+	for _, t := range req.Tags {
+		tags[t.Key] = t.Value
+	}
+	ids := make([]string, req.Count)
+	for i := range ids {
+		c.seq++
+		ids[i] = fmt.Sprintf("ins-fake%05d", c.seq)
+		c.vms[ids[i]] = &VM{
+			Status: domain.Status{
+				CloudID: ids[i], State: domain.StatePending, Zone: c.Zone,
+				CreatedAt: c.now().Add(time.Duration(c.seq)), Tags: maps.Clone(tags),
+			},
+			Target: req.Target,
+			bootIn: c.BootAfter,
+		}
+	}
+	c.tokens[req.ClientToken] = ids
+	return c.answerLater(ctx, slices.Clone(ids))
+}
+
+// answerLater returns ids after CreateDelay, without holding the lock.
+func (c *Cloud) answerLater(ctx context.Context, ids []string) ([]string, error) {
+	d := c.CreateDelay
+	if d <= 0 {
+		return ids, nil
+	}
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return ids, nil
+	}
+}
+
+// Describe implements ports.Cloud. Each call is one "round": PENDING VMs
+// among ids move one step towards RUNNING.
+func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls.Describe = append(c.calls.Describe, slices.Clone(ids))
+	if err := c.popErr(OpDescribe); err != nil {
+		return nil, err
+	}
+	if len(ids) > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("TooManyIds", fmt.Sprintf("%d ids", len(ids)))
+	}
+	var out []domain.Status
+	for _, id := range ids {
+		v, ok := c.vms[id]
+		if !ok {
+			continue
+		}
+		if v.State == domain.StatePending {
+			if v.bootIn <= 0 {
+				v.State = domain.StateRunning
+				v.PrivateIP = fmt.Sprintf("10.0.%d.%d", c.seqOf(id)/250, c.seqOf(id)%250+1)
+			}
+			v.bootIn--
+		}
+		st := v.Status
+		st.Tags = maps.Clone(v.Tags)
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (c *Cloud) seqOf(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id, "ins-fake%05d", &n)
+	return n
+}
+
+// Terminate implements ports.Cloud. Unknown VMs count as terminated.
+func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls.Terminate = append(c.calls.Terminate, slices.Clone(ids))
+	if err := c.popErr(OpTerminate); err != nil {
+		return err
+	}
+	if len(ids) > ports.MaxBatch {
+		return ports.NewInvalidParametersError("TooManyIds", fmt.Sprintf("%d ids", len(ids)))
+	}
+	for _, id := range ids {
+		if v, ok := c.vms[id]; ok {
+			v.State = domain.StateTerminating
+		}
+	}
+	return nil
+}
+
+// ListByTag implements ports.Cloud.
+func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls.List = append(c.calls.List, clusterID)
+	if err := c.popErr(OpList); err != nil {
+		return nil, err
+	}
+	var out []domain.Status
+	for _, v := range c.vms {
+		if v.Tags[domain.TagCluster] == clusterID && v.Target == t {
+			st := v.Status
+			st.Tags = maps.Clone(v.Tags)
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b domain.Status) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}

@@ -1,0 +1,118 @@
+// Package jetstream connects the cloud adapter to NATS JetStream: Events
+// publishes cloud events (the ports.Events adapter) and Consume feeds cloud
+// commands from the shared durable consumer to the application.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/worker"
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// Event kinds: the last token of an event's subject.
+const (
+	KindCreated         = "created"
+	KindCreateFailed    = "create_failed"
+	KindObserved        = "observed"
+	KindTerminated      = "terminated"
+	KindTerminateFailed = "terminate_failed"
+	KindInventory       = "inventory"
+)
+
+// Kind returns the subject kind of ev, or "" for an empty event.
+func Kind(ev *cloudv1.Event) string {
+	switch ev.GetBody().(type) {
+	case *cloudv1.Event_Created:
+		return KindCreated
+	case *cloudv1.Event_CreateFailed:
+		return KindCreateFailed
+	case *cloudv1.Event_Observed:
+		return KindObserved
+	case *cloudv1.Event_Terminated:
+		return KindTerminated
+	case *cloudv1.Event_TerminateFailed:
+		return KindTerminateFailed
+	case *cloudv1.Event_Inventory:
+		return KindInventory
+	default:
+		return ""
+	}
+}
+
+// Events publishes cloud events on messaging.SubjectCloudEvents + ".<kind>".
+type Events struct {
+	pub     *messaging.Publisher
+	metrics *metrics.Cloud
+}
+
+var _ ports.Events = (*Events)(nil)
+
+// NewEvents returns an Events publishing through js.
+func NewEvents(js natsjs.JetStream, m *metrics.Cloud) *Events {
+	return &Events{pub: messaging.NewPublisher(js), metrics: m}
+}
+
+// Publish implements ports.Events.
+func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) error {
+	kind := Kind(ev)
+	if kind == "" {
+		return errors.New("refusing to publish an empty cloud event")
+	}
+	if _, err := e.pub.Publish(ctx, messaging.SubjectCloudEvents+"."+kind, msgID, ev); err != nil {
+		return err
+	}
+	e.metrics.EventPublished(kind)
+	return nil
+}
+
+var tracer = otel.Tracer("github.com/nodesmith/nodesmith/services/cloud-adapter/jetstream")
+
+// Handler handles one decoded command (app.Service does).
+type Handler interface {
+	Handle(ctx context.Context, cmd *cloudv1.Command, d app.Delivery) error
+}
+
+// Consume runs h on the commands of cons with libs/worker (bounded
+// concurrency, heartbeats, nak with backoff, graceful drain) until ctx
+// ends. maxDeliver is the consumer's MaxDeliver (<= 0: unlimited), which
+// tells the handler when a delivery is the last one. Undecodable and
+// invalid commands are terminated, never redelivered.
+func Consume(ctx context.Context, cons natsjs.Consumer, h Handler, o worker.Options, maxDeliver int) error {
+	return worker.Run(ctx, cons, o, func(ctx context.Context, msg natsjs.Msg) error {
+		var cmd cloudv1.Command
+		if err := proto.Unmarshal(msg.Data(), &cmd); err != nil {
+			return worker.Permanent(fmt.Errorf("decoding cloud command on %s: %w", msg.Subject(), err))
+		}
+		d := app.Delivery{Attempt: 1}
+		if meta, err := msg.Metadata(); err == nil {
+			d.Attempt = meta.NumDelivered
+		}
+		d.Last = maxDeliver > 0 && d.Attempt >= uint64(maxDeliver)
+		ctx, span := tracer.Start(ctx, "cloud command "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attribute.Int64("messaging.delivery", int64(d.Attempt))))
+		defer span.End()
+		err := h.Handle(ctx, &cmd, d)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "command failed")
+		}
+		if errors.Is(err, app.ErrInvalidCommand) {
+			return worker.Permanent(err)
+		}
+		return err
+	})
+}

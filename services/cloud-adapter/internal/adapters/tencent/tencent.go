@@ -1,0 +1,397 @@
+// Package tencent implements ports.Cloud for Tencent Cloud CVM with the
+// official tencentcloud-sdk-go. It paces every call with a client-side rate
+// limiter per (account, region, action), retries throttled and transient
+// answers with jittered exponential backoff up to a bound, and maps
+// Tencent's error codes to the port's kinds in one place (errors.go).
+package tencent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
+	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
+)
+
+// Provider is the name commands use for Tencent Cloud.
+const Provider = "tencentcloud"
+
+// CVM API actions.
+const (
+	ActionRunInstances       = "RunInstances"
+	ActionDescribeInstances  = "DescribeInstances"
+	ActionTerminateInstances = "TerminateInstances"
+)
+
+// DefaultLimits stay below Tencent's published per-account limits
+// (RunInstances 10/s, TerminateInstances 10/s, DescribeInstances 20/s),
+// leaving room for other clients of the same account.
+func DefaultLimits() ratelimit.Limits {
+	return ratelimit.Limits{
+		ActionRunInstances:       {Rate: 8, Burst: 2},
+		ActionTerminateInstances: {Rate: 8, Burst: 2},
+		ActionDescribeInstances:  {Rate: 16, Burst: 4},
+	}
+}
+
+// pageSize is DescribeInstances' maximum Limit.
+const pageSize = 100
+
+// maxPages bounds ListByTag (100,000 VMs) so a misbehaving API cannot
+// keep it paging forever.
+const maxPages = 1000
+
+// Options configure a Cloud.
+type Options struct {
+	// Clients returns the SDK client of an account and region.
+	Clients ClientFunc
+	// Limits pace calls per (account, region, action); nil means DefaultLimits.
+	Limits ratelimit.Limits
+	// Retry bounds the retries of throttled and transient answers.
+	Retry backoff.Policy
+	// CallTimeout bounds one API call.
+	CallTimeout time.Duration
+	Metrics     *metrics.Cloud
+	Logger      *slog.Logger
+}
+
+// Cloud is the Tencent Cloud CVM adapter.
+type Cloud struct {
+	o      Options
+	limits *ratelimit.Limiters
+	log    *slog.Logger
+}
+
+var _ ports.Cloud = (*Cloud)(nil)
+
+// New returns a Cloud.
+func New(o Options) *Cloud {
+	if o.Limits == nil {
+		o.Limits = DefaultLimits()
+	}
+	if o.Retry.Attempts == 0 {
+		o.Retry = backoff.DefaultPolicy()
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Cloud{o: o, limits: ratelimit.New(o.Limits), log: o.Logger.With("provider", Provider)}
+}
+
+// call runs one API action with rate limiting, a timeout, error mapping,
+// metrics and bounded retries of throttled and transient answers.
+func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
+	api, err := c.o.Clients(t.Account, t.Region)
+	if err != nil {
+		return err
+	}
+	ctx, span := tracer.Start(ctx, "cvm."+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("cloud.provider", Provider), attribute.String("cloud.account", t.Account), attribute.String("cloud.region", t.Region)))
+	defer span.End()
+	attempt := 0
+	err = backoff.Retry(ctx, c.o.Retry, ports.IsRetryable, func(ctx context.Context) error {
+		attempt++
+		waited, err := c.limits.Wait(ctx, t.Account, t.Region, action)
+		c.o.Metrics.RateLimitWait(Provider, action, waited)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The caller's deadline is too close for the next token.
+			return ports.NewThrottledError("ClientRateLimit", err.Error())
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
+		start := time.Now()
+		err = mapError(ctx, fn(cctx, api))
+		cancel()
+		c.o.Metrics.APICall(Provider, action, result(err), time.Since(start))
+		if ports.IsRetryable(err) {
+			c.log.Debug("cloud call failed, retrying", "action", action, "account", t.Account, "region", t.Region, "attempt", attempt, "err", err)
+		}
+		return err
+	})
+	span.SetAttributes(attribute.Int("cloud.attempts", attempt))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, result(err))
+	}
+	return err
+}
+
+var tracer = otel.Tracer("github.com/nodesmith/nodesmith/services/cloud-adapter/tencent")
+
+func result(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	default:
+		return ports.KindOf(err).String()
+	}
+}
+
+// CreateBatch implements ports.Cloud with one RunInstances call: the
+// template is the command's parameters_json decoded into the SDK request,
+// then InstanceCount, ClientToken and nodesmith's tags are set over it.
+func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
+	if req.Count < 1 || req.Count > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("InvalidInstanceCount", fmt.Sprintf("instance count %d is not in 1..%d", req.Count, ports.MaxBatch))
+	}
+	if req.ClientToken == "" {
+		return nil, ports.NewInvalidParametersError("MissingClientToken", "RunInstances without a ClientToken could create duplicates")
+	}
+	if len(req.ClientToken) > domain.MaxClientTokenLen {
+		return nil, ports.NewInvalidParametersError("InvalidClientToken.TooLong", fmt.Sprintf("client token longer than %d characters", domain.MaxClientTokenLen))
+	}
+	// Decode once up front so a broken template fails without a call.
+	if _, err := runRequest(req); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := c.call(ctx, req.Target, ActionRunInstances, func(ctx context.Context, api API) error {
+		// A fresh request per attempt: the SDK keeps per-call state in it.
+		r, err := runRequest(req)
+		if err != nil {
+			return err
+		}
+		resp, err := api.RunInstancesWithContext(ctx, r)
+		if err != nil {
+			return err
+		}
+		ids = nil
+		if resp.Response != nil {
+			for _, id := range resp.Response.InstanceIdSet {
+				if id != nil {
+					ids = append(ids, *id)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
+	}
+	return ids, nil
+}
+
+// runRequest builds the RunInstances request of req.
+func runRequest(req ports.CreateRequest) (*cvm.RunInstancesRequest, error) {
+	r := cvm.NewRunInstancesRequest()
+	if p := strings.TrimSpace(req.Parameters); p != "" {
+		if err := r.FromJsonString(p); err != nil {
+			return nil, ports.NewInvalidParametersError("InvalidTemplate",
+				fmt.Sprintf("template %q: parameters are not a valid RunInstances request: %v", req.Template, err))
+		}
+	}
+	r.InstanceCount = common.Int64Ptr(int64(req.Count))
+	r.ClientToken = common.StringPtr(req.ClientToken)
+	r.TagSpecification = withTags(r.TagSpecification, req.Tags)
+	return r, nil
+}
+
+// withTags adds tags to the "instance" tag specification, replacing any
+// nodesmith tag the template set itself (ours are authoritative, and a
+// duplicate key is an API error).
+func withTags(specs []*cvm.TagSpecification, tags []domain.Tag) []*cvm.TagSpecification {
+	var inst *cvm.TagSpecification
+	for _, s := range specs {
+		if s != nil && s.ResourceType != nil && *s.ResourceType == "instance" {
+			inst = s
+			break
+		}
+	}
+	if inst == nil {
+		inst = &cvm.TagSpecification{ResourceType: common.StringPtr("instance")}
+		specs = append(specs, inst)
+	}
+	kept := inst.Tags[:0]
+	for _, t := range inst.Tags {
+		if t != nil && t.Key != nil && !strings.HasPrefix(*t.Key, domain.TagPrefix) {
+			kept = append(kept, t)
+		}
+	}
+	for _, t := range tags {
+		kept = append(kept, &cvm.Tag{Key: common.StringPtr(t.Key), Value: common.StringPtr(t.Value)})
+	}
+	inst.Tags = kept
+	return specs
+}
+
+// Describe implements ports.Cloud with one DescribeInstances call.
+func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(ids) > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	}
+	var out []domain.Status
+	err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+		r := cvm.NewDescribeInstancesRequest()
+		r.InstanceIds = common.StringPtrs(ids)
+		r.Limit = common.Int64Ptr(pageSize)
+		resp, err := api.DescribeInstancesWithContext(ctx, r)
+		if err != nil {
+			return err
+		}
+		out = statuses(resp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// Terminate implements ports.Cloud. TerminateInstances refuses the whole
+// call when any VM is already gone or terminating, so on such an answer the
+// adapter describes the VMs and terminates only those still there.
+func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
+	if len(ids) > ports.MaxBatch {
+		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	}
+	remaining := ids
+	// Each round removes at least the VMs that made the previous one fail;
+	// three rounds cover VMs vanishing while we look.
+	for range 3 {
+		if len(remaining) == 0 {
+			return nil
+		}
+		err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
+			r := cvm.NewTerminateInstancesRequest()
+			r.InstanceIds = common.StringPtrs(remaining)
+			_, err := api.TerminateInstancesWithContext(ctx, r)
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if !isGone(err) {
+			return fmt.Errorf("TerminateInstances (%d ids): %w", len(remaining), err)
+		}
+		sts, derr := c.Describe(ctx, t, remaining)
+		if derr != nil {
+			return derr
+		}
+		remaining = remaining[:0:0]
+		for _, st := range sts {
+			if st.State != domain.StateTerminating {
+				remaining = append(remaining, st.CloudID)
+			}
+		}
+	}
+	if len(remaining) == 0 {
+		return nil
+	}
+	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not terminating", len(remaining)))
+}
+
+// ListByTag implements ports.Cloud, paging DescribeInstances with the
+// tag:nodesmith:cluster filter.
+func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, error) {
+	var out []domain.Status
+	for page := range maxPages {
+		var got []domain.Status
+		var total int64
+		err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+			r := cvm.NewDescribeInstancesRequest()
+			r.Filters = []*cvm.Filter{{Name: common.StringPtr("tag:" + domain.TagCluster), Values: common.StringPtrs([]string{clusterID})}}
+			r.Offset = common.Int64Ptr(int64(page * pageSize))
+			r.Limit = common.Int64Ptr(pageSize)
+			resp, err := api.DescribeInstancesWithContext(ctx, r)
+			if err != nil {
+				return err
+			}
+			got = statuses(resp)
+			if resp.Response != nil && resp.Response.TotalCount != nil {
+				total = *resp.Response.TotalCount
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+		}
+		out = append(out, got...)
+		if len(got) < pageSize || int64(len(out)) >= total {
+			return out, nil
+		}
+	}
+	return nil, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
+}
+
+func statuses(resp *cvm.DescribeInstancesResponse) []domain.Status {
+	if resp == nil || resp.Response == nil {
+		return nil
+	}
+	out := make([]domain.Status, 0, len(resp.Response.InstanceSet))
+	for _, in := range resp.Response.InstanceSet {
+		if in == nil || in.InstanceId == nil {
+			continue
+		}
+		st := domain.Status{CloudID: *in.InstanceId, State: state(deref(in.InstanceState)), Tags: map[string]string{}}
+		for _, ip := range in.PrivateIpAddresses {
+			if ip != nil && *ip != "" {
+				st.PrivateIP = *ip
+				break
+			}
+		}
+		if in.Placement != nil {
+			st.Zone = deref(in.Placement.Zone)
+		}
+		if ts, err := time.Parse(time.RFC3339, deref(in.CreatedTime)); err == nil {
+			st.CreatedAt = ts
+		}
+		for _, tag := range in.Tags {
+			if tag != nil && tag.Key != nil {
+				st.Tags[*tag.Key] = deref(tag.Value)
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// state maps CVM's InstanceState.
+func state(s string) domain.State {
+	switch s {
+	case "PENDING", "STARTING", "REBOOTING":
+		// On their way to RUNNING; an instance being created reports PENDING.
+		return domain.StatePending
+	case "RUNNING":
+		return domain.StateRunning
+	case "LAUNCH_FAILED":
+		return domain.StateLaunchFailed
+	case "STOPPED", "STOPPING":
+		return domain.StateStopped
+	case "SHUTDOWN", "TERMINATING":
+		// SHUTDOWN is "stopped, awaiting destruction".
+		return domain.StateTerminating
+	default:
+		return domain.StateUnknown
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

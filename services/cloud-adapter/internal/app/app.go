@@ -1,0 +1,155 @@
+// Package app holds the cloud adapter's use cases: create a batch of VMs,
+// watch VMs until they settle, terminate VMs, and list a cluster's VMs. Each
+// turns one cloud command into cloud calls (through ports.Cloud) and events
+// (through ports.Events). Handlers are idempotent, because commands are
+// delivered at least once: creates are keyed by ClientToken, and every event
+// has a deterministic message id so a re-published event is deduplicated.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// ErrInvalidCommand marks a command that can never be handled (no body, no
+// batch id, ...): the caller should drop it rather than redeliver it.
+var ErrInvalidCommand = errors.New("invalid cloud command")
+
+// ErrHandedBack is returned by a long-running handler interrupted by
+// shutdown: its command should be redelivered to another replica soon.
+var ErrHandedBack = errors.New("service stopping: command handed back for redelivery")
+
+// Options tune the use cases.
+type Options struct {
+	// PollInterval is the pause between Describe rounds of a watch.
+	PollInterval time.Duration
+	// MaxWatch bounds one watch; lifecycle's deadlines cover the rest.
+	MaxWatch time.Duration
+	// NotFoundGrace is how long a watched VM must stay absent before it is
+	// reported NOT_FOUND (new VMs can be briefly invisible).
+	NotFoundGrace time.Duration
+	// Stopping is closed when the service starts shutting down; watches
+	// then hand their command back instead of holding up shutdown.
+	Stopping <-chan struct{}
+	// Now is the clock; nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Delivery describes how the command being handled was delivered.
+type Delivery struct {
+	// Attempt counts deliveries, 1 for the first.
+	Attempt uint64
+	// Last is set when no redelivery will follow. A retryable failure is
+	// then reported in an event instead of being left to a redelivery that
+	// will never come.
+	Last bool
+}
+
+// Service handles cloud commands.
+type Service struct {
+	clouds map[string]ports.Cloud
+	events ports.Events
+	o      Options
+	log    *slog.Logger
+}
+
+// New returns a Service driving clouds (by provider name, as commands name
+// them in Target.provider) and publishing on events.
+func New(clouds map[string]ports.Cloud, events ports.Events, o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 3 * time.Second
+	}
+	if o.MaxWatch <= 0 {
+		o.MaxWatch = 10 * time.Minute
+	}
+	return &Service{clouds: clouds, events: events, o: o, log: o.Logger}
+}
+
+// Handle runs one command. nil means done (ack); an error wrapping
+// ErrInvalidCommand means never retry; any other error means retry later
+// (the command is idempotent).
+func (s *Service) Handle(ctx context.Context, cmd *cloudv1.Command, d Delivery) error {
+	switch b := cmd.GetBody().(type) {
+	case *cloudv1.Command_Create:
+		return s.Create(ctx, b.Create, d)
+	case *cloudv1.Command_Watch:
+		return s.Watch(ctx, b.Watch, d)
+	case *cloudv1.Command_Terminate:
+		return s.Terminate(ctx, b.Terminate, d)
+	case *cloudv1.Command_ListInventory:
+		return s.ListInventory(ctx, b.ListInventory, d)
+	default:
+		return fmt.Errorf("%w: command has no known body", ErrInvalidCommand)
+	}
+}
+
+// cloud resolves a command's target to its provider's adapter.
+func (s *Service) cloud(t *cloudv1.Target) (ports.Cloud, ports.Target, error) {
+	c, ok := s.clouds[t.GetProvider()]
+	if !ok {
+		return nil, ports.Target{}, ports.NewInvalidParametersError("UnknownProvider",
+			fmt.Sprintf("no cloud adapter for provider %q", t.GetProvider()))
+	}
+	return c, ports.Target{Account: t.GetAccount(), Region: t.GetRegion()}, nil
+}
+
+// reportable says whether a failed cloud call is reported in an event now
+// rather than retried through a redelivery.
+func reportable(err error, d Delivery) bool {
+	return !ports.IsRetryable(err) || d.Last
+}
+
+// protoError converts an error to the wire shape.
+func protoError(err error) *cloudv1.CloudError {
+	ce, ok := ports.AsCloudError(err)
+	if !ok {
+		return &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_UNSPECIFIED, Message: err.Error()}
+	}
+	return &cloudv1.CloudError{Kind: protoKind(ce.Kind), Code: ce.Code, Message: ce.Message}
+}
+
+func protoKind(k ports.ErrorKind) cloudv1.ErrorKind {
+	switch k {
+	case ports.ErrorKindCapacity:
+		return cloudv1.ErrorKind_ERROR_KIND_CAPACITY
+	case ports.ErrorKindThrottled:
+		return cloudv1.ErrorKind_ERROR_KIND_THROTTLED
+	case ports.ErrorKindNotFound:
+		return cloudv1.ErrorKind_ERROR_KIND_NOT_FOUND
+	case ports.ErrorKindInvalidParameters:
+		return cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS
+	case ports.ErrorKindAuth:
+		return cloudv1.ErrorKind_ERROR_KIND_AUTH
+	case ports.ErrorKindTransient:
+		return cloudv1.ErrorKind_ERROR_KIND_TRANSIENT
+	default:
+		return cloudv1.ErrorKind_ERROR_KIND_UNSPECIFIED
+	}
+}
+
+// sleep waits d, returning early with ctx's error or ErrHandedBack.
+func (s *Service) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.o.Stopping:
+		return ErrHandedBack
+	case <-t.C:
+		return nil
+	}
+}

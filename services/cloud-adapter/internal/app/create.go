@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/protobuf/proto"
+
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// Create creates a batch's VMs and publishes which cloud id each instance
+// got (InstancesCreated) as soon as each cloud call returns, before
+// anything else: that mapping is what lets lifecycle find, watch and
+// terminate the VMs. A batch bigger than one cloud call is split into
+// chunks with derived ClientTokens (domain.SplitBatch), so a redelivered
+// command returns the same VMs chunk by chunk.
+//
+// A definitive failure (capacity, invalid parameters, auth, or a retryable
+// one on the last delivery) is published as CreateFailed for the failing
+// chunk and every later one; a retryable failure otherwise returns an error
+// so the command is redelivered with the same tokens.
+func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Delivery) error {
+	if c.GetBatchId() == "" || len(c.GetInstances()) == 0 {
+		return fmt.Errorf("%w: create without batch id or instances", ErrInvalidCommand)
+	}
+	log := s.log.With("batch", c.GetBatchId(), "group", c.GetGroup(), "template", c.GetTemplateName(),
+		"instances", len(c.GetInstances()), "delivery", d.Attempt)
+	attempt := batchAttempt(c.GetInstances())
+
+	cloud, target, err := s.cloud(c.GetTarget())
+	if err == nil && c.GetClientToken() == "" {
+		// Never create without a token: a redelivery would create the VMs again.
+		err = ports.NewInvalidParametersError("MissingClientToken", "create command has no client token")
+	}
+	if err != nil {
+		return s.createFailed(ctx, log, c, c.GetInstances(), err, createFailedID(c.GetBatchId(), attempt, 0, 1))
+	}
+
+	chunks := domain.SplitBatch(c.GetClientToken(), len(c.GetInstances()), ports.MaxBatch)
+	for _, ch := range chunks {
+		refs := c.GetInstances()[ch.Start:ch.End]
+		instanceTag := ""
+		if ch.Len() == 1 {
+			instanceTag = refs[0].GetInstanceId()
+		}
+		req := ports.CreateRequest{
+			Target:      target,
+			ClientToken: ch.Token,
+			Template:    c.GetTemplateName(),
+			Parameters:  c.GetParametersJson(),
+			Count:       ch.Len(),
+			Tags:        domain.CreationTags(c.GetClusterId(), c.GetGroup(), c.GetBatchId(), instanceTag),
+		}
+		ids, err := cloud.CreateBatch(ctx, req)
+		if err == nil && len(ids) != ch.Len() {
+			// The cloud broke its contract. Retrying with the same token
+			// returns the same answer, so this ends as CreateFailed on the
+			// last delivery; any VMs it did create carry our tags and the
+			// reconciler removes them.
+			err = ports.NewTransientError("UnexpectedInstanceCount",
+				fmt.Sprintf("asked for %d instances, cloud returned %d ids", ch.Len(), len(ids)))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !reportable(err, d) {
+				return fmt.Errorf("creating batch %s chunk %d/%d: %w", c.GetBatchId(), ch.Index+1, len(chunks), err)
+			}
+			rest := c.GetInstances()[ch.Start:]
+			return s.createFailed(ctx, log, c, rest, err, createFailedID(c.GetBatchId(), attempt, ch.Index, len(chunks)))
+		}
+
+		created := make([]*cloudv1.InstanceRef, len(refs))
+		for i, r := range refs {
+			ref := proto.CloneOf(r)
+			ref.CloudId = ids[i]
+			if ref.Group == "" {
+				ref.Group = c.GetGroup()
+			}
+			created[i] = ref
+		}
+		ev := &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
+			BatchId: c.GetBatchId(), Instances: created,
+		}}}
+		if err := s.events.Publish(ctx, createdID(c.GetBatchId(), attempt, ch.Index, len(chunks)), ev); err != nil {
+			return fmt.Errorf("publishing created instances of batch %s: %w", c.GetBatchId(), err)
+		}
+		for _, r := range created {
+			log.Info("instance created", "instance", r.GetInstanceId(), "cloud_id", r.GetCloudId())
+		}
+	}
+	return nil
+}
+
+func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *cloudv1.CreateInstances, refs []*cloudv1.InstanceRef, cause error, msgID string) error {
+	failed := make([]*cloudv1.InstanceRef, len(refs))
+	for i, r := range refs {
+		failed[i] = proto.CloneOf(r)
+		if failed[i].Group == "" {
+			failed[i].Group = c.GetGroup()
+		}
+	}
+	ev := &cloudv1.Event{Body: &cloudv1.Event_CreateFailed{CreateFailed: &cloudv1.CreateFailed{
+		BatchId: c.GetBatchId(), Instances: failed, Error: protoError(cause),
+	}}}
+	if err := s.events.Publish(ctx, msgID, ev); err != nil {
+		return fmt.Errorf("publishing create failure of batch %s: %w", c.GetBatchId(), err)
+	}
+	log.Warn("create failed", "failed_instances", len(failed), "kind", ports.KindOf(cause).String(), "err", cause)
+	return nil
+}

@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// Watch polls the cloud (Describe in sets of at most ports.MaxBatch) until
+// every instance has settled (domain.Watch says when), publishing
+// InstanceObserved for each state change. It gives up after MaxWatch:
+// lifecycle's deadlines cover instances that never settle. Throttled and
+// transient Describe failures just wait for the next round; invalid
+// parameters (malformed ids) make the command invalid; other failures
+// (auth) return an error so the command is redelivered.
+//
+// The command's message is heartbeated by the worker meanwhile. On
+// shutdown the watch returns ErrHandedBack: its command goes to another
+// replica, which re-publishes observations already made under the same
+// message ids (deduplicated).
+func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delivery) error {
+	byCloud := map[string][]*cloudv1.InstanceRef{}
+	var ids []string
+	for _, r := range w.GetInstances() {
+		if r.GetCloudId() == "" {
+			s.log.Warn("cannot watch an instance without a cloud id", "instance", r.GetInstanceId(), "group", r.GetGroup())
+			continue
+		}
+		if _, seen := byCloud[r.GetCloudId()]; !seen {
+			ids = append(ids, r.GetCloudId())
+		}
+		byCloud[r.GetCloudId()] = append(byCloud[r.GetCloudId()], r)
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: watch without any cloud id", ErrInvalidCommand)
+	}
+	cloud, target, err := s.cloud(w.GetTarget())
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+	}
+	log := s.log.With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
+
+	watch := domain.NewWatch(ids, s.o.NotFoundGrace)
+	deadline := s.o.Now().Add(s.o.MaxWatch)
+	for {
+		found, err := s.describe(ctx, cloud, target, watch.Pending())
+		switch {
+		case err == nil:
+			for _, ch := range watch.Observe(s.o.Now(), found) {
+				for _, ref := range byCloud[ch.CloudID] {
+					if err := s.observed(ctx, ref, ch.Status); err != nil {
+						return err
+					}
+				}
+			}
+			if watch.Done() {
+				return nil
+			}
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case ports.IsInvalidParametersError(err):
+			// Malformed ids never become valid: drop the command.
+			return fmt.Errorf("%w: describing watched instances: %v", ErrInvalidCommand, err)
+		case !ports.IsRetryable(err):
+			return fmt.Errorf("describing watched instances: %w", err)
+		default:
+			log.Warn("describe failed, retrying next round", "err", err)
+		}
+		if !s.o.Now().Before(deadline) {
+			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
+			return nil
+		}
+		if err := s.sleep(ctx, s.o.PollInterval); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Service) describe(ctx context.Context, cloud ports.Cloud, t ports.Target, ids []string) (map[string]domain.Status, error) {
+	found := make(map[string]domain.Status, len(ids))
+	for start := 0; start < len(ids); start += ports.MaxBatch {
+		part := ids[start:min(start+ports.MaxBatch, len(ids))]
+		sts, err := cloud.Describe(ctx, t, part)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range sts {
+			found[st.CloudID] = st
+		}
+	}
+	return found, nil
+}
+
+func (s *Service) observed(ctx context.Context, ref *cloudv1.InstanceRef, st domain.Status) error {
+	state := protoState(st.State)
+	ev := &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+		Instance:   proto.CloneOf(ref),
+		State:      state,
+		PrivateIp:  st.PrivateIP,
+		ObservedAt: timestamppb.New(s.o.Now()),
+		Zone:       st.Zone,
+	}}}
+	if err := s.events.Publish(ctx, observedID(ref.GetInstanceId(), ref.GetAttempt(), state), ev); err != nil {
+		return fmt.Errorf("publishing observation of instance %s: %w", ref.GetInstanceId(), err)
+	}
+	s.log.Info("instance observed", "instance", ref.GetInstanceId(), "group", ref.GetGroup(),
+		"cloud_id", ref.GetCloudId(), "state", st.State.String(), "private_ip", st.PrivateIP)
+	return nil
+}
+
+func protoState(s domain.State) cloudv1.CloudState {
+	switch s {
+	case domain.StatePending:
+		return cloudv1.CloudState_CLOUD_STATE_PENDING
+	case domain.StateRunning:
+		return cloudv1.CloudState_CLOUD_STATE_RUNNING
+	case domain.StateLaunchFailed:
+		return cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED
+	case domain.StateStopped:
+		return cloudv1.CloudState_CLOUD_STATE_STOPPED
+	case domain.StateTerminating:
+		return cloudv1.CloudState_CLOUD_STATE_TERMINATING
+	case domain.StateNotFound:
+		return cloudv1.CloudState_CLOUD_STATE_NOT_FOUND
+	default:
+		return cloudv1.CloudState_CLOUD_STATE_UNSPECIFIED
+	}
+}

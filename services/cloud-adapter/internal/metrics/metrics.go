@@ -1,0 +1,95 @@
+// Package metrics defines the cloud adapter's Prometheus metrics. Cloud
+// adapters report each API call and each rate-limiter wait through a
+// *Cloud; a nil *Cloud records nothing, so tests need no registry.
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Cloud holds the metrics of cloud API calls and published events.
+type Cloud struct {
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	rateWait  *prometheus.HistogramVec
+	events    *prometheus.CounterVec
+	credsLoad *prometheus.CounterVec
+}
+
+// New registers the metrics on reg. Registering twice on the same registry
+// (two replicas in one process) reuses the first registration.
+func New(reg prometheus.Registerer) *Cloud {
+	return &Cloud{
+		calls: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_api_calls_total",
+			Help: "Cloud API calls by provider, action and result (ok or the error kind).",
+		}, []string{"provider", "action", "result"})),
+		latency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodesmith_cloud_api_call_seconds",
+			Help:    "Latency of cloud API calls, rate-limiter wait excluded.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		}, []string{"provider", "action"})),
+		rateWait: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodesmith_cloud_rate_limit_wait_seconds",
+			Help:    "Time cloud API calls waited for the client-side rate limiter.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10),
+		}, []string{"provider", "action"})),
+		events: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_events_published_total",
+			Help: "Cloud events published for lifecycle, by kind.",
+		}, []string{"kind"})),
+		credsLoad: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_credentials_reloads_total",
+			Help: "Credential reloads by result (changed, unchanged, error).",
+		}, []string{"result"})),
+	}
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err) // a programming error: conflicting metric definitions
+	}
+	return c
+}
+
+// APICall records one cloud API call.
+func (m *Cloud) APICall(provider, action, result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(provider, action, result).Inc()
+	m.latency.WithLabelValues(provider, action).Observe(took.Seconds())
+}
+
+// RateLimitWait records the time one call waited for the rate limiter.
+func (m *Cloud) RateLimitWait(provider, action string, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.rateWait.WithLabelValues(provider, action).Observe(waited.Seconds())
+}
+
+// EventPublished counts one published event of kind.
+func (m *Cloud) EventPublished(kind string) {
+	if m == nil {
+		return
+	}
+	m.events.WithLabelValues(kind).Inc()
+}
+
+// CredentialsReload counts one credentials reload.
+func (m *Cloud) CredentialsReload(result string) {
+	if m == nil {
+		return
+	}
+	m.credsLoad.WithLabelValues(result).Inc()
+}

@@ -1,0 +1,47 @@
+package service
+
+import (
+	"log/slog"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
+)
+
+// providerEnv is what every cloud adapter may need to be built.
+type providerEnv struct {
+	cfg     Config
+	creds   ports.Credentials
+	metrics *metrics.Cloud
+	log     *slog.Logger
+}
+
+// providers registers the cloud adapters by the name commands use in
+// Target.provider (the template's "provider"). Another cloud is one more
+// entry here and one package in internal/adapters implementing ports.Cloud.
+var providers = map[string]func(providerEnv) (ports.Cloud, error){
+	tencent.Provider: newTencent,
+}
+
+func newTencent(e providerEnv) (ports.Cloud, error) {
+	limits, err := ratelimit.Parse(e.cfg.TencentRateLimits)
+	if err != nil {
+		return nil, err
+	}
+	clients := tencent.NewClients(tencent.ClientOptions{
+		Credentials: e.creds,
+		Endpoint:    e.cfg.TencentEndpoint,
+		Scheme:      e.cfg.TencentScheme,
+		Timeout:     e.cfg.CallTimeout,
+	})
+	return tencent.New(tencent.Options{
+		Clients:     clients.Get,
+		Limits:      limits,
+		Retry:       backoff.Policy{Initial: e.cfg.RetryInitial, Max: e.cfg.RetryMax, Attempts: e.cfg.RetryAttempts},
+		CallTimeout: e.cfg.CallTimeout,
+		Metrics:     e.metrics,
+		Logger:      e.log,
+	}), nil
+}

@@ -1,0 +1,194 @@
+// Package service is the cloud adapter's composition root: it connects to
+// NATS, ensures the JetStream topology, builds the cloud providers and the
+// application, and consumes cloud commands until its context ends. The
+// binary (cmd/cloud-adapter), the embedded launcher (dev/) and component
+// tests all start the service through Run.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/worker"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/jetstream"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// Name is the service's name in logs, metrics and NATS connection names.
+const Name = "cloud-adapter"
+
+// Deps is what a host may inject. Every field is optional.
+type Deps struct {
+	Logger *slog.Logger
+	// Registry receives the service's metrics; nil means a private one.
+	Registry *prometheus.Registry
+	// Health receives the readiness checks (NATS connected, consumer bound).
+	Health *health.Checks
+	// Conn is a ready NATS connection owned by the host; nil means connect
+	// with Config.NATS (and drain that connection at shutdown).
+	Conn *nats.Conn
+	// Clouds adds or replaces cloud adapters by provider name (tests in
+	// this module use the fake).
+	Clouds map[string]ports.Cloud
+	// Environ is the environment read for NODESMITH_ACCOUNT_* credentials;
+	// nil means os.Environ().
+	Environ []string
+}
+
+// Run runs the cloud adapter until ctx ends, then stops taking commands,
+// lets in-flight ones finish within Config.ShutdownGrace (long watches hand
+// their command back at once) and returns nil. It returns an error when it
+// cannot start.
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := deps.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	checks := deps.Health
+	if checks == nil {
+		checks = &health.Checks{}
+	}
+	environ := deps.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	m := metrics.New(reg)
+
+	nc := deps.Conn
+	if nc == nil {
+		opts := cfg.NATS
+		if opts.Name == "" {
+			opts.Name = Name
+		}
+		opts.Logger = log
+		var err error
+		if nc, err = natsconn.Connect(ctx, opts); err != nil {
+			return err
+		}
+		defer natsconn.Drain(nc)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return fmt.Errorf("opening jetstream: %w", err)
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := messaging.Ensure(setupCtx, js, cfg.Topology); err != nil {
+		return err
+	}
+	cons, err := js.Consumer(setupCtx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	if err != nil {
+		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerCloudAdapter, err)
+	}
+	maxDeliver := cons.CachedInfo().Config.MaxDeliver
+
+	creds, err := secrets.New(secrets.Options{
+		Dir: cfg.CredentialsDir, File: cfg.CredentialsFile, Environ: environ, Logger: log, Metrics: m,
+	})
+	if err != nil {
+		return fmt.Errorf("loading cloud credentials: %w", err)
+	}
+	clouds := map[string]ports.Cloud{}
+	for name, build := range providers {
+		c, err := build(providerEnv{cfg: cfg, creds: creds, metrics: m, log: log})
+		if err != nil {
+			return fmt.Errorf("building cloud provider %s: %w", name, err)
+		}
+		clouds[name] = c
+	}
+	maps.Copy(clouds, deps.Clouds)
+
+	checks.Add(Name+"-nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats %s", nc.Status())
+		}
+		return nil
+	})
+	checks.Add(Name+"-consumer", func(ctx context.Context) error {
+		_, err := cons.Info(ctx)
+		return err
+	})
+
+	var healthL net.Listener
+	if cfg.HealthAddr != "" {
+		if healthL, err = run.Listen(cfg.HealthAddr); err != nil {
+			return err
+		}
+	}
+
+	g, gctx := run.NewGroup(ctx)
+	svc := app.New(clouds, jetstream.NewEvents(js, m), app.Options{
+		PollInterval:  cfg.WatchPollInterval,
+		MaxWatch:      cfg.WatchMaxDuration,
+		NotFoundGrace: cfg.WatchNotFoundGrace,
+		Stopping:      gctx.Done(),
+		Logger:        log,
+	})
+	g.Go("consumer", func(ctx context.Context) error {
+		return jetstream.Consume(ctx, cons, svc, worker.Options{
+			Name:          messaging.ConsumerCloudAdapter,
+			Concurrency:   cfg.Concurrency,
+			Heartbeat:     cfg.Heartbeat,
+			ShutdownGrace: cfg.ShutdownGrace,
+			Logger:        log,
+			Metrics:       worker.NewMetrics(tolerantRegisterer{reg}),
+		}, maxDeliver)
+	})
+	g.Go("credentials", func(ctx context.Context) error { return creds.Run(ctx, cfg.CredentialsReloadInterval) })
+	if healthL != nil {
+		srv := &http.Server{Handler: health.Handler(checks, reg), ReadHeaderTimeout: 5 * time.Second}
+		g.Go("health", run.HTTP(srv, healthL, 5*time.Second))
+	}
+	log.Info("cloud adapter started", "providers", len(clouds), "concurrency", cfg.Concurrency, "max_deliver", maxDeliver)
+	err = g.Wait()
+	log.Info("cloud adapter stopped")
+	return err
+}
+
+// tolerantRegisterer lets several services (or replicas) that share one
+// registry in the embedded stack each call worker.NewMetrics, which
+// registers fixed metric names with MustRegister: the first registration
+// wins and later ones are dropped instead of panicking.
+type tolerantRegisterer struct{ prometheus.Registerer }
+
+func (t tolerantRegisterer) Register(c prometheus.Collector) error {
+	err := t.Registerer.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		return nil
+	}
+	return err
+}
+
+func (t tolerantRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}

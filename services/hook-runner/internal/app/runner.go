@@ -1,0 +1,228 @@
+// Package app holds the hook runner's use case: run one hook and report its
+// result exactly as lifecycle needs it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
+	"github.com/nodesmith/nodesmith/services/hook-runner/internal/ports"
+)
+
+// ErrInterrupted is returned by Handle when the runner stopped a hook before
+// it finished (shutdown): the command must be delivered again.
+var ErrInterrupted = errors.New("hook interrupted by runner shutdown")
+
+// Options configure a Runner.
+type Options struct {
+	// RunnerID names this replica in results (pod or host name).
+	RunnerID string
+	// DefaultTimeout applies to hooks without their own timeout.
+	DefaultTimeout time.Duration
+	// MaxLogLine bounds each logged output line (default 2 KiB).
+	MaxLogLine int
+	// PublishTimeout bounds the attempts to publish one result (default
+	// 30s). It is measured from the end of the run and survives shutdown,
+	// so a finished hook's result is not lost to a SIGTERM.
+	PublishTimeout time.Duration
+	Logger         *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// Runner runs hooks with an Executor and publishes their results.
+type Runner struct {
+	exec ports.Executor
+	pub  ports.ResultPublisher
+	o    Options
+
+	mu       sync.Mutex
+	inFlight map[string]*run // by hook run id
+}
+
+// run is a hook run in progress; duplicates of it wait for done.
+type run struct {
+	done chan struct{}
+	err  error
+}
+
+// NewRunner returns a Runner.
+func NewRunner(exec ports.Executor, pub ports.ResultPublisher, o Options) *Runner {
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 15 * time.Minute
+	}
+	if o.MaxLogLine <= 0 {
+		o.MaxLogLine = 2 << 10
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Runner{exec: exec, pub: pub, o: o, inFlight: map[string]*run{}}
+}
+
+// Handle runs h and publishes its result. A failed script is a published
+// result, not an error. Handle returns an error only when the command
+// should be delivered again: the runner was stopped mid-run (ctx cancelled;
+// nothing is published, because the hook's outcome is unknown and another
+// replica will run it) or the result could not be published.
+//
+// A delivery of a hook run that this runner is already running (a
+// redelivery that raced a heartbeat) does not start a second, concurrent
+// run on the VM: it waits for the first and shares its outcome.
+func (r *Runner) Handle(ctx context.Context, h domain.Hook) error {
+	log := r.o.Logger.With(
+		"instance", h.InstanceID, "group", h.Group, "hook", h.Kind.String(),
+		"hook_name", h.Name, "attempt", h.Attempt, "host", h.Host)
+
+	key := h.RunID()
+	r.mu.Lock()
+	if running, ok := r.inFlight[key]; ok {
+		r.mu.Unlock()
+		log.Warn("hook delivered again while it runs here; waiting for the run in progress")
+		select {
+		case <-running.done:
+			return running.err
+		case <-ctx.Done():
+			return fmt.Errorf("instance %s %s attempt %d: %w", h.InstanceID, h.Kind, h.Attempt, ErrInterrupted)
+		}
+	}
+	current := &run{done: make(chan struct{})}
+	r.inFlight[key] = current
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inFlight, key)
+		r.mu.Unlock()
+		close(current.done)
+	}()
+	current.err = r.handle(ctx, h, log)
+	return current.err
+}
+
+func (r *Runner) handle(ctx context.Context, h domain.Hook, log *slog.Logger) error {
+	var res domain.Result
+	switch {
+	case h.Blank():
+		log.Info("hook has no script, skipping")
+		res = domain.SkippedResult(h, r.o.RunnerID, r.o.Now())
+	default:
+		var err error
+		res, err = r.execute(ctx, h, log)
+		if err != nil {
+			return err
+		}
+	}
+	r.o.Metrics.observeResult(res)
+
+	attrs := []any{"succeeded", res.Succeeded, "exit_code", res.ExitCode, "duration", res.FinishedAt.Sub(res.StartedAt)}
+	if !res.Succeeded {
+		attrs = append(attrs, "failure", res.Failure.String(), "retryable", res.Retryable, "err", res.Error)
+		log.Warn("hook failed", attrs...)
+	} else {
+		log.Info("hook finished", attrs...)
+	}
+
+	// The run is over; publishing must not be cut short by a shutdown that
+	// began meanwhile, or a finished hook would run again elsewhere.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	if err := r.publish(pctx, res, log); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (domain.Result, error) {
+	started := r.o.Now()
+	if err := h.Validate(); err != nil {
+		// Checked here as well as in the executor so that an empty host
+		// never reaches anything that could open a connection.
+		ex := domain.Execution{ExitCode: domain.NoExitCode, Failure: domain.FailureInvalid, Err: err}
+		return domain.NewResult(h, ex, "", r.o.RunnerID, started, r.o.Now()), nil
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = r.o.DefaultTimeout
+	}
+	log.Info("running hook", "timeout", timeout)
+
+	tail := domain.NewTail(domain.OutputTailSize)
+	stdout := r.lineLogger(log, "stdout")
+	stderr := r.lineLogger(log, "stderr")
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	ex := r.exec.Run(hctx, h.Command(), io.MultiWriter(tail, stdout), io.MultiWriter(tail, stderr))
+	cancel()
+	stdout.Flush()
+	stderr.Flush()
+	r.o.Metrics.observeConnect(ex)
+
+	// A run cut short because this replica is stopping says nothing about
+	// the hook: hand it to another replica instead of reporting a failure.
+	if ex.Failure == domain.FailureCanceled || (ex.Failure != domain.FailureNone && ctx.Err() != nil) {
+		r.o.Metrics.observeInterrupted(h.Kind)
+		log.Warn("hook interrupted by shutdown; it will be delivered again", "err", ex.Err)
+		return domain.Result{}, fmt.Errorf("instance %s %s attempt %d: %w", h.InstanceID, h.Kind, h.Attempt, ErrInterrupted)
+	}
+	res := domain.NewResult(h, ex, tail.String(), r.o.RunnerID, started, r.o.Now())
+	log.Debug("hook output size", "bytes", tail.Total())
+	return res, nil
+}
+
+func (r *Runner) lineLogger(log *slog.Logger, stream string) *domain.LineWriter {
+	return &domain.LineWriter{
+		Max: r.o.MaxLogLine,
+		Emit: func(line string, dropped int) {
+			if dropped > 0 {
+				log.Info("hook output", "stream", stream, "line", line, "truncated_bytes", dropped)
+				return
+			}
+			log.Info("hook output", "stream", stream, "line", line)
+		},
+	}
+}
+
+// publish retries with jittered exponential backoff until ctx ends: a
+// result lost here would make the hook run again.
+func (r *Runner) publish(ctx context.Context, res domain.Result, log *slog.Logger) error {
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := r.pub.Publish(ctx, res)
+		if err == nil {
+			return nil
+		}
+		r.o.Metrics.observePublishFailure()
+		wait := delay/2 + rand.N(delay/2+1)
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadlineOf(ctx)) {
+			return fmt.Errorf("publishing result of instance %s %s attempt %d (%d tries): %w",
+				res.InstanceID, res.Kind, res.Attempt, attempt, err)
+		}
+		log.Warn("publishing hook result failed, retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Hour)
+}

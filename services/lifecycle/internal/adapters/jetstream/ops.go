@@ -1,0 +1,154 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/tracing"
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// Ops is what the responder drives (implemented by *app.App).
+type Ops interface {
+	IncreaseSize(ctx context.Context, group string, delta int) (app.Revisions, error)
+	DecreaseTargetSize(ctx context.Context, group string, delta int) (app.Revisions, error)
+	DeleteNodes(ctx context.Context, group string, nodes []app.NodeRef) (app.Revisions, error)
+	PutGroup(ctx context.Context, req app.PutGroupRequest) (app.Revisions, error)
+	DeleteGroup(ctx context.Context, id string, expectedRevision uint64) (app.Revisions, error)
+	SetTargetSize(ctx context.Context, group string, target int) (app.Revisions, error)
+	ActOnInstance(ctx context.Context, id string, action app.InstanceAction) (app.Revisions, error)
+}
+
+var _ Ops = (*app.App)(nil)
+
+// QueueGroup is the queue group of the ops subscription: should two leaders
+// overlap for a moment, each request is still answered once.
+const QueueGroup = "lifecycle"
+
+// ServeOps answers lifecycle operations on messaging.SubjectLifecycleOps
+// until ctx ends, then drains the subscription (in-flight requests are
+// answered). Each request runs under timeout.
+func ServeOps(ctx context.Context, nc *nats.Conn, ops Ops, timeout time.Duration, log *slog.Logger) error {
+	sub, err := nc.QueueSubscribe(messaging.SubjectLifecycleOps, QueueGroup, func(m *nats.Msg) {
+		rctx := tracing.Extract(context.WithoutCancel(ctx), m.Header)
+		rctx, cancel := context.WithTimeout(rctx, timeout)
+		defer cancel()
+		reply := Handle(rctx, ops, m.Data)
+		data, err := proto.Marshal(reply)
+		if err != nil {
+			log.Error("encoding an ops reply", "err", err)
+			return
+		}
+		if m.Reply == "" {
+			return
+		}
+		if err := m.Respond(data); err != nil {
+			log.Warn("answering an ops request", "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribing to %s: %w", messaging.SubjectLifecycleOps, err)
+	}
+	log.Info("answering lifecycle operations", "subject", messaging.SubjectLifecycleOps)
+	<-ctx.Done()
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
+	}
+	return nil
+}
+
+// Handle decodes and runs one request; it never fails: errors travel in
+// Reply.error.
+func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
+	var req lifecyclev1.Request
+	if err := proto.Unmarshal(data, &req); err != nil {
+		return errReply(codes.InvalidArgument, "decoding request: "+err.Error())
+	}
+	var (
+		revs app.Revisions
+		err  error
+	)
+	switch op := req.GetOp().(type) {
+	case *lifecyclev1.Request_IncreaseSize:
+		revs, err = ops.IncreaseSize(ctx, op.IncreaseSize.GetGroup(), int(op.IncreaseSize.GetDelta()))
+	case *lifecyclev1.Request_DecreaseTargetSize:
+		revs, err = ops.DecreaseTargetSize(ctx, op.DecreaseTargetSize.GetGroup(), int(op.DecreaseTargetSize.GetDelta()))
+	case *lifecyclev1.Request_DeleteNodes:
+		var nodes []app.NodeRef
+		for _, n := range op.DeleteNodes.GetNodes() {
+			nodes = append(nodes, app.NodeRef{ProviderID: n.GetProviderId(), Name: n.GetName()})
+		}
+		revs, err = ops.DeleteNodes(ctx, op.DeleteNodes.GetGroup(), nodes)
+	case *lifecyclev1.Request_PutGroup:
+		if op.PutGroup.GetGroup() == nil {
+			return errReply(codes.InvalidArgument, "put_group without a group")
+		}
+		revs, err = ops.PutGroup(ctx, app.PutGroupRequest{
+			Group:            protoconv.GroupFromProto(op.PutGroup.GetGroup()),
+			ExpectedRevision: op.PutGroup.GetExpectedRevision(),
+			Upsert:           op.PutGroup.GetUpsert(),
+		})
+	case *lifecyclev1.Request_DeleteGroup:
+		revs, err = ops.DeleteGroup(ctx, op.DeleteGroup.GetId(), op.DeleteGroup.GetExpectedRevision())
+	case *lifecyclev1.Request_SetTargetSize:
+		revs, err = ops.SetTargetSize(ctx, op.SetTargetSize.GetGroup(), int(op.SetTargetSize.GetTargetSize()))
+	case *lifecyclev1.Request_InstanceAction:
+		var action app.InstanceAction
+		switch op.InstanceAction.GetAction() {
+		case lifecyclev1.InstanceAction_ACTION_RETRY:
+			action = app.ActionRetry
+		case lifecyclev1.InstanceAction_ACTION_FORCE_DELETE:
+			action = app.ActionForceDelete
+		case lifecyclev1.InstanceAction_ACTION_CANCEL:
+			action = app.ActionCancel
+		default:
+			return errReply(codes.InvalidArgument, "unknown instance action")
+		}
+		revs, err = ops.ActOnInstance(ctx, op.InstanceAction.GetInstanceId(), action)
+	default:
+		return errReply(codes.InvalidArgument, "request without an operation")
+	}
+	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances}
+	if err != nil {
+		reply.Error = &lifecyclev1.Status{Code: int32(Code(err)), Message: err.Error()}
+	}
+	return reply
+}
+
+func errReply(c codes.Code, msg string) *lifecyclev1.Reply {
+	return &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(c), Message: msg}}
+}
+
+// Code maps a domain error to its gRPC code.
+func Code(err error) codes.Code {
+	switch domain.CodeOf(err) {
+	case domain.CodeInvalidArgument:
+		return codes.InvalidArgument
+	case domain.CodeNotFound:
+		return codes.NotFound
+	case domain.CodeAlreadyExists:
+		return codes.AlreadyExists
+	case domain.CodeFailedPrecondition:
+		return codes.FailedPrecondition
+	case domain.CodeOutOfRange:
+		return codes.OutOfRange
+	case domain.CodeAborted:
+		return codes.Aborted
+	case domain.CodeUnavailable:
+		return codes.Unavailable
+	}
+	if err == nil {
+		return codes.OK
+	}
+	return codes.Internal
+}

@@ -1,0 +1,236 @@
+// Package memory holds in-memory fakes of lifecycle's ports for unit tests.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+	"google.golang.org/protobuf/proto"
+)
+
+var _ ports.Store = (*Store)(nil)
+
+// Store is an in-memory ports.Store with the same compare-and-set and
+// revision semantics as the KV adapter: one revision counter per bucket.
+// Records are stored encoded, so callers cannot alias stored values, and
+// FailNext programs errors for failure tests.
+type Store struct {
+	mu        sync.Mutex
+	groups    bucket
+	instances bucket
+	// failNext, when set, is returned by the next write call.
+	failNext []error
+	writes   int
+}
+
+type entry struct {
+	data []byte
+	rev  uint64
+}
+
+type bucket struct {
+	seq  uint64
+	data map[string]entry
+}
+
+func (b *bucket) create(key string, data []byte) (uint64, error) {
+	if b.data == nil {
+		b.data = map[string]entry{}
+	}
+	if _, ok := b.data[key]; ok {
+		return 0, fmt.Errorf("creating %s: %w", key, ports.ErrConflict)
+	}
+	b.seq++
+	b.data[key] = entry{data: data, rev: b.seq}
+	return b.seq, nil
+}
+
+func (b *bucket) update(key string, data []byte, rev uint64) (uint64, error) {
+	e, ok := b.data[key]
+	if !ok || e.rev != rev {
+		return 0, fmt.Errorf("updating %s at revision %d: %w", key, rev, ports.ErrConflict)
+	}
+	b.seq++
+	b.data[key] = entry{data: data, rev: b.seq}
+	return b.seq, nil
+}
+
+func (b *bucket) delete(key string, rev uint64) (uint64, error) {
+	e, ok := b.data[key]
+	if !ok || e.rev != rev {
+		return 0, fmt.Errorf("deleting %s at revision %d: %w", key, rev, ports.ErrConflict)
+	}
+	b.seq++
+	delete(b.data, key)
+	return b.seq, nil
+}
+
+func (b *bucket) keys() []string {
+	ks := make([]string, 0, len(b.data))
+	for k := range b.data {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store { return &Store{} }
+
+// FailNext makes the next write calls fail with errs, in order.
+func (s *Store) FailNext(errs ...error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = append(s.failNext, errs...)
+}
+
+// Writes counts successful writes.
+func (s *Store) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+func (s *Store) injected() error {
+	if len(s.failNext) == 0 {
+		return nil
+	}
+	err := s.failNext[0]
+	s.failNext = s.failNext[1:]
+	return err
+}
+
+func (s *Store) write(f func() (uint64, error)) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.injected(); err != nil {
+		return 0, err
+	}
+	rev, err := f()
+	if err == nil {
+		s.writes++
+	}
+	return rev, err
+}
+
+// ListGroups implements ports.Store.
+func (s *Store) ListGroups(context.Context) ([]ports.VersionedGroup, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ports.VersionedGroup
+	for _, k := range s.groups.keys() {
+		g, err := decodeGroup(s.groups.data[k].data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ports.VersionedGroup{Group: g, Revision: s.groups.data[k].rev})
+	}
+	return out, nil
+}
+
+// GetGroup implements ports.Store.
+func (s *Store) GetGroup(_ context.Context, id string) (ports.VersionedGroup, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.groups.data[id]
+	if !ok {
+		return ports.VersionedGroup{}, fmt.Errorf("group %s: %w", id, ports.ErrNotFound)
+	}
+	g, err := decodeGroup(e.data)
+	return ports.VersionedGroup{Group: g, Revision: e.rev}, err
+}
+
+// CreateGroup implements ports.Store.
+func (s *Store) CreateGroup(_ context.Context, g domain.NodeGroup) (uint64, error) {
+	data, err := proto.Marshal(protoconv.GroupToProto(g))
+	if err != nil {
+		return 0, err
+	}
+	return s.write(func() (uint64, error) { return s.groups.create(g.ID, data) })
+}
+
+// UpdateGroup implements ports.Store.
+func (s *Store) UpdateGroup(_ context.Context, g domain.NodeGroup, rev uint64) (uint64, error) {
+	data, err := proto.Marshal(protoconv.GroupToProto(g))
+	if err != nil {
+		return 0, err
+	}
+	return s.write(func() (uint64, error) { return s.groups.update(g.ID, data, rev) })
+}
+
+// DeleteGroup implements ports.Store.
+func (s *Store) DeleteGroup(_ context.Context, id string, rev uint64) (uint64, error) {
+	return s.write(func() (uint64, error) { return s.groups.delete(id, rev) })
+}
+
+// ListInstances implements ports.Store.
+func (s *Store) ListInstances(context.Context) ([]ports.VersionedInstance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ports.VersionedInstance
+	for _, k := range s.instances.keys() {
+		i, err := decodeInstance(s.instances.data[k].data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ports.VersionedInstance{Instance: i, Revision: s.instances.data[k].rev})
+	}
+	return out, nil
+}
+
+// GetInstance implements ports.Store.
+func (s *Store) GetInstance(_ context.Context, group, id string) (ports.VersionedInstance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.instances.data[group+"."+id]
+	if !ok {
+		return ports.VersionedInstance{}, fmt.Errorf("instance %s: %w", id, ports.ErrNotFound)
+	}
+	i, err := decodeInstance(e.data)
+	return ports.VersionedInstance{Instance: i, Revision: e.rev}, err
+}
+
+// CreateInstance implements ports.Store.
+func (s *Store) CreateInstance(_ context.Context, i domain.Instance) (uint64, error) {
+	data, err := proto.Marshal(protoconv.InstanceToProto(i))
+	if err != nil {
+		return 0, err
+	}
+	return s.write(func() (uint64, error) { return s.instances.create(i.Group+"."+i.ID, data) })
+}
+
+// UpdateInstance implements ports.Store.
+func (s *Store) UpdateInstance(_ context.Context, i domain.Instance, rev uint64) (uint64, error) {
+	data, err := proto.Marshal(protoconv.InstanceToProto(i))
+	if err != nil {
+		return 0, err
+	}
+	return s.write(func() (uint64, error) { return s.instances.update(i.Group+"."+i.ID, data, rev) })
+}
+
+// DeleteInstance implements ports.Store.
+func (s *Store) DeleteInstance(_ context.Context, group, id string, rev uint64) (uint64, error) {
+	return s.write(func() (uint64, error) { return s.instances.delete(group+"."+id, rev) })
+}
+
+func decodeGroup(b []byte) (domain.NodeGroup, error) {
+	var p statev1.NodeGroup
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return domain.NodeGroup{}, err
+	}
+	return protoconv.GroupFromProto(&p), nil
+}
+
+func decodeInstance(b []byte) (domain.Instance, error) {
+	var p statev1.Instance
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return domain.Instance{}, err
+	}
+	return protoconv.InstanceFromProto(&p), nil
+}

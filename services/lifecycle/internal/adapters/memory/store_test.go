@@ -1,0 +1,13 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/storetest"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+func TestStoreContract(t *testing.T) {
+	storetest.Run(t, func(*testing.T) ports.Store { return memory.NewStore() })
+}

@@ -1,0 +1,231 @@
+// Package natskv stores groups and instances in the NATS JetStream KV
+// buckets declared by libs/messaging, as protobuf records, with
+// compare-and-set on every write.
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+var _ ports.Store = (*Store)(nil)
+
+// Store is the ports.Store over the groups and instances buckets.
+type Store struct {
+	groups    jetstream.KeyValue
+	instances jetstream.KeyValue
+}
+
+// Open binds to the buckets (which messaging.Ensure creates).
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	g, err := js.KeyValue(ctx, messaging.BucketGroups)
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketGroups, err)
+	}
+	i, err := js.KeyValue(ctx, messaging.BucketInstances)
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketInstances, err)
+	}
+	return &Store{groups: g, instances: i}, nil
+}
+
+// Ping checks the instances bucket is reachable (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.instances.Status(ctx)
+	return err
+}
+
+// mapErr turns KV errors into the port's errors.
+func mapErr(op, key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%s %s: %w: %v", op, key, ports.ErrConflict, err)
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return fmt.Errorf("%s %s: %w", op, key, ports.ErrNotFound)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, err)
+}
+
+func list[T any](ctx context.Context, kv jetstream.KeyValue, decode func([]byte) (T, error)) ([]T, []uint64, error) {
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	var (
+		out  []T
+		revs []uint64
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, nil, fmt.Errorf("listing %s: watcher closed", kv.Bucket())
+			}
+			if e == nil { // all current values delivered
+				return out, revs, nil
+			}
+			v, err := decode(e.Value())
+			if err != nil {
+				return nil, nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), e.Key(), err)
+			}
+			out = append(out, v)
+			revs = append(revs, e.Revision())
+		}
+	}
+}
+
+func decodeGroup(b []byte) (domain.NodeGroup, error) {
+	var p statev1.NodeGroup
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return domain.NodeGroup{}, err
+	}
+	return protoconv.GroupFromProto(&p), nil
+}
+
+func decodeInstance(b []byte) (domain.Instance, error) {
+	var p statev1.Instance
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return domain.Instance{}, err
+	}
+	return protoconv.InstanceFromProto(&p), nil
+}
+
+// lastRevision returns the bucket's last sequence: the revision of a delete
+// just made (lifecycle is the buckets' only writer).
+func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		return bs.StreamInfo().State.LastSeq
+	}
+	return 0
+}
+
+// ListGroups implements ports.Store.
+func (s *Store) ListGroups(ctx context.Context) ([]ports.VersionedGroup, error) {
+	gs, revs, err := list(ctx, s.groups, decodeGroup)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.VersionedGroup, len(gs))
+	for i := range gs {
+		out[i] = ports.VersionedGroup{Group: gs[i], Revision: revs[i]}
+	}
+	return out, nil
+}
+
+// GetGroup implements ports.Store.
+func (s *Store) GetGroup(ctx context.Context, id string) (ports.VersionedGroup, error) {
+	e, err := s.groups.Get(ctx, id)
+	if err != nil {
+		return ports.VersionedGroup{}, mapErr("getting group", id, err)
+	}
+	g, err := decodeGroup(e.Value())
+	if err != nil {
+		return ports.VersionedGroup{}, fmt.Errorf("decoding group %s: %w", id, err)
+	}
+	return ports.VersionedGroup{Group: g, Revision: e.Revision()}, nil
+}
+
+// CreateGroup implements ports.Store.
+func (s *Store) CreateGroup(ctx context.Context, g domain.NodeGroup) (uint64, error) {
+	data, err := proto.Marshal(protoconv.GroupToProto(g))
+	if err != nil {
+		return 0, fmt.Errorf("encoding group %s: %w", g.ID, err)
+	}
+	rev, err := s.groups.Create(ctx, g.ID, data)
+	return rev, mapErr("creating group", g.ID, err)
+}
+
+// UpdateGroup implements ports.Store.
+func (s *Store) UpdateGroup(ctx context.Context, g domain.NodeGroup, revision uint64) (uint64, error) {
+	data, err := proto.Marshal(protoconv.GroupToProto(g))
+	if err != nil {
+		return 0, fmt.Errorf("encoding group %s: %w", g.ID, err)
+	}
+	rev, err := s.groups.Update(ctx, g.ID, data, revision)
+	return rev, mapErr("updating group", g.ID, err)
+}
+
+// DeleteGroup implements ports.Store.
+func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (uint64, error) {
+	if err := s.groups.Delete(ctx, id, jetstream.LastRevision(revision)); err != nil {
+		return 0, mapErr("deleting group", id, err)
+	}
+	return lastRevision(ctx, s.groups), nil
+}
+
+// ListInstances implements ports.Store.
+func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
+	is, revs, err := list(ctx, s.instances, decodeInstance)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.VersionedInstance, len(is))
+	for i := range is {
+		out[i] = ports.VersionedInstance{Instance: is[i], Revision: revs[i]}
+	}
+	return out, nil
+}
+
+// GetInstance implements ports.Store.
+func (s *Store) GetInstance(ctx context.Context, group, id string) (ports.VersionedInstance, error) {
+	key := messaging.InstanceKey(group, id)
+	e, err := s.instances.Get(ctx, key)
+	if err != nil {
+		return ports.VersionedInstance{}, mapErr("getting instance", key, err)
+	}
+	i, err := decodeInstance(e.Value())
+	if err != nil {
+		return ports.VersionedInstance{}, fmt.Errorf("decoding instance %s: %w", key, err)
+	}
+	return ports.VersionedInstance{Instance: i, Revision: e.Revision()}, nil
+}
+
+// CreateInstance implements ports.Store.
+func (s *Store) CreateInstance(ctx context.Context, i domain.Instance) (uint64, error) {
+	key := messaging.InstanceKey(i.Group, i.ID)
+	data, err := proto.Marshal(protoconv.InstanceToProto(i))
+	if err != nil {
+		return 0, fmt.Errorf("encoding instance %s: %w", key, err)
+	}
+	rev, err := s.instances.Create(ctx, key, data)
+	return rev, mapErr("creating instance", key, err)
+}
+
+// UpdateInstance implements ports.Store.
+func (s *Store) UpdateInstance(ctx context.Context, i domain.Instance, revision uint64) (uint64, error) {
+	key := messaging.InstanceKey(i.Group, i.ID)
+	data, err := proto.Marshal(protoconv.InstanceToProto(i))
+	if err != nil {
+		return 0, fmt.Errorf("encoding instance %s: %w", key, err)
+	}
+	rev, err := s.instances.Update(ctx, key, data, revision)
+	return rev, mapErr("updating instance", key, err)
+}
+
+// DeleteInstance implements ports.Store.
+func (s *Store) DeleteInstance(ctx context.Context, group, id string, revision uint64) (uint64, error) {
+	key := messaging.InstanceKey(group, id)
+	if err := s.instances.Delete(ctx, key, jetstream.LastRevision(revision)); err != nil {
+		return 0, mapErr("deleting instance", key, err)
+	}
+	return lastRevision(ctx, s.instances), nil
+}

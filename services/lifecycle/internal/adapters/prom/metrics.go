@@ -1,0 +1,165 @@
+// Package prom exposes lifecycle's Prometheus metrics: an app.Observer for
+// counters and histograms, and a collector that reads instance and group
+// gauges from the App at scrape time.
+package prom
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+var _ app.Observer = (*Metrics)(nil)
+
+// Metrics implements app.Observer.
+type Metrics struct {
+	transitions    *prometheus.CounterVec
+	stateSeconds   *prometheus.HistogramVec
+	creationFailed *prometheus.CounterVec
+	ops            *prometheus.CounterVec
+	published      *prometheus.CounterVec
+	purged         prometheus.Counter
+	orphans        prometheus.Counter
+	vanished       prometheus.Counter
+	configApplied  *prometheus.CounterVec
+}
+
+// New registers the metrics on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_transitions_total",
+			Help: "Instance state transitions, by from and to state.",
+		}, []string{"from", "to"}),
+		stateSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodesmith_lifecycle_state_duration_seconds",
+			Help:    "Time instances spent in a state before leaving it.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 4 * 3600, 24 * 3600},
+		}, []string{"state"}),
+		creationFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_creation_failures_total",
+			Help: "Instances whose creation was given up, by group and CA error class (1 out of resources, 99 other).",
+		}, []string{"group", "class"}),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_operations_total",
+			Help: "Lifecycle operations, by operation and outcome code.",
+		}, []string{"op", "code"}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_commands_published_total",
+			Help: "Command publications, by kind and result (ok, error).",
+		}, []string{"kind", "result"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_purged_records_total",
+			Help: "Deleted instance records purged after the retention period.",
+		}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_orphans_terminated_total",
+			Help: "Tagged VMs without a live record that the reconciler terminated.",
+		}),
+		vanished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_vanished_instances_total",
+			Help: "Records closed by the reconciler because their VM was gone.",
+		}),
+		configApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_config_applied_total",
+			Help: "Applications of the configuration file, by result (ok, error).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.transitions, m.stateSeconds, m.creationFailed, m.ops, m.published,
+		m.purged, m.orphans, m.vanished, m.configApplied)
+	return m
+}
+
+// Transition implements app.Observer.
+func (m *Metrics) Transition(_ string, mv domain.Move) {
+	m.transitions.WithLabelValues(mv.From.String(), mv.To.String()).Inc()
+	if mv.From != domain.StateUnknown && mv.InState > 0 {
+		m.stateSeconds.WithLabelValues(mv.From.String()).Observe(mv.InState.Seconds())
+	}
+}
+
+// CreationFailed implements app.Observer.
+func (m *Metrics) CreationFailed(group string, class int32) {
+	m.creationFailed.WithLabelValues(group, strconv.Itoa(int(class))).Inc()
+}
+
+// Op implements app.Observer.
+func (m *Metrics) Op(op string, code domain.Code) {
+	c := "OK"
+	if code != domain.CodeUnknown {
+		c = code.String()
+	}
+	m.ops.WithLabelValues(op, c).Inc()
+}
+
+// Published implements app.Observer.
+func (m *Metrics) Published(kind domain.CommandKind, err error) {
+	r := "ok"
+	if err != nil {
+		r = "error"
+	}
+	m.published.WithLabelValues(kind.String(), r).Inc()
+}
+
+// Purged implements app.Observer.
+func (m *Metrics) Purged(n int) { m.purged.Add(float64(n)) }
+
+// Reconciled implements app.Observer.
+func (m *Metrics) Reconciled(orphans, vanished int) {
+	m.orphans.Add(float64(orphans))
+	m.vanished.Add(float64(vanished))
+}
+
+// ConfigApplied implements app.Observer.
+func (m *Metrics) ConfigApplied(err error) {
+	r := "ok"
+	if err != nil {
+		r = "error"
+	}
+	m.configApplied.WithLabelValues(r).Inc()
+}
+
+// Collector reports per-group gauges from a snapshot taken at scrape time.
+type Collector struct {
+	stats     func() map[string]app.GroupStats
+	instances *prometheus.Desc
+	target    *prometheus.Desc
+	minSize   *prometheus.Desc
+	maxSize   *prometheus.Desc
+	failed    *prometheus.Desc
+}
+
+// NewCollector returns a collector over stats (usually (*app.App).Stats).
+func NewCollector(stats func() map[string]app.GroupStats) *Collector {
+	return &Collector{
+		stats:     stats,
+		instances: prometheus.NewDesc("nodesmith_lifecycle_instances", "Instances per group and state.", []string{"group", "state"}, nil),
+		target:    prometheus.NewDesc("nodesmith_lifecycle_group_target_size", "Target size per group.", []string{"group"}, nil),
+		minSize:   prometheus.NewDesc("nodesmith_lifecycle_group_min_size", "Min size per group.", []string{"group"}, nil),
+		maxSize:   prometheus.NewDesc("nodesmith_lifecycle_group_max_size", "Max size per group.", []string{"group"}, nil),
+		failed:    prometheus.NewDesc("nodesmith_lifecycle_creation_failed_instances", "Live instances whose creation failed, per group.", []string{"group"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.instances, c.target, c.minSize, c.maxSize, c.failed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for group, s := range c.stats() {
+		for _, st := range domain.States {
+			ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.ByState[st]), group, st.String())
+		}
+		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(s.Target), group)
+		ch <- prometheus.MustNewConstMetric(c.minSize, prometheus.GaugeValue, float64(s.Min), group)
+		ch <- prometheus.MustNewConstMetric(c.maxSize, prometheus.GaugeValue, float64(s.Max), group)
+		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(s.CreationFailed), group)
+	}
+}

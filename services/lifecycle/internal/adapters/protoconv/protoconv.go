@@ -1,0 +1,267 @@
+// Package protoconv maps the domain's groups and instances to and from the
+// persisted protobuf shapes (nodesmith.state.v1), in one place for the KV
+// store and the ops adapter.
+package protoconv
+
+import (
+	"maps"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func fromTS(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+func dur(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+func fromDur(d *durationpb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.AsDuration()
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+func ptr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// GroupToProto maps a group to its record.
+func GroupToProto(g domain.NodeGroup) *statev1.NodeGroup {
+	p := &statev1.NodeGroup{
+		Id:         g.ID,
+		MinSize:    int32(g.MinSize),
+		MaxSize:    int32(g.MaxSize),
+		TargetSize: int32(g.TargetSize),
+		InstanceTemplate: &statev1.InstanceTemplate{
+			Name:               g.Template.Name,
+			Provider:           g.Template.Provider,
+			Account:            g.Template.Account,
+			Region:             g.Template.Region,
+			ParametersJson:     g.Template.ParametersJSON,
+			ProviderIdTemplate: g.Template.ProviderIDTemplate,
+			HourlyPrice:        g.Template.HourlyPrice,
+			InstanceType:       g.Template.InstanceType,
+			Zone:               g.Template.Zone,
+			Arch:               g.Template.Arch,
+			Os:                 g.Template.OS,
+			HookEnv:            cloneMap(g.Template.HookEnv),
+			SshPort:            g.Template.SSHPort,
+		},
+		NodeTemplate: &statev1.NodeTemplate{
+			Labels:      cloneMap(g.NodeTemplate.Labels),
+			Annotations: cloneMap(g.NodeTemplate.Annotations),
+			Capacity:    cloneMap(g.NodeTemplate.Capacity),
+			Allocatable: cloneMap(g.NodeTemplate.Allocatable),
+		},
+		AutoscalingOptions: &statev1.AutoscalingOptions{
+			ScaleDownUtilizationThreshold:    ptr(g.Autoscaling.ScaleDownUtilizationThreshold),
+			ScaleDownGpuUtilizationThreshold: ptr(g.Autoscaling.ScaleDownGPUUtilizationThreshold),
+			ScaleDownUnneeded:                dur(g.Autoscaling.ScaleDownUnneeded),
+			ScaleDownUnready:                 dur(g.Autoscaling.ScaleDownUnready),
+			MaxNodeProvision:                 dur(g.Autoscaling.MaxNodeProvision),
+			ZeroOrMaxNodeScaling:             ptr(g.Autoscaling.ZeroOrMaxNodeScaling),
+			IgnoreDaemonsetsUtilization:      ptr(g.Autoscaling.IgnoreDaemonSetsUtilization),
+		},
+		Hooks: &statev1.Hooks{
+			AfterCreated: hookToProto(g.Hooks.AfterCreated),
+			BeforeDelete: hookToProto(g.Hooks.BeforeDelete),
+		},
+		Parallelism: &statev1.Parallelism{
+			Create: int32(g.Parallelism.Create),
+			Delete: int32(g.Parallelism.Delete),
+		},
+		AdoptExisting: g.AdoptExisting,
+		Source:        string(g.Source),
+		UpdatedAt:     ts(g.UpdatedAt),
+	}
+	for _, t := range g.NodeTemplate.Taints {
+		p.NodeTemplate.Taints = append(p.NodeTemplate.Taints, &statev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+	return p
+}
+
+func hookToProto(h *domain.HookSpec) *statev1.HookSpec {
+	if h == nil {
+		return nil
+	}
+	return &statev1.HookSpec{
+		Name:      h.Name,
+		Script:    h.Script,
+		Timeout:   dur(h.Timeout),
+		OnFailure: statev1.OnFailure(h.OnFailure),
+		Env:       cloneMap(h.Env),
+	}
+}
+
+func hookFromProto(h *statev1.HookSpec) *domain.HookSpec {
+	if h == nil {
+		return nil
+	}
+	return &domain.HookSpec{
+		Name:      h.GetName(),
+		Script:    h.GetScript(),
+		Timeout:   fromDur(h.GetTimeout()),
+		OnFailure: domain.OnFailure(h.GetOnFailure()),
+		Env:       cloneMap(h.GetEnv()),
+	}
+}
+
+// GroupFromProto maps a record to a group.
+func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
+	t := p.GetInstanceTemplate()
+	nt := p.GetNodeTemplate()
+	ao := p.GetAutoscalingOptions()
+	g := domain.NodeGroup{
+		ID:         p.GetId(),
+		MinSize:    int(p.GetMinSize()),
+		MaxSize:    int(p.GetMaxSize()),
+		TargetSize: int(p.GetTargetSize()),
+		Template: domain.InstanceTemplate{
+			Name:               t.GetName(),
+			Provider:           t.GetProvider(),
+			Account:            t.GetAccount(),
+			Region:             t.GetRegion(),
+			Zone:               t.GetZone(),
+			ParametersJSON:     t.GetParametersJson(),
+			ProviderIDTemplate: t.GetProviderIdTemplate(),
+			HourlyPrice:        t.GetHourlyPrice(),
+			InstanceType:       t.GetInstanceType(),
+			Arch:               t.GetArch(),
+			OS:                 t.GetOs(),
+			HookEnv:            cloneMap(t.GetHookEnv()),
+			SSHPort:            t.GetSshPort(),
+		},
+		NodeTemplate: domain.NodeTemplate{
+			Labels:      cloneMap(nt.GetLabels()),
+			Annotations: cloneMap(nt.GetAnnotations()),
+			Capacity:    cloneMap(nt.GetCapacity()),
+			Allocatable: cloneMap(nt.GetAllocatable()),
+		},
+		Autoscaling: domain.AutoscalingOptions{
+			ScaleDownUtilizationThreshold:    ptr(ao.ScaleDownUtilizationThreshold),
+			ScaleDownGPUUtilizationThreshold: ptr(ao.ScaleDownGpuUtilizationThreshold),
+			ScaleDownUnneeded:                fromDur(ao.GetScaleDownUnneeded()),
+			ScaleDownUnready:                 fromDur(ao.GetScaleDownUnready()),
+			MaxNodeProvision:                 fromDur(ao.GetMaxNodeProvision()),
+			ZeroOrMaxNodeScaling:             ptr(ao.ZeroOrMaxNodeScaling),
+			IgnoreDaemonSetsUtilization:      ptr(ao.IgnoreDaemonsetsUtilization),
+		},
+		Hooks: domain.Hooks{
+			AfterCreated: hookFromProto(p.GetHooks().GetAfterCreated()),
+			BeforeDelete: hookFromProto(p.GetHooks().GetBeforeDelete()),
+		},
+		Parallelism: domain.Parallelism{
+			Create: int(p.GetParallelism().GetCreate()),
+			Delete: int(p.GetParallelism().GetDelete()),
+		},
+		AdoptExisting: p.GetAdoptExisting(),
+		Source:        domain.Source(p.GetSource()),
+		UpdatedAt:     fromTS(p.GetUpdatedAt()),
+	}
+	for _, t := range nt.GetTaints() {
+		g.NodeTemplate.Taints = append(g.NodeTemplate.Taints, domain.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
+	}
+	return g
+}
+
+// InstanceToProto maps an instance to its record.
+func InstanceToProto(i domain.Instance) *statev1.Instance {
+	p := &statev1.Instance{
+		Id:             i.ID,
+		Group:          i.Group,
+		State:          statev1.InstanceState(i.State),
+		Attempt:        i.Attempt,
+		CloudId:        i.CloudID,
+		ProviderId:     i.ProviderID,
+		NodeName:       i.NodeName,
+		PrivateIp:      i.PrivateIP,
+		ClientToken:    i.ClientToken,
+		BatchId:        i.BatchID,
+		CreationFailed: i.CreationFailed,
+		CreatedAt:      ts(i.CreatedAt),
+		StateSince:     ts(i.StateSince),
+		Deadline:       ts(i.Deadline),
+		NextRetryAt:    ts(i.NextRetryAt),
+		Retries:        i.Retries,
+		SshHostKey:     i.SSHHostKey,
+		HookOutputTail: i.HookOutputTail,
+		InFlight:       i.InFlight,
+		Released:       i.Released,
+	}
+	if e := i.LastError; e != nil {
+		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}
+	}
+	for _, t := range i.History {
+		p.History = append(p.History, &statev1.Transition{
+			From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: ts(t.At),
+		})
+	}
+	return p
+}
+
+// InstanceFromProto maps a record to an instance.
+func InstanceFromProto(p *statev1.Instance) domain.Instance {
+	i := domain.Instance{
+		ID:             p.GetId(),
+		Group:          p.GetGroup(),
+		State:          domain.State(p.GetState()),
+		Attempt:        p.GetAttempt(),
+		CloudID:        p.GetCloudId(),
+		ProviderID:     p.GetProviderId(),
+		NodeName:       p.GetNodeName(),
+		PrivateIP:      p.GetPrivateIp(),
+		ClientToken:    p.GetClientToken(),
+		BatchID:        p.GetBatchId(),
+		CreationFailed: p.GetCreationFailed(),
+		CreatedAt:      fromTS(p.GetCreatedAt()),
+		StateSince:     fromTS(p.GetStateSince()),
+		Deadline:       fromTS(p.GetDeadline()),
+		NextRetryAt:    fromTS(p.GetNextRetryAt()),
+		Retries:        p.GetRetries(),
+		SSHHostKey:     p.GetSshHostKey(),
+		HookOutputTail: p.GetHookOutputTail(),
+		InFlight:       p.GetInFlight(),
+		Released:       p.GetReleased(),
+	}
+	if e := p.GetLastError(); e != nil {
+		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
+	}
+	for _, t := range p.GetHistory() {
+		i.History = append(i.History, domain.Transition{
+			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: t.GetReason(), At: fromTS(t.GetAt()),
+		})
+	}
+	return i
+}

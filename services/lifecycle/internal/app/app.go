@@ -1,0 +1,561 @@
+// Package app holds lifecycle's use cases: the operations Cluster
+// Autoscaler and operators ask for, the handling of worker results, and the
+// dispatcher that drives every instance to its next step.
+//
+// Lifecycle is the only writer of state. While leader, the App keeps every
+// group and instance in memory (loaded at start) and serialises all changes
+// under one mutex; each change is written to the store with compare-and-set
+// on the revision it read, so even two overlapping leaders cannot lose an
+// update. Commands are derived from the records (domain.PendingCommand): the
+// records are the outbox.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// Options tune the application.
+type Options struct {
+	Policy domain.Policy
+	// ClusterID tags created VMs (the reconciler lists by it).
+	ClusterID string
+	// CreateParallelism and DeleteParallelism are the per-group defaults of
+	// in-flight creations and deletions; groups may override them.
+	CreateParallelism int
+	DeleteParallelism int
+	// AccountCreateParallelism and AccountDeleteParallelism cap in-flight
+	// work per cloud account across groups.
+	AccountCreateParallelism int
+	AccountDeleteParallelism int
+	// MaxBatch caps instances per create call (RunInstances takes 100).
+	MaxBatch int
+	// TickInterval is how often the dispatcher runs without being woken.
+	TickInterval time.Duration
+	// DeletedRetention is how long Deleted records are kept.
+	DeletedRetention time.Duration
+	// PurgeInterval and PurgeBatch bound the purge of old Deleted records.
+	PurgeInterval time.Duration
+	PurgeBatch    int
+	// ReconcileInterval is how often cloud inventory is compared with the
+	// records (0 disables); OrphanGrace is how old an untracked VM must be
+	// before it is terminated.
+	ReconcileInterval time.Duration
+	OrphanGrace       time.Duration
+	// CASRetries bounds compare-and-set retries of one operation.
+	CASRetries int
+}
+
+// DefaultOptions returns production defaults.
+func DefaultOptions() Options {
+	return Options{
+		Policy:                   domain.DefaultPolicy(),
+		ClusterID:                "nodesmith",
+		CreateParallelism:        100,
+		DeleteParallelism:        10,
+		AccountCreateParallelism: 100,
+		AccountDeleteParallelism: 100,
+		MaxBatch:                 100,
+		TickInterval:             time.Second,
+		DeletedRetention:         15 * 24 * time.Hour,
+		PurgeInterval:            10 * time.Minute,
+		PurgeBatch:               100,
+		ReconcileInterval:        time.Minute,
+		OrphanGrace:              2 * time.Minute,
+		CASRetries:               5,
+	}
+}
+
+// Deps are the ports the App drives.
+type Deps struct {
+	Store    ports.Store
+	Commands ports.Commands
+	// Cluster is optional: without it an instance is Running as soon as
+	// its after_created hook succeeded.
+	Cluster  ports.Cluster
+	Clock    ports.Clock
+	Logger   *slog.Logger
+	Observer Observer
+	// Random returns a string of n characters of domain.IDAlphabet; tests
+	// inject a deterministic one.
+	Random func(n int) string
+	// Jitter returns a value in [-1, 1].
+	Jitter func() float64
+}
+
+type groupRec struct {
+	g   domain.NodeGroup
+	rev uint64
+}
+
+type instRec struct {
+	inst domain.Instance
+	rev  uint64
+}
+
+// App is the lifecycle application.
+type App struct {
+	opts    Options
+	store   ports.Store
+	cmds    ports.Commands
+	cluster ports.Cluster
+	clock   ports.Clock
+	log     *slog.Logger
+	obs     Observer
+	random  func(int) string
+	jitter  func() float64
+
+	mu     sync.Mutex
+	loaded bool
+	groups map[string]*groupRec
+	insts  map[string]*instRec
+	// byProvider indexes instances by providerID (placeholder or real).
+	byProvider map[string]string
+	// published remembers the attempt whose command was published per
+	// instance, so the outbox publishes each (instance, attempt) once per
+	// leadership term.
+	published map[string]uint32
+	// configGroups is the latest valid file configuration.
+	configGroups []domain.NodeGroup
+	lastPurge    time.Time
+	inventory    *inventoryState
+
+	nodes *nodeCache
+	wake  chan struct{}
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// New returns an App; call Start when leadership is acquired.
+func New(opts Options, d Deps) *App {
+	if d.Clock == nil {
+		d.Clock = realClock{}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Observer == nil {
+		d.Observer = NopObserver{}
+	}
+	if d.Random == nil {
+		d.Random = randomString
+	}
+	if d.Jitter == nil {
+		d.Jitter = func() float64 { return mrand.Float64()*2 - 1 }
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 100
+	}
+	if opts.CASRetries <= 0 {
+		opts.CASRetries = 5
+	}
+	if opts.TickInterval <= 0 {
+		opts.TickInterval = time.Second
+	}
+	return &App{
+		opts:       opts,
+		store:      d.Store,
+		cmds:       d.Commands,
+		cluster:    d.Cluster,
+		clock:      d.Clock,
+		log:        d.Logger,
+		obs:        d.Observer,
+		random:     d.Random,
+		jitter:     d.Jitter,
+		groups:     map[string]*groupRec{},
+		insts:      map[string]*instRec{},
+		byProvider: map[string]string{},
+		published:  map[string]uint32{},
+		nodes:      newNodeCache(),
+		wake:       make(chan struct{}, 1),
+	}
+}
+
+// randomString returns n characters of domain.IDAlphabet from crypto/rand.
+func randomString(n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(strings.ToLower(rand.Text()))
+	}
+	return b.String()[:n]
+}
+
+// ErrNotLeader is returned by operations while the App is not started
+// (this replica is not the leader, or is still loading).
+var ErrNotLeader = &domain.Error{Code: domain.CodeUnavailable, Msg: "lifecycle is not leading (starting or lost leadership)"}
+
+// Start loads every record into memory and applies the file configuration.
+// It retries the load until ctx ends, so a store that is briefly unavailable
+// delays leadership rather than failing it.
+func (a *App) Start(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
+	for {
+		err := a.load(ctx)
+		if err == nil {
+			break
+		}
+		a.log.Warn("loading state failed, retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("loading state: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	if a.cluster == nil {
+		a.log.Warn("no cluster configured: instances become Running as soon as their after_created hook succeeds (node readiness is not checked, labels and taints are not applied)")
+	}
+	a.mu.Lock()
+	cfg := a.configGroups
+	a.mu.Unlock()
+	if cfg != nil {
+		if err := a.ApplyConfig(ctx, cfg); err != nil {
+			// The groups that applied are in place; the others are logged
+			// and retried at the next reload or restart.
+			a.log.Error("applying configuration", "err", err)
+		}
+	}
+	a.Wake()
+	return nil
+}
+
+func (a *App) load(ctx context.Context) error {
+	gs, err := a.store.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("listing groups: %w", err)
+	}
+	is, err := a.store.ListInstances(ctx)
+	if err != nil {
+		return fmt.Errorf("listing instances: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.groups = make(map[string]*groupRec, len(gs))
+	for _, g := range gs {
+		a.groups[g.Group.ID] = &groupRec{g: g.Group, rev: g.Revision}
+	}
+	a.insts = make(map[string]*instRec, len(is))
+	a.byProvider = make(map[string]string, len(is))
+	inFlight := 0
+	for _, v := range is {
+		a.setInstLocked(v.Instance, v.Revision)
+		if v.Instance.InFlight {
+			inFlight++
+		}
+	}
+	// A new term re-publishes every in-flight command: any of them may have
+	// been lost between the write and the publish. Identical message ids
+	// are deduplicated by the stream; workers are idempotent.
+	a.published = map[string]uint32{}
+	a.loaded = true
+	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
+	return nil
+}
+
+// Stop forgets the cache (leadership lost): operations fail with
+// ErrNotLeader until the next Start.
+func (a *App) Stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.loaded = false
+}
+
+// Wake makes the dispatcher run soon.
+func (a *App) Wake() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *App) setInstLocked(in domain.Instance, rev uint64) {
+	if old, ok := a.insts[in.ID]; ok && old.inst.ProviderID != in.ProviderID {
+		delete(a.byProvider, old.inst.ProviderID)
+	}
+	a.insts[in.ID] = &instRec{inst: in, rev: rev}
+	a.byProvider[in.ProviderID] = in.ID
+	a.byProvider[domain.PlaceholderProviderID(in.Group, in.ID)] = in.ID
+}
+
+func (a *App) dropInstLocked(id string) {
+	if r, ok := a.insts[id]; ok {
+		delete(a.byProvider, r.inst.ProviderID)
+		delete(a.byProvider, domain.PlaceholderProviderID(r.inst.Group, r.inst.ID))
+	}
+	delete(a.insts, id)
+	delete(a.published, id)
+}
+
+// env returns the transition environment of an instance.
+func (a *App) envLocked(group string) domain.Env {
+	env := domain.Env{
+		Now:       a.clock.Now(),
+		Policy:    a.opts.Policy,
+		NoCluster: a.cluster == nil,
+		Jitter:    a.jitter(),
+	}
+	if g, ok := a.groups[group]; ok {
+		env.Group = g.g
+	}
+	return env
+}
+
+// Revisions are the store revisions an operation wrote (0: none).
+type Revisions struct {
+	Groups    uint64
+	Instances uint64
+}
+
+func (r *Revisions) group(rev uint64) { r.Groups = max(r.Groups, rev) }
+func (r *Revisions) inst(rev uint64)  { r.Instances = max(r.Instances, rev) }
+
+// writeGroupLocked persists g over rec with compare-and-set. On a conflict
+// the cache is refreshed from the store and the conflict returned, so the
+// caller can recompute and retry.
+func (a *App) writeGroupLocked(ctx context.Context, rec *groupRec, g domain.NodeGroup) (uint64, error) {
+	g.UpdatedAt = a.clock.Now()
+	rev, err := a.store.UpdateGroup(ctx, g, rec.rev)
+	if err != nil {
+		if errors.Is(err, ports.ErrConflict) {
+			a.refreshGroupLocked(ctx, g.ID)
+		}
+		return 0, err
+	}
+	rec.g, rec.rev = g, rev
+	return rev, nil
+}
+
+func (a *App) refreshGroupLocked(ctx context.Context, id string) {
+	v, err := a.store.GetGroup(ctx, id)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		delete(a.groups, id)
+	case err != nil:
+		a.log.Warn("refreshing group after a conflict", "group", id, "err", err)
+	default:
+		a.groups[id] = &groupRec{g: v.Group, rev: v.Revision}
+	}
+}
+
+// writeInstLocked persists in (an update of an existing record).
+func (a *App) writeInstLocked(ctx context.Context, in domain.Instance) (uint64, error) {
+	rec, ok := a.insts[in.ID]
+	if !ok {
+		return 0, fmt.Errorf("instance %s is not cached", in.ID)
+	}
+	rev, err := a.store.UpdateInstance(ctx, in, rec.rev)
+	if err != nil {
+		if errors.Is(err, ports.ErrConflict) {
+			a.refreshInstLocked(ctx, in.Group, in.ID)
+		}
+		return 0, fmt.Errorf("writing instance %s: %w", in.ID, err)
+	}
+	a.setInstLocked(in, rev)
+	return rev, nil
+}
+
+func (a *App) refreshInstLocked(ctx context.Context, group, id string) {
+	v, err := a.store.GetInstance(ctx, group, id)
+	switch {
+	case errors.Is(err, ports.ErrNotFound):
+		a.dropInstLocked(id)
+	case err != nil:
+		a.log.Warn("refreshing instance after a conflict", "instance", id, "err", err)
+	default:
+		a.setInstLocked(v.Instance, v.Revision)
+	}
+}
+
+// createInstLocked creates a new Pending record for group.
+func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instance, uint64, error) {
+	var lastErr error
+	for range 3 {
+		in := domain.NewInstance(domain.NewInstanceID(group, a.random(domain.InstanceIDRandomLength)), group, a.clock.Now())
+		if _, taken := a.insts[in.ID]; taken {
+			continue
+		}
+		rev, err := a.store.CreateInstance(ctx, in)
+		if errors.Is(err, ports.ErrConflict) {
+			lastErr = err // id collision with an uncached record: draw again
+			continue
+		}
+		if err != nil {
+			return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: %w", group, err)
+		}
+		a.setInstLocked(in, rev)
+		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created"})
+		return in, rev, nil
+	}
+	return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: no free id: %w", group, lastErr)
+}
+
+// applyLocked applies ev to a cached instance and persists the result. It
+// refuses events whose result has effects (use Apply for those).
+func (a *App) applyLocked(ctx context.Context, id string, ev domain.Event) (domain.Result, uint64, error) {
+	rec, ok := a.insts[id]
+	if !ok {
+		return domain.Result{}, 0, domain.Errorf(domain.CodeNotFound, "instance %s not found", id)
+	}
+	res, err := domain.Apply(rec.inst, ev, a.envLocked(rec.inst.Group))
+	if err != nil {
+		return res, 0, err
+	}
+	if len(res.Effects) > 0 {
+		return res, 0, fmt.Errorf("%s on %s has cluster effects; use Apply", domain.EventName(ev), id)
+	}
+	return a.commitLocked(ctx, rec.inst, res)
+}
+
+func (a *App) commitLocked(ctx context.Context, old domain.Instance, res domain.Result) (domain.Result, uint64, error) {
+	if !res.Changed {
+		return res, 0, nil
+	}
+	rev, err := a.writeInstLocked(ctx, res.Instance)
+	if err != nil {
+		return res, 0, err
+	}
+	a.observe(old, res)
+	return res, rev, nil
+}
+
+func (a *App) observe(old domain.Instance, res domain.Result) {
+	in := res.Instance
+	log := a.log.With("instance", in.ID, "group", in.Group)
+	for _, m := range res.Moves {
+		a.obs.Transition(in.Group, m)
+		log.Info("transition", "from", m.From.String(), "to", m.To.String(), "reason", m.Reason, "attempt", in.Attempt)
+	}
+	if res.CreationFailed {
+		class := int32(0)
+		if in.LastError != nil {
+			class = in.LastError.Class
+			log.Warn("creation failed; reported to the autoscaler until deleted or retried",
+				"code", in.LastError.Code, "class", class, "error", in.LastError.Message)
+		}
+		a.obs.CreationFailed(in.Group, class)
+	} else if in.LastError != nil && (old.LastError == nil || *old.LastError != *in.LastError) {
+		log.Warn("step failed", "state", in.State.String(), "code", in.LastError.Code,
+			"error", in.LastError.Message, "retries", in.Retries, "next_retry_at", in.NextRetryAt)
+	}
+}
+
+// Apply applies ev to instance id: it carries out the result's cluster
+// effects first (outside the lock; they are idempotent) and then persists
+// the record, re-evaluating against the current record if it changed
+// meanwhile. A stale or inapplicable event returns a zero revision and a nil
+// error, or an error wrapping domain.ErrInvalidTransition.
+func (a *App) Apply(ctx context.Context, id string, ev domain.Event) (domain.Result, uint64, error) {
+	done := map[domain.Effect]bool{}
+	for range 3 {
+		a.mu.Lock()
+		if !a.loaded {
+			a.mu.Unlock()
+			return domain.Result{}, 0, ErrNotLeader
+		}
+		rec, ok := a.insts[id]
+		if !ok {
+			a.mu.Unlock()
+			return domain.Result{}, 0, domain.Errorf(domain.CodeNotFound, "instance %s not found", id)
+		}
+		res, err := domain.Apply(rec.inst, ev, a.envLocked(rec.inst.Group))
+		if err != nil || !res.Changed {
+			a.mu.Unlock()
+			return res, 0, err
+		}
+		var todo []domain.Effect
+		for _, e := range res.Effects {
+			if !done[e] {
+				todo = append(todo, e)
+			}
+		}
+		if len(todo) == 0 {
+			res, rev, err := a.commitLocked(ctx, rec.inst, res)
+			a.mu.Unlock()
+			if err == nil {
+				a.Wake()
+			}
+			return res, rev, err
+		}
+		group := a.groups[rec.inst.Group]
+		a.mu.Unlock()
+		for _, e := range todo {
+			if err := a.effect(ctx, rec.inst, group, e); err != nil {
+				return res, 0, err
+			}
+			done[e] = true
+		}
+	}
+	return domain.Result{}, 0, domain.Errorf(domain.CodeAborted, "instance %s kept changing while applying %s", id, domain.EventName(ev))
+}
+
+func (a *App) effect(ctx context.Context, in domain.Instance, group *groupRec, e domain.Effect) error {
+	if a.cluster == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch e.Kind {
+	case domain.EffectPatchNode:
+		labels := map[string]string{LabelGroup: in.Group, LabelInstance: in.ID}
+		var annotations map[string]string
+		var taints []ports.Taint
+		if group != nil {
+			for k, v := range group.g.NodeTemplate.Labels {
+				labels[k] = v
+			}
+			annotations = group.g.NodeTemplate.Annotations
+			for _, t := range group.g.NodeTemplate.Taints {
+				taints = append(taints, ports.Taint(t))
+			}
+		}
+		if err := a.cluster.PatchNode(ctx, e.NodeName, labels, annotations, taints); err != nil {
+			return fmt.Errorf("labelling node %s: %w", e.NodeName, err)
+		}
+	case domain.EffectDeleteNode:
+		if err := a.cluster.DeleteNode(ctx, e.NodeName); err != nil {
+			return fmt.Errorf("deleting node %s: %w", e.NodeName, err)
+		}
+	}
+	return nil
+}
+
+// Labels lifecycle puts on the Nodes it manages, besides the group's own.
+const (
+	LabelGroup    = "nodesmith.io/node-group"
+	LabelInstance = "nodesmith.io/instance-id"
+)
+
+// HandleEvent applies a worker's result to an instance. Results for unknown
+// instances and results that make no sense in the instance's state are
+// logged and dropped (returning nil acks them); an error means the result
+// should be redelivered (storage trouble, a concurrent write).
+func (a *App) HandleEvent(ctx context.Context, instanceID string, ev domain.Event) error {
+	res, _, err := a.Apply(ctx, instanceID, ev)
+	log := a.log.With("instance", instanceID, "event", domain.EventName(ev))
+	switch {
+	case err == nil:
+		if !res.Changed {
+			log.Debug("event changed nothing", "why", res.Ignored)
+		}
+		return nil
+	case domain.CodeOf(err) == domain.CodeNotFound:
+		log.Info("event for an unknown instance dropped")
+		return nil
+	case errors.Is(err, domain.ErrInvalidTransition):
+		log.Warn("event dropped", "err", err)
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,81 @@
+package app
+
+import "github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+
+// Observer receives what the App does, for metrics. Implementations must be
+// fast and safe for concurrent use; they are called with the App's lock held.
+type Observer interface {
+	// Transition is called for every state change of an instance.
+	Transition(group string, m domain.Move)
+	// CreationFailed is called when an instance's creation is given up.
+	CreationFailed(group string, class int32)
+	// Op is called for every operation with its outcome.
+	Op(op string, code domain.Code)
+	// Published is called for every command publication attempt.
+	Published(kind domain.CommandKind, err error)
+	// Purged counts purged Deleted records.
+	Purged(n int)
+	// Reconciled counts orphan VMs terminated and records closed because
+	// their VM vanished.
+	Reconciled(orphansTerminated, vanishedClosed int)
+	// ConfigApplied is called after each application of the file.
+	ConfigApplied(err error)
+}
+
+// NopObserver records nothing.
+type NopObserver struct{}
+
+// Transition implements Observer.
+func (NopObserver) Transition(string, domain.Move) {}
+
+// CreationFailed implements Observer.
+func (NopObserver) CreationFailed(string, int32) {}
+
+// Op implements Observer.
+func (NopObserver) Op(string, domain.Code) {}
+
+// Published implements Observer.
+func (NopObserver) Published(domain.CommandKind, error) {}
+
+// Purged implements Observer.
+func (NopObserver) Purged(int) {}
+
+// Reconciled implements Observer.
+func (NopObserver) Reconciled(int, int) {}
+
+// ConfigApplied implements Observer.
+func (NopObserver) ConfigApplied(error) {}
+
+// GroupStats is a snapshot of one group for gauges.
+type GroupStats struct {
+	Target, Min, Max int
+	// ByState counts instances per state.
+	ByState map[domain.State]int
+	// CreationFailed counts live instances whose creation failed.
+	CreationFailed int
+}
+
+// Stats returns a snapshot per group (for gauges, read at scrape time).
+func (a *App) Stats() map[string]GroupStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.loaded {
+		return nil
+	}
+	out := make(map[string]GroupStats, len(a.groups))
+	for id, g := range a.groups {
+		out[id] = GroupStats{Target: g.g.TargetSize, Min: g.g.MinSize, Max: g.g.MaxSize, ByState: map[domain.State]int{}}
+	}
+	for _, r := range a.insts {
+		s, ok := out[r.inst.Group]
+		if !ok {
+			continue
+		}
+		s.ByState[r.inst.State]++
+		if r.inst.CreationFailed && r.inst.Live() {
+			s.CreationFailed++
+		}
+		out[r.inst.Group] = s
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package app
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// outboxItem is one command to publish and the (instance, attempt) pairs it
+// settles once published.
+type outboxItem struct {
+	kind    domain.CommandKind
+	publish func(ctx context.Context) error
+	covers  map[string]uint32
+}
+
+// maxRefsPerCommand bounds the instances of one watch or terminate command
+// (the cloud APIs take 100 ids per call).
+const maxRefsPerCommand = 100
+
+// publishOutbox publishes the command of every in-flight instance whose
+// current attempt has not been published in this leadership term.
+func (a *App) publishOutbox(ctx context.Context) {
+	a.mu.Lock()
+	if !a.loaded {
+		a.mu.Unlock()
+		return
+	}
+	items, skipped := a.outboxLocked()
+	a.mu.Unlock()
+
+	for _, s := range skipped {
+		// The hook was removed from the group while the instance waited for
+		// it: the step has nothing to run.
+		ev := domain.HookFinished{Attempt: s.Attempt, Kind: s.Hook, Skipped: true}
+		if _, _, err := a.Apply(ctx, s.InstanceID, ev); err != nil {
+			a.log.Warn("skipping a hook that is no longer configured", "instance", s.InstanceID, "err", err)
+		}
+	}
+	for _, it := range items {
+		err := it.publish(ctx)
+		a.obs.Published(it.kind, err)
+		if err != nil {
+			// Retried at the next pass; the record stays in flight.
+			a.log.Warn("publishing a command failed, will retry", "kind", it.kind.String(), "instances", len(it.covers), "err", err)
+			continue
+		}
+		a.mu.Lock()
+		maps.Copy(a.published, it.covers)
+		a.mu.Unlock()
+	}
+}
+
+type targetKey struct {
+	ports.Target
+}
+
+func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
+	var (
+		items     []outboxItem
+		skipped   []domain.Command
+		creates   = map[string][]domain.Instance{} // batch -> members waiting
+		watches   = map[targetKey][]ports.InstanceRef{}
+		terminate = map[targetKey][]ports.InstanceRef{}
+	)
+	ids := slices.Sorted(maps.Keys(a.insts))
+	for _, id := range ids {
+		in := a.insts[id].inst
+		c, ok := domain.PendingCommand(in)
+		if !ok {
+			delete(a.published, id)
+			continue
+		}
+		if att, done := a.published[id]; done && att == c.Attempt {
+			continue
+		}
+		g, ok := a.groups[in.Group]
+		if !ok {
+			a.log.Warn("in-flight instance of an unknown group: command not published", "instance", id, "group", in.Group)
+			continue
+		}
+		ref := ports.InstanceRef{InstanceID: in.ID, Group: in.Group, Attempt: in.Attempt, CloudID: in.CloudID}
+		tk := targetKey{Target: targetOf(g.g.Template)}
+		switch c.Kind {
+		case domain.CmdCreate:
+			creates[c.BatchID] = append(creates[c.BatchID], in)
+		case domain.CmdWatch:
+			watches[tk] = append(watches[tk], ref)
+		case domain.CmdTerminate:
+			terminate[tk] = append(terminate[tk], ref)
+		case domain.CmdRunHook:
+			hc, ok := a.hookCommandLocked(in, g.g, c.Hook)
+			if !ok {
+				skipped = append(skipped, c)
+				continue
+			}
+			items = append(items, outboxItem{
+				kind:    c.Kind,
+				publish: func(ctx context.Context) error { return a.cmds.RunHook(ctx, hc) },
+				covers:  map[string]uint32{in.ID: in.Attempt},
+			})
+		}
+	}
+	for _, batch := range slices.Sorted(maps.Keys(creates)) {
+		items = append(items, a.createItemLocked(batch, creates[batch]))
+	}
+	items = append(items, refItems(domain.CmdWatch, watches, func(ctx context.Context, t ports.Target, refs []ports.InstanceRef) error {
+		return a.cmds.Watch(ctx, ports.WatchCommand{Target: t, Instances: refs})
+	})...)
+	items = append(items, refItems(domain.CmdTerminate, terminate, func(ctx context.Context, t ports.Target, refs []ports.InstanceRef) error {
+		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, Instances: refs})
+	})...)
+	return items, skipped
+}
+
+func targetOf(t domain.InstanceTemplate) ports.Target {
+	return ports.Target{Provider: t.Provider, Account: t.Account, Region: t.Region}
+}
+
+func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRef,
+	send func(context.Context, ports.Target, []ports.InstanceRef) error) []outboxItem {
+	keys := slices.SortedFunc(maps.Keys(byTarget), func(x, y targetKey) int {
+		return strings.Compare(x.Provider+"/"+x.Account+"/"+x.Region, y.Provider+"/"+y.Account+"/"+y.Region)
+	})
+	var items []outboxItem
+	for _, k := range keys {
+		refs := byTarget[k]
+		for len(refs) > 0 {
+			chunk := refs[:min(len(refs), maxRefsPerCommand)]
+			refs = refs[len(chunk):]
+			covers := map[string]uint32{}
+			for _, r := range chunk {
+				covers[r.InstanceID] = r.Attempt
+			}
+			t := k.Target
+			items = append(items, outboxItem{
+				kind:    kind,
+				publish: func(ctx context.Context) error { return send(ctx, t, chunk) },
+				covers:  covers,
+			})
+		}
+	}
+	return items
+}
+
+// createItemLocked builds the create command of a batch. Its members are
+// every record of the batch that has no cloud id yet, whatever its state,
+// so a re-publication always describes the same request as the first one
+// (the ClientToken is only idempotent for identical requests).
+func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
+	var members []domain.Instance
+	for _, r := range a.insts {
+		if r.inst.BatchID == batch && r.inst.CloudID == "" {
+			members = append(members, r.inst)
+		}
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
+	first := waiting[0]
+	g := a.groups[first.Group].g
+	cmd := ports.CreateCommand{
+		BatchID:     batch,
+		ClientToken: first.ClientToken,
+		Group:       first.Group,
+		ClusterID:   a.opts.ClusterID,
+		Template:    g.Template,
+	}
+	covers := map[string]uint32{}
+	for _, m := range members {
+		cmd.Instances = append(cmd.Instances, ports.InstanceRef{InstanceID: m.ID, Group: m.Group, Attempt: m.Attempt})
+		cmd.Attempt = max(cmd.Attempt, m.Attempt)
+	}
+	for _, w := range waiting {
+		covers[w.ID] = w.Attempt
+	}
+	return outboxItem{
+		kind:    domain.CmdCreate,
+		publish: func(ctx context.Context) error { return a.cmds.Create(ctx, cmd) },
+		covers:  covers,
+	}
+}
+
+// hookCommandLocked builds a hook command; false when the group no longer
+// has the hook (or the instance has no address, which the state machine
+// never allows for a hook step).
+func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind domain.HookKind) (ports.HookCommand, bool) {
+	spec := g.Hooks.AfterCreated
+	if kind == domain.HookBeforeDelete {
+		spec = g.Hooks.BeforeDelete
+	}
+	if spec == nil || in.PrivateIP == "" {
+		return ports.HookCommand{}, false
+	}
+	env := map[string]string{}
+	maps.Copy(env, g.Template.HookEnv)
+	maps.Copy(env, spec.Env)
+	// The standard variables win: scripts rely on them.
+	maps.Copy(env, map[string]string{
+		"NODE_NAME":   in.Node(),
+		"NODE_IP":     in.PrivateIP,
+		"PROVIDER_ID": in.ProviderID,
+		"INSTANCE_ID": in.ID,
+		"NODE_GROUP":  in.Group,
+		"CLOUD_ID":    in.CloudID,
+	})
+	return ports.HookCommand{
+		InstanceID:    in.ID,
+		Group:         in.Group,
+		Attempt:       in.Attempt,
+		Kind:          kind,
+		HookName:      spec.Name,
+		Host:          in.PrivateIP,
+		Port:          g.Template.SSHPort,
+		Script:        spec.Script,
+		Env:           env,
+		Timeout:       spec.Timeout,
+		PinnedHostKey: in.SSHHostKey,
+	}, true
+}

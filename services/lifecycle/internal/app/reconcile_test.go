@@ -1,0 +1,97 @@
+package app_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 10, 0)}, withOptions(func(o *app.Options) {
+		o.ReconcileInterval = time.Minute
+		o.OrphanGrace = 2 * time.Minute
+	}))
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 4))
+	h.settle()
+	is := h.instances("g")
+	h.clock.Advance(10 * time.Minute)
+
+	inventory := func() app.Inventory {
+		h.app.RequestInventory(h.ctx)
+		reqs := h.cmds.Snapshot().Inventory
+		req := reqs[len(reqs)-1]
+		if req.ClusterID != "nodesmith" || req.Target.Account != "dev" {
+			t.Fatalf("inventory request %+v", req)
+		}
+		return app.Inventory{RequestID: req.RequestID, Target: req.Target}
+	}
+
+	inv := inventory()
+	// is[0]'s VM vanished; is[1..3] are listed; two orphans: one old, one
+	// young (within grace); one old VM of a Deleted-long-ago instance.
+	for _, in := range is[1:] {
+		inv.Items = append(inv.Items, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: t0})
+	}
+	now := h.clock.Now()
+	inv.Items = append(inv.Items,
+		app.InventoryItem{CloudID: "ins-orphan-old", InstanceID: "g-zzzzzzzzzz", Group: "g", State: domain.CloudRunning, CreatedAt: now.Add(-time.Hour)},
+		app.InventoryItem{CloudID: "ins-orphan-young", InstanceID: "g-yyyyyyyyyy", Group: "g", State: domain.CloudRunning, CreatedAt: now.Add(-time.Minute)},
+		app.InventoryItem{CloudID: "ins-going", InstanceID: "g-xxxxxxxxxx", Group: "g", State: domain.CloudTerminating, CreatedAt: t0},
+	)
+	before := len(h.cmds.Snapshot().Terminates)
+	if err := h.app.HandleInventory(h.ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	terms := h.cmds.Snapshot().Terminates[before:]
+	if len(terms) != 1 || len(terms[0].Instances) != 1 || terms[0].Instances[0].CloudID != "ins-orphan-old" {
+		t.Fatalf("orphan terminations %+v, want only ins-orphan-old", terms)
+	}
+	var vanished domain.Instance
+	for _, in := range h.instances("g") {
+		if in.ID == is[0].ID {
+			vanished = in
+		}
+	}
+	if vanished.State != domain.StateDeleted || vanished.Released {
+		t.Fatalf("vanished record: %s released %v", vanished.State, vanished.Released)
+	}
+	// Still counted in the target, so it is replaced.
+	h.settle()
+	if st := h.byState("g"); st[domain.StateRunning] != 4 || h.target("g") != 4 {
+		t.Errorf("states %v target %d, want 4 Running", st, h.target("g"))
+	}
+
+	t.Run("answers to unknown requests are dropped", func(t *testing.T) {
+		before := len(h.cmds.Snapshot().Terminates)
+		if err := h.app.HandleInventory(h.ctx, app.Inventory{RequestID: "inv-other", Target: ports.Target{Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou"},
+			Items: []app.InventoryItem{{CloudID: "ins-x", InstanceID: "nope", CreatedAt: t0}}}); err != nil {
+			t.Fatal(err)
+		}
+		if len(h.cmds.Snapshot().Terminates) != before {
+			t.Error("acted on an inventory it did not ask for")
+		}
+	})
+	t.Run("an inventory missing most VMs is not trusted", func(t *testing.T) {
+		h.clock.Advance(10 * time.Minute)
+		inv := inventory() // empty: every VM "vanished"
+		if err := h.app.HandleInventory(h.ctx, inv); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.byState("g"); st[domain.StateRunning] != 4 {
+			t.Errorf("states %v: an implausible inventory closed records", st)
+		}
+	})
+	t.Run("a failed listing concludes nothing", func(t *testing.T) {
+		inv := inventory()
+		inv.Err = &domain.CloudError{Kind: domain.ErrorKindThrottled, Code: "RequestLimitExceeded"}
+		if err := h.app.HandleInventory(h.ctx, inv); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.byState("g"); st[domain.StateRunning] != 4 {
+			t.Errorf("states %v", st)
+		}
+	})
+}

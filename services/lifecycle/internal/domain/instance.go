@@ -1,0 +1,120 @@
+package domain
+
+import "time"
+
+// Instance is one VM's record. Lifecycle is its only writer.
+type Instance struct {
+	// ID is assigned at creation (see NewInstanceID) and is also the Node name.
+	ID    string
+	Group string
+	State State
+	// Attempt is incremented for every command issued for the instance;
+	// results carry it back, and a result for another attempt is stale.
+	Attempt uint32
+	CloudID string
+	// ProviderID is always set: a placeholder until the cloud id is known,
+	// then the rendered providerID.
+	ProviderID string
+	NodeName   string
+	PrivateIP  string
+	// BatchID and ClientToken identify the create call this instance is part
+	// of. They are kept while a VM may exist for them and cleared when the
+	// create definitively failed (so the next attempt uses a new token).
+	BatchID     string
+	ClientToken string
+	LastError   *ErrorInfo
+	// CreationFailed marks a creation that cannot succeed without help: it is
+	// reported to CA as instanceCreating with LastError until CA (or an
+	// operator) deletes or retries it.
+	CreationFailed bool
+	CreatedAt      time.Time
+	StateSince     time.Time
+	// Deadline is when the current wait times out (zero: no deadline).
+	Deadline time.Time
+	// NextRetryAt is when a retry of the current step is due (zero: none).
+	NextRetryAt time.Time
+	// Retries spent on the current step.
+	Retries    uint32
+	History    []Transition
+	SSHHostKey string
+	// HookOutputTail is the tail of the last hook's output.
+	HookOutputTail string
+	// InFlight is set while a command for the current step is outstanding.
+	InFlight bool
+	// Released is set once CA's target no longer counts the instance.
+	Released bool
+}
+
+// ErrorInfo is an instance's last error as CA and operators see it.
+type ErrorInfo struct {
+	Code      string
+	Message   string
+	Class     int32
+	Retryable bool
+	At        time.Time
+}
+
+// Transition is one entry of an instance's bounded history.
+type Transition struct {
+	From   State
+	To     State
+	Reason string
+	At     time.Time
+}
+
+// NewInstance returns a Pending instance of group.
+func NewInstance(id, group string, now time.Time) Instance {
+	return Instance{
+		ID:         id,
+		Group:      group,
+		State:      StatePending,
+		ProviderID: PlaceholderProviderID(group, id),
+		NodeName:   id,
+		CreatedAt:  now,
+		StateSince: now,
+		History:    []Transition{{From: StateUnknown, To: StatePending, Reason: "created", At: now}},
+	}
+}
+
+// Live reports whether the instance counts toward its group's target size:
+// it is on the creation side of the machine and deletion was not requested.
+func (i Instance) Live() bool { return i.State.beforeDeletion() && !i.Released }
+
+// AwaitingDeletionSlot reports whether the instance is in PendingDeletion
+// and its deletion has not started (it waits for the group's delete
+// parallelism).
+func (i Instance) AwaitingDeletionSlot() bool {
+	return i.State == StatePendingDeletion && !i.InFlight && i.NextRetryAt.IsZero() &&
+		i.Deadline.IsZero() && i.LastError == nil
+}
+
+// DeletionActive reports whether the instance occupies a delete slot.
+func (i Instance) DeletionActive() bool {
+	return (i.State == StatePendingDeletion && !i.AwaitingDeletionSlot()) || i.State == StateDeleting
+}
+
+// CreateInFlight reports whether a create call for the instance is
+// outstanding (it occupies a create slot).
+func (i Instance) CreateInFlight() bool {
+	return i.State == StateCreating && !i.CreationFailed
+}
+
+// ReadyToCreate reports whether the dispatcher may put the instance in a
+// create batch now.
+func (i Instance) ReadyToCreate(now time.Time) bool {
+	return i.State == StatePending && !i.NextRetryAt.After(now)
+}
+
+// BlockedOnDeleteHook reports whether a failed before_delete hook with
+// onFailure=block holds the instance until an operator acts.
+func (i Instance) BlockedOnDeleteHook() bool {
+	return i.State == StatePendingDeletion && !i.InFlight && i.NextRetryAt.IsZero() && i.LastError != nil
+}
+
+// Node returns the name of the instance's Node.
+func (i Instance) Node() string {
+	if i.NodeName != "" {
+		return i.NodeName
+	}
+	return i.ID
+}

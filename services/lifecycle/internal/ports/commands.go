@@ -1,0 +1,80 @@
+package ports
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// Target is which cloud, account and region a command is for.
+type Target struct {
+	Provider, Account, Region string
+}
+
+// InstanceRef names an instance and the attempt a command belongs to.
+type InstanceRef struct {
+	InstanceID string
+	Group      string
+	Attempt    uint32
+	CloudID    string
+}
+
+// CreateCommand creates one VM per instance from one template.
+type CreateCommand struct {
+	BatchID     string
+	ClientToken string
+	// Attempt identifies this publication of the batch (the highest attempt
+	// of its instances): the same batch and attempt is deduplicated.
+	Attempt   uint32
+	Group     string
+	ClusterID string
+	Template  domain.InstanceTemplate
+	Instances []InstanceRef
+}
+
+// WatchCommand follows launching VMs until RUNNING with an IP, failed or gone.
+type WatchCommand struct {
+	Target    Target
+	Instances []InstanceRef
+}
+
+// TerminateCommand deletes VMs (already gone counts as done).
+type TerminateCommand struct {
+	Target    Target
+	Instances []InstanceRef
+}
+
+// HookCommand runs a hook on an instance over SSH.
+type HookCommand struct {
+	InstanceID    string
+	Group         string
+	Attempt       uint32
+	Kind          domain.HookKind
+	HookName      string
+	Host          string
+	Port          uint32
+	Script        string
+	Env           map[string]string
+	Timeout       time.Duration
+	PinnedHostKey string
+}
+
+// InventoryRequest asks for every VM tagged with the cluster id.
+type InventoryRequest struct {
+	RequestID string
+	Target    Target
+	ClusterID string
+}
+
+// Commands publishes commands to the workers. A nil error means the command
+// is durably stored; publishing the same command twice (same instance or
+// batch and attempt) within the deduplication window stores it once. Errors
+// are transient: the caller retries later.
+type Commands interface {
+	Create(ctx context.Context, c CreateCommand) error
+	Watch(ctx context.Context, c WatchCommand) error
+	Terminate(ctx context.Context, c TerminateCommand) error
+	RunHook(ctx context.Context, c HookCommand) error
+	ListInventory(ctx context.Context, r InventoryRequest) error
+}

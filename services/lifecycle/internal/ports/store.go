@@ -1,0 +1,54 @@
+// Package ports declares what the lifecycle application needs from the
+// outside world. Each interface documents its error contract; adapters in
+// internal/adapters implement them and fakes live beside the real ones.
+package ports
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// Store errors. Implementations wrap them; test with errors.Is.
+var (
+	// ErrNotFound: the key does not exist (or was deleted).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a compare-and-set failed: the key exists on Create, or
+	// its revision is not the expected one on Update or Delete.
+	ErrConflict = errors.New("revision conflict")
+)
+
+// VersionedGroup is a group with the store revision it was read or written at.
+type VersionedGroup struct {
+	Group    domain.NodeGroup
+	Revision uint64
+}
+
+// VersionedInstance is an instance with its store revision.
+type VersionedInstance struct {
+	Instance domain.Instance
+	Revision uint64
+}
+
+// Store persists groups and instances. Every write is a compare-and-set:
+// Create fails with ErrConflict if the key exists, Update and Delete fail
+// with ErrConflict unless the stored revision equals the given one.
+// Revisions increase monotonically per store (bucket). Other errors mean the
+// store is unavailable and the call may be retried.
+type Store interface {
+	ListGroups(ctx context.Context) ([]VersionedGroup, error)
+	GetGroup(ctx context.Context, id string) (VersionedGroup, error)
+	CreateGroup(ctx context.Context, g domain.NodeGroup) (uint64, error)
+	UpdateGroup(ctx context.Context, g domain.NodeGroup, revision uint64) (uint64, error)
+	// DeleteGroup returns the revision of the deletion.
+	DeleteGroup(ctx context.Context, id string, revision uint64) (uint64, error)
+
+	ListInstances(ctx context.Context) ([]VersionedInstance, error)
+	GetInstance(ctx context.Context, group, id string) (VersionedInstance, error)
+	CreateInstance(ctx context.Context, i domain.Instance) (uint64, error)
+	UpdateInstance(ctx context.Context, i domain.Instance, revision uint64) (uint64, error)
+	// DeleteInstance removes a record (purge of Deleted records) and returns
+	// the revision of the deletion.
+	DeleteInstance(ctx context.Context, group, id string, revision uint64) (uint64, error)
+}

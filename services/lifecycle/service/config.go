@@ -1,0 +1,241 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// Config configures the lifecycle service. Start from DefaultConfig.
+type Config struct {
+	// NATS is the connection used when Deps.Conn is nil.
+	NATS natsconn.Options
+	// Topology is ensured at start (messaging.Ensure).
+	Topology messaging.Options
+
+	// ConfigFile is the YAML file of accounts, instance templates and node
+	// groups (see the README for the schema). Empty: no file; groups come
+	// only from the admin API. Relative hook files are resolved against its
+	// directory.
+	ConfigFile string
+	// ConfigData, when non-nil, is the configuration itself (the embedded
+	// launcher's built-in default); it is used instead of reading
+	// ConfigFile, whose name then only labels errors and anchors relative
+	// hook files. ConfigData is never reloaded.
+	ConfigData []byte
+	// ConfigReloadInterval is how often ConfigFile is checked for changes
+	// (content hash, so a ConfigMap's atomic symlink swap is seen); 0
+	// disables hot reload.
+	ConfigReloadInterval time.Duration
+
+	// ClusterID tags every VM created (the reconciler lists VMs by it); it
+	// must be unique per Kubernetes cluster sharing a cloud account.
+	ClusterID string
+	// HealthAddr serves /livez, /readyz and /metrics; empty: not served
+	// (the embedded launcher serves one combined endpoint).
+	HealthAddr string
+
+	// CreateParallelism and DeleteParallelism are the per-group defaults of
+	// in-flight creations (Creating) and deletions (PendingDeletion with its
+	// hook started, Deleting); groups override them with parallelism.
+	CreateParallelism int
+	DeleteParallelism int
+	// AccountCreateParallelism and AccountDeleteParallelism cap in-flight
+	// work per cloud account across all its groups.
+	AccountCreateParallelism int
+	AccountDeleteParallelism int
+
+	// Deadlines of the waiting states.
+	LaunchTimeout           time.Duration
+	AfterCreatedHookTimeout time.Duration
+	JoinTimeout             time.Duration
+	BeforeDeleteHookTimeout time.Duration
+	TerminateTimeout        time.Duration
+	// MaxRetries bounds retries of a retryable failure of one step
+	// (terminations are retried without bound).
+	MaxRetries int
+	// RetryBackoff and RetryBackoffMax shape the exponential backoff
+	// (+/-20% jitter) between retries.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+
+	// DeletedRetention is how long Deleted records are kept before purging.
+	DeletedRetention time.Duration
+	// ReconcileInterval is how often the cloud inventory is reconciled with
+	// the records (0 disables); OrphanGrace is how old an untracked tagged
+	// VM must be before it is terminated.
+	ReconcileInterval time.Duration
+	OrphanGrace       time.Duration
+
+	// TickInterval is how often the dispatcher checks deadlines and
+	// retries when nothing wakes it.
+	TickInterval time.Duration
+	// EventConcurrency is how many worker results are handled at once.
+	EventConcurrency int
+	// OpTimeout bounds one lifecycle operation (request/reply).
+	OpTimeout time.Duration
+	// ShutdownGrace bounds the wait for in-flight work at shutdown.
+	ShutdownGrace time.Duration
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	p := domain.DefaultPolicy()
+	o := app.DefaultOptions()
+	return Config{
+		NATS:                     natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "lifecycle"},
+		Topology:                 messaging.DefaultOptions(),
+		ConfigReloadInterval:     5 * time.Second,
+		ClusterID:                "nodesmith",
+		HealthAddr:               ":8087",
+		CreateParallelism:        o.CreateParallelism,
+		DeleteParallelism:        o.DeleteParallelism,
+		AccountCreateParallelism: o.AccountCreateParallelism,
+		AccountDeleteParallelism: o.AccountDeleteParallelism,
+		LaunchTimeout:            p.LaunchTimeout,
+		AfterCreatedHookTimeout:  p.AfterCreatedHookTimeout,
+		JoinTimeout:              p.JoinTimeout,
+		BeforeDeleteHookTimeout:  p.BeforeDeleteHookTimeout,
+		TerminateTimeout:         p.TerminateTimeout,
+		MaxRetries:               p.MaxRetries,
+		RetryBackoff:             p.BackoffBase,
+		RetryBackoffMax:          p.BackoffMax,
+		DeletedRetention:         o.DeletedRetention,
+		ReconcileInterval:        o.ReconcileInterval,
+		OrphanGrace:              o.OrphanGrace,
+		TickInterval:             o.TickInterval,
+		EventConcurrency:         16,
+		OpTimeout:                15 * time.Second,
+		ShutdownGrace:            20 * time.Second,
+	}
+}
+
+// RegisterFlags binds every field to a flag (and so, through
+// libs/config.Parse, to NODESMITH_<FLAG> environment variables).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.NATS.RegisterFlags(fs)
+	c.Topology.RegisterFlags(fs)
+	fs.StringVar(&c.ConfigFile, "config-file", c.ConfigFile, "YAML file of accounts, instance templates and node groups")
+	fs.DurationVar(&c.ConfigReloadInterval, "config-reload-interval", c.ConfigReloadInterval, "how often the config file is checked for changes (0 disables hot reload)")
+	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created; unique per cluster sharing a cloud account")
+	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty disables)")
+	fs.IntVar(&c.CreateParallelism, "create-parallelism", c.CreateParallelism, "default in-flight creations per node group")
+	fs.IntVar(&c.DeleteParallelism, "delete-parallelism", c.DeleteParallelism, "default in-flight deletions per node group")
+	fs.IntVar(&c.AccountCreateParallelism, "account-create-parallelism", c.AccountCreateParallelism, "in-flight creations per cloud account")
+	fs.IntVar(&c.AccountDeleteParallelism, "account-delete-parallelism", c.AccountDeleteParallelism, "in-flight deletions per cloud account")
+	fs.DurationVar(&c.LaunchTimeout, "launch-timeout", c.LaunchTimeout, "deadline from the create call to a RUNNING VM with an IP")
+	fs.DurationVar(&c.AfterCreatedHookTimeout, "after-created-hook-timeout", c.AfterCreatedHookTimeout, "deadline for an after_created hook result")
+	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "deadline from the after_created hook's success to a Ready node")
+	fs.DurationVar(&c.BeforeDeleteHookTimeout, "before-delete-hook-timeout", c.BeforeDeleteHookTimeout, "deadline for a before_delete hook result")
+	fs.DurationVar(&c.TerminateTimeout, "terminate-timeout", c.TerminateTimeout, "deadline for a terminate result")
+	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "retries of a retryable failure of one step")
+	fs.DurationVar(&c.RetryBackoff, "retry-backoff", c.RetryBackoff, "first retry delay (doubles per retry, +/-20% jitter)")
+	fs.DurationVar(&c.RetryBackoffMax, "retry-backoff-max", c.RetryBackoffMax, "longest retry delay")
+	fs.DurationVar(&c.DeletedRetention, "deleted-retention", c.DeletedRetention, "how long Deleted instance records are kept")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often cloud inventory is reconciled with the records (0 disables)")
+	fs.DurationVar(&c.OrphanGrace, "orphan-grace", c.OrphanGrace, "age before an untracked tagged VM is terminated")
+	fs.DurationVar(&c.TickInterval, "tick-interval", c.TickInterval, "how often deadlines and retries are checked")
+	fs.IntVar(&c.EventConcurrency, "event-concurrency", c.EventConcurrency, "worker results handled at once")
+	fs.DurationVar(&c.OpTimeout, "op-timeout", c.OpTimeout, "deadline of one lifecycle operation")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long shutdown waits for in-flight work")
+}
+
+// Validate reports every invalid field.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.ClusterID != "" && domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
+	check(c.CreateParallelism > 0, "create-parallelism must be positive, got %d", c.CreateParallelism)
+	check(c.DeleteParallelism > 0, "delete-parallelism must be positive, got %d", c.DeleteParallelism)
+	check(c.AccountCreateParallelism > 0, "account-create-parallelism must be positive, got %d", c.AccountCreateParallelism)
+	check(c.AccountDeleteParallelism > 0, "account-delete-parallelism must be positive, got %d", c.AccountDeleteParallelism)
+	for name, d := range map[string]time.Duration{
+		"launch-timeout": c.LaunchTimeout, "after-created-hook-timeout": c.AfterCreatedHookTimeout,
+		"join-timeout": c.JoinTimeout, "before-delete-hook-timeout": c.BeforeDeleteHookTimeout,
+		"terminate-timeout": c.TerminateTimeout, "retry-backoff": c.RetryBackoff, "retry-backoff-max": c.RetryBackoffMax,
+		"tick-interval": c.TickInterval, "op-timeout": c.OpTimeout, "shutdown-grace": c.ShutdownGrace,
+	} {
+		check(d > 0, "%s must be positive, got %s", name, d)
+	}
+	check(c.RetryBackoffMax >= c.RetryBackoff, "retry-backoff-max (%s) must not be below retry-backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
+	check(c.MaxRetries >= 0, "max-retries must not be negative, got %d", c.MaxRetries)
+	check(c.DeletedRetention >= 0, "deleted-retention must not be negative")
+	check(c.ReconcileInterval >= 0, "reconcile-interval must not be negative")
+	check(c.OrphanGrace >= 0, "orphan-grace must not be negative")
+	check(c.ConfigReloadInterval >= 0, "config-reload-interval must not be negative")
+	check(c.EventConcurrency > 0, "event-concurrency must be positive, got %d", c.EventConcurrency)
+	if err := c.Topology.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("topology: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) policy() domain.Policy {
+	p := domain.DefaultPolicy()
+	p.LaunchTimeout = c.LaunchTimeout
+	p.AfterCreatedHookTimeout = c.AfterCreatedHookTimeout
+	p.JoinTimeout = c.JoinTimeout
+	p.BeforeDeleteHookTimeout = c.BeforeDeleteHookTimeout
+	p.TerminateTimeout = c.TerminateTimeout
+	p.MaxRetries = c.MaxRetries
+	p.BackoffBase = c.RetryBackoff
+	p.BackoffMax = c.RetryBackoffMax
+	return p
+}
+
+func (c Config) appOptions() app.Options {
+	o := app.DefaultOptions()
+	o.Policy = c.policy()
+	o.ClusterID = c.ClusterID
+	o.CreateParallelism = c.CreateParallelism
+	o.DeleteParallelism = c.DeleteParallelism
+	o.AccountCreateParallelism = c.AccountCreateParallelism
+	o.AccountDeleteParallelism = c.AccountDeleteParallelism
+	o.TickInterval = c.TickInterval
+	o.DeletedRetention = c.DeletedRetention
+	o.ReconcileInterval = c.ReconcileInterval
+	o.OrphanGrace = c.OrphanGrace
+	return o
+}
+
+// ValidateConfigData checks a configuration given as bytes and returns
+// every problem (an error naming name, each field path and line). baseDir
+// resolves relative hook files ("" = the working directory).
+func ValidateConfigData(name string, data []byte, baseDir string) error {
+	_, err := yamlconfig.Parse(name, data, baseDir)
+	return err
+}
+
+// ValidateConfigFile checks the configuration file at path.
+func ValidateConfigFile(path string) error {
+	_, err := yamlconfig.Load(path)
+	return err
+}
+
+// loadGroups reads the configured groups: ConfigData when set, else
+// ConfigFile, else none (nil: the file does not manage any group).
+func (c Config) loadGroups() (*yamlconfig.Config, error) {
+	switch {
+	case c.ConfigData != nil:
+		name, dir := "<built-in configuration>", ""
+		if c.ConfigFile != "" {
+			name, dir = c.ConfigFile, filepath.Dir(c.ConfigFile)
+		}
+		return yamlconfig.Parse(name, c.ConfigData, dir)
+	case c.ConfigFile != "":
+		return yamlconfig.Load(c.ConfigFile)
+	}
+	return nil, nil
+}

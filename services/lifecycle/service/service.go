@@ -1,0 +1,283 @@
+// Package service is the composition root of the lifecycle service: the
+// instance state machine and the only writer of nodesmith's state. It is
+// used by cmd/lifecycle, by the embedded launcher (dev/) and by component
+// tests, which call Run with injected dependencies.
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/worker"
+	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/leader"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/prom"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// Cluster is the Kubernetes cluster the instances join (see ports.Cluster
+// for the contract). The embedded launcher adapts a simulated cluster to it;
+// production uses a client-go informer adapter.
+type Cluster = ports.Cluster
+
+// Node is what lifecycle needs to know about a Kubernetes Node.
+type Node = ports.Node
+
+// NodeEvent is one change to a Node.
+type NodeEvent = ports.NodeEvent
+
+// NodeEventType says what happened to a Node.
+type NodeEventType = ports.NodeEventType
+
+// Taint is a Kubernetes node taint.
+type Taint = ports.Taint
+
+// Node event types.
+const (
+	NodeAdded   = ports.NodeAdded
+	NodeUpdated = ports.NodeUpdated
+	NodeDeleted = ports.NodeDeleted
+)
+
+// Leader elects the replica that writes state (see ports.Leader).
+type Leader = ports.Leader
+
+// Clock tells the time (see ports.Clock).
+type Clock = ports.Clock
+
+// Deps are what a host may inject. Every field is optional.
+type Deps struct {
+	Logger *slog.Logger
+	// Registry receives the service's metrics.
+	Registry *prometheus.Registry
+	// Health receives the readiness checks.
+	Health *health.Checks
+	// Conn is a ready NATS connection; when nil, Run connects with
+	// Config.NATS and drains the connection at shutdown.
+	Conn *nats.Conn
+	// Cluster is the node watcher. When nil, lifecycle runs in "no
+	// cluster" mode: an instance is Running as soon as its after_created
+	// hook succeeded (logged at start); nodes are neither checked nor
+	// labelled nor deleted.
+	Cluster Cluster
+	// Leader defaults to always-leader (a single replica).
+	Leader Leader
+	// Clock defaults to the system clock.
+	Clock Clock
+}
+
+// Run runs the service until ctx ends, then shuts down gracefully and
+// returns nil. It returns an error if it cannot start (invalid config or
+// configuration file, NATS or JetStream unusable).
+func Run(ctx context.Context, cfg Config, deps Deps) error {
+	err := runService(ctx, cfg, deps)
+	if err != nil && ctx.Err() != nil {
+		// Stopped while starting: a shutdown, not a failure.
+		return nil
+	}
+	return err
+}
+
+func runService(ctx context.Context, cfg Config, deps Deps) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reg := deps.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	checks := deps.Health
+	if checks == nil {
+		checks = &health.Checks{}
+	}
+	fileCfg, err := cfg.loadGroups()
+	if err != nil {
+		return err
+	}
+	if fileCfg != nil {
+		for _, w := range fileCfg.Warnings {
+			log.Warn(w)
+		}
+	} else {
+		log.Info("no configuration file: node groups come from the admin API only")
+	}
+
+	nc := deps.Conn
+	if nc == nil {
+		o := cfg.NATS
+		if o.Name == "" {
+			o.Name = "lifecycle"
+		}
+		o.Logger = log
+		nc, err = natsconn.Connect(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer natsconn.Drain(nc)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = messaging.Ensure(ectx, js, cfg.Topology)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ensuring the JetStream topology: %w", err)
+	}
+	store, err := natskv.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+
+	metrics := prom.New(reg)
+	a := app.New(cfg.appOptions(), app.Deps{
+		Store:    store,
+		Commands: jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(js)}),
+		Cluster:  deps.Cluster,
+		Clock:    deps.Clock,
+		Logger:   log,
+		Observer: metrics,
+	})
+	reg.MustRegister(prom.NewCollector(a.Stats))
+	workerMetrics := newWorkerMetrics(reg, log)
+	if fileCfg != nil {
+		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {
+			return err
+		}
+	}
+
+	checks.Add("lifecycle-nats", func(context.Context) error {
+		if s := nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("nats connection is %s", s)
+		}
+		return nil
+	})
+	checks.Add("lifecycle-store", store.Ping)
+
+	ldr := deps.Leader
+	if ldr == nil {
+		ldr = &leader.Always{Logger: log}
+	}
+	lead := func(ctx context.Context) error {
+		log.Info("leading: loading state")
+		if err := a.Start(ctx); err != nil {
+			return err
+		}
+		defer a.Stop()
+		g, _ := run.NewGroup(ctx)
+		g.Go("dispatcher", a.RunDispatcher)
+		g.Go("node watcher", a.RunNodeWatcher)
+		g.Go("reconciler", a.RunReconciler)
+		g.Go("ops", func(ctx context.Context) error {
+			return jsadapter.ServeOps(ctx, nc, a, cfg.OpTimeout, log)
+		})
+		g.Go("events", func(ctx context.Context) error {
+			cons, err := js.Consumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle)
+			if err != nil {
+				return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerLifecycle, err)
+			}
+			return worker.Run(ctx, cons, worker.Options{
+				Name:          messaging.ConsumerLifecycle,
+				Concurrency:   cfg.EventConcurrency,
+				ShutdownGrace: cfg.ShutdownGrace,
+				Logger:        log,
+				Metrics:       workerMetrics,
+			}, jsadapter.EventHandler(a))
+		})
+		return g.Wait()
+	}
+
+	g, _ := run.NewGroup(ctx)
+	if cfg.HealthAddr != "" {
+		l, err := run.Listen(cfg.HealthAddr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: health.Handler(checks, reg), ReadHeaderTimeout: 5 * time.Second}
+		g.Go("health server", run.HTTP(srv, l, 5*time.Second))
+	}
+	g.Go("leader", func(ctx context.Context) error { return ldr.Run(ctx, lead) })
+	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
+		g.Go("config reload", func(ctx context.Context) error {
+			return watchConfig(ctx, cfg.ConfigFile, cfg.ConfigReloadInterval, a, log)
+		})
+	}
+	log.Info("lifecycle started", "cluster_id", cfg.ClusterID, "config_file", cfg.ConfigFile, "no_cluster", deps.Cluster == nil)
+	err = g.Wait()
+	log.Info("lifecycle stopped")
+	return err
+}
+
+// newWorkerMetrics registers the event consumer's metrics. The worker
+// library registers fixed names, so a host running several services on one
+// registry can only register them once: then the consumer runs without its
+// own worker metrics (lifecycle's own metrics are unaffected).
+func newWorkerMetrics(reg prometheus.Registerer, log *slog.Logger) (m *worker.Metrics) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Warn("worker metrics already registered by another service on this registry; not registering lifecycle's", "err", r)
+			m = nil
+		}
+	}()
+	return worker.NewMetrics(reg)
+}
+
+// watchConfig re-reads the file every interval and applies it when its
+// content changed. Reading by path follows the ConfigMap symlink swap; an
+// invalid file is logged and the previous configuration stays in force.
+func watchConfig(ctx context.Context, path string, every time.Duration, a *app.App, log *slog.Logger) error {
+	last, _ := os.ReadFile(path)
+	lastSum := sha256.Sum256(last)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			log.Warn("reading the configuration file for reload", "path", path, "err", err)
+			continue
+		}
+		sum := sha256.Sum256(data)
+		if bytes.Equal(sum[:], lastSum[:]) {
+			continue
+		}
+		lastSum = sum
+		cfg, err := yamlconfig.Parse(path, data, filepath.Dir(path))
+		if err != nil {
+			log.Error("configuration file changed but is invalid; keeping the previous configuration", "err", err)
+			continue
+		}
+		log.Info("configuration file changed; applying", "path", path, "groups", len(cfg.Groups))
+		if err := a.SetConfig(ctx, cfg.Groups); err != nil && !errors.Is(err, app.ErrNotLeader) {
+			log.Error("applying the reloaded configuration", "err", err)
+		}
+	}
+}

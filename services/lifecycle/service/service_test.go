@@ -1,0 +1,114 @@
+package service_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/service"
+)
+
+// The thin path through real JetStream: IncreaseSize creates Pending
+// records before replying, the fake cloud creates VMs, the after_created
+// hook runs with the documented environment, instances become Running (no
+// cluster mode), and DeleteNodes takes one through the before_delete hook
+// and termination to Deleted.
+func TestScaleUpAndDownEndToEnd(t *testing.T) {
+	s := newStack(t, fastConfig(testConfig), service.Deps{})
+
+	r := mustOK(t, s.increase("workers", 3))
+	if r.GetGroupsRevision() == 0 || r.GetInstancesRevision() == 0 {
+		t.Errorf("reply revisions = %d/%d, want both written", r.GetGroupsRevision(), r.GetInstancesRevision())
+	}
+	// Read-your-writes: the target and the records are stored before the reply.
+	if g := s.group("workers"); g.TargetSize != 3 {
+		t.Errorf("target after reply = %d, want 3", g.TargetSize)
+	}
+	if n := len(s.instances("workers")); n != 3 {
+		t.Errorf("records after reply = %d, want 3", n)
+	}
+	for _, in := range s.instances("workers") {
+		// The placeholder until the cloud id is known (the dispatcher may
+		// already have moved on), never empty.
+		if _, id, ok := domain.ParsePlaceholderProviderID(in.ProviderID); !(ok && id == in.ID) && in.CloudID == "" {
+			t.Errorf("record without cloud id has providerID %q, want the placeholder", in.ProviderID)
+		}
+	}
+
+	eventually(t, "3 instances Running", func() bool { return countIn(s.instances("workers"), domain.StateRunning) == 3 })
+	running := s.instances("workers")
+	for _, in := range running {
+		if !strings.HasPrefix(in.ProviderID, "externalgrpc://tencentcloud/dev/ap-guangzhou/ins-") {
+			t.Errorf("%s providerID = %q, want the rendered real one", in.ID, in.ProviderID)
+		}
+		if !domain.ValidInstanceID(in.ID) || !strings.HasPrefix(in.ID, "workers-") {
+			t.Errorf("instance id %q is not a DNS-1123 label of the group", in.ID)
+		}
+	}
+	if got := s.workers.Cloud.Calls("create"); got != 1 {
+		t.Errorf("create calls = %d, want 1 batch", got)
+	}
+	runs := s.workers.Hooks.Runs()
+	if len(runs) != 3 {
+		t.Fatalf("hook runs = %d, want 3", len(runs))
+	}
+	for _, h := range runs {
+		env := h.GetEnv()
+		for _, k := range []string{"NODE_NAME", "NODE_IP", "PROVIDER_ID", "INSTANCE_ID", "NODE_GROUP", "API_SERVER"} {
+			if env[k] == "" {
+				t.Errorf("hook env of %s lacks %s: %v", h.GetInstanceId(), k, env)
+			}
+		}
+		if h.GetHost() == "" || h.GetHost() != env["NODE_IP"] {
+			t.Errorf("hook host %q, NODE_IP %q", h.GetHost(), env["NODE_IP"])
+		}
+		if !strings.Contains(h.GetScript(), "kubeadm join") {
+			t.Errorf("hook script = %q", h.GetScript())
+		}
+	}
+
+	// Out of range and nothing unregistered to cancel.
+	wantCode(t, s.increase("workers", 18), codes.OutOfRange)
+	wantCode(t, s.decrease("workers", -1), codes.FailedPrecondition)
+	wantCode(t, s.increase("nope", 1), codes.NotFound)
+	wantCode(t, s.increase("workers", 0), codes.InvalidArgument)
+
+	victim := running[0]
+	mustOK(t, s.deleteNodes("workers", victim.ProviderID))
+	if g := s.group("workers"); g.TargetSize != 2 {
+		t.Errorf("target after DeleteNodes = %d, want 2", g.TargetSize)
+	}
+	// CA repeats DeleteNodes: accepted, the target is not lowered again.
+	mustOK(t, s.deleteNodes("workers", victim.ProviderID))
+	if g := s.group("workers"); g.TargetSize != 2 {
+		t.Errorf("target after a repeated DeleteNodes = %d, want 2", g.TargetSize)
+	}
+	eventually(t, "victim Deleted", func() bool {
+		for _, in := range s.instances("workers") {
+			if in.ID == victim.ID {
+				return in.State == domain.StateDeleted
+			}
+		}
+		return false
+	})
+	if n := len(s.workers.Cloud.Running()); n != 2 {
+		t.Errorf("VMs left = %d, want 2", n)
+	}
+	var beforeDelete int
+	for _, h := range s.workers.Hooks.Runs() {
+		if h.GetHook().String() == "HOOK_KIND_BEFORE_DELETE" {
+			beforeDelete++
+			if h.GetInstanceId() != victim.ID {
+				t.Errorf("before_delete ran on %s, want %s", h.GetInstanceId(), victim.ID)
+			}
+		}
+	}
+	if beforeDelete != 1 {
+		t.Errorf("before_delete runs = %d, want 1", beforeDelete)
+	}
+	if n := countIn(s.instances("workers"), domain.StateRunning); n != 2 {
+		t.Errorf("running = %d, want 2: %s", n, summary(s.instances("workers")))
+	}
+}
