@@ -114,10 +114,6 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// redeliveryBackoff spaces out redeliveries of a failed command. JetStream
-// requires MaxDeliver > len(BackOff); the last value repeats.
-var redeliveryBackoff = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}
-
 // StreamConfigs returns the stream definitions.
 func StreamConfigs(o Options) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
@@ -145,11 +141,14 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 }
 
 // ConsumerConfigs returns the durable consumers keyed by stream name.
+//
+// The consumers deliberately set no BackOff: with BackOff, JetStream uses
+// BackOff[n] instead of AckWait as the ack deadline of delivery n, so a short
+// first step would redeliver long-running work to a second replica while the
+// first still runs it. AckWait is the crash-redelivery timeout (live work
+// heartbeats well within it) and failed work is spaced out by the worker's
+// NakWithDelay.
 func ConsumerConfigs(o Options) map[string][]jetstream.ConsumerConfig {
-	backoff := redeliveryBackoff
-	if o.MaxDeliver <= len(backoff) {
-		backoff = backoff[:o.MaxDeliver-1]
-	}
 	return map[string][]jetstream.ConsumerConfig{
 		CommandStream: {
 			{
@@ -159,7 +158,6 @@ func ConsumerConfigs(o Options) map[string][]jetstream.ConsumerConfig {
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       o.CloudAckWait,
 				MaxDeliver:    o.MaxDeliver,
-				BackOff:       backoff,
 				MaxAckPending: o.CloudMaxAckPending,
 				DeliverPolicy: jetstream.DeliverAllPolicy,
 			},
@@ -170,7 +168,6 @@ func ConsumerConfigs(o Options) map[string][]jetstream.ConsumerConfig {
 				AckPolicy:     jetstream.AckExplicitPolicy,
 				AckWait:       o.HookAckWait,
 				MaxDeliver:    o.MaxDeliver,
-				BackOff:       backoff,
 				MaxAckPending: o.HookMaxAckPending,
 				DeliverPolicy: jetstream.DeliverAllPolicy,
 			},

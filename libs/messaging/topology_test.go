@@ -43,8 +43,11 @@ func TestEnsureIsIdempotentAndComplete(t *testing.T) {
 			t.Fatalf("consumer %s: %v", name, err)
 		}
 		cfg := c.CachedInfo().Config
-		if cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.MaxDeliver < 2 || cfg.MaxAckPending < 1 || len(cfg.BackOff) == 0 {
+		if cfg.AckPolicy != jetstream.AckExplicitPolicy || cfg.MaxDeliver < 2 || cfg.MaxAckPending < 1 {
 			t.Errorf("consumer %s config: %+v", name, cfg)
+		}
+		if len(cfg.BackOff) != 0 {
+			t.Errorf("consumer %s has BackOff %v: it would replace AckWait as the first ack deadline", name, cfg.BackOff)
 		}
 	}
 	ev, err := env.JS.Stream(ctx, messaging.EventStream)

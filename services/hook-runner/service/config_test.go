@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -149,5 +150,19 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	}
 	if !strings.Contains(printed, "[redacted]") {
 		t.Fatalf("no redaction marker in:\n%s", printed)
+	}
+}
+
+func TestRunFailsFastOnBadConfiguration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deps := service.Deps{Logger: slog.New(slog.DiscardHandler)}
+	if err := service.Run(ctx, service.DefaultConfig(), deps); err == nil || !strings.Contains(err.Error(), "invalid configuration") {
+		t.Fatalf("Run(defaults) = %v, want invalid configuration", err)
+	}
+	c := validConfig() // key and known_hosts files that do not exist
+	c.NATS.URL = "nats://127.0.0.1:1"
+	if err := service.Run(ctx, c, deps); err == nil || !strings.Contains(err.Error(), "ssh") {
+		t.Fatalf("Run(missing key file) = %v, want an ssh error before any NATS connection", err)
 	}
 }

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		o.Logger = log
 		nc, err = natsconn.Connect(ctx, o)
 		if err != nil {
-			return err
+			return startErr(ctx, err)
 		}
 		defer natsconn.Drain(nc)
 	}
@@ -106,11 +106,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	if err := messaging.Ensure(ctx, js, cfg.Topology); err != nil {
-		return err
+		return startErr(ctx, err)
 	}
 	cons, err := js.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
 	if err != nil {
-		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerHookRunner, err)
+		return startErr(ctx, fmt.Errorf("binding consumer %s: %w", messaging.ConsumerHookRunner, err))
 	}
 	hb := heartbeat(cons.CachedInfo().Config)
 	checks.Add("hook-runner-nats", func(context.Context) error {
@@ -161,6 +161,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return err
 	}
 	return nil
+}
+
+// startErr reports a start-up failure, unless it only happened because the
+// service was told to stop while starting: that is a clean stop.
+func startErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // heartbeat is how often a running hook is marked in progress: a third of

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -225,17 +226,24 @@ func ValidateConfigFile(path string) error {
 }
 
 // loadGroups reads the configured groups: ConfigData when set, else
-// ConfigFile, else none (nil: the file does not manage any group).
-func (c Config) loadGroups() (*yamlconfig.Config, error) {
+// ConfigFile, else none (nil: the file does not manage any group). It also
+// returns the bytes it parsed, so hot reload compares against exactly them.
+func (c Config) loadGroups() (*yamlconfig.Config, []byte, error) {
 	switch {
 	case c.ConfigData != nil:
 		name, dir := "<built-in configuration>", ""
 		if c.ConfigFile != "" {
 			name, dir = c.ConfigFile, filepath.Dir(c.ConfigFile)
 		}
-		return yamlconfig.Parse(name, c.ConfigData, dir)
+		cfg, err := yamlconfig.Parse(name, c.ConfigData, dir)
+		return cfg, c.ConfigData, err
 	case c.ConfigFile != "":
-		return yamlconfig.Load(c.ConfigFile)
+		data, err := os.ReadFile(c.ConfigFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading configuration file: %w", err)
+		}
+		cfg, err := yamlconfig.Parse(c.ConfigFile, data, filepath.Dir(c.ConfigFile))
+		return cfg, data, err
 	}
-	return nil, nil
+	return nil, nil, nil
 }

@@ -113,7 +113,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	if checks == nil {
 		checks = &health.Checks{}
 	}
-	fileCfg, err := cfg.loadGroups()
+	fileCfg, fileData, err := cfg.loadGroups()
 	if err != nil {
 		return err
 	}
@@ -162,8 +162,12 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		Logger:   log,
 		Observer: metrics,
 	})
-	reg.MustRegister(prom.NewCollector(a.Stats))
-	workerMetrics := newWorkerMetrics(reg, log)
+	gauges := prom.NewCollector(a.Stats)
+	if err := reg.Register(gauges); err != nil {
+		return fmt.Errorf("registering lifecycle gauges: %w", err)
+	}
+	defer reg.Unregister(gauges)
+	workerMetrics := worker.NewMetrics(reg)
 	if fileCfg != nil {
 		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {
 			return err
@@ -223,7 +227,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	g.Go("leader", func(ctx context.Context) error { return ldr.Run(ctx, lead) })
 	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
 		g.Go("config reload", func(ctx context.Context) error {
-			return watchConfig(ctx, cfg.ConfigFile, cfg.ConfigReloadInterval, a, log)
+			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, log)
 		})
 	}
 	log.Info("lifecycle started", "cluster_id", cfg.ClusterID, "config_file", cfg.ConfigFile, "no_cluster", deps.Cluster == nil)
@@ -232,26 +236,11 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	return err
 }
 
-// newWorkerMetrics registers the event consumer's metrics. The worker
-// library registers fixed names, so a host running several services on one
-// registry can only register them once: then the consumer runs without its
-// own worker metrics (lifecycle's own metrics are unaffected).
-func newWorkerMetrics(reg prometheus.Registerer, log *slog.Logger) (m *worker.Metrics) {
-	defer func() {
-		if r := recover(); r != nil {
-			log.Warn("worker metrics already registered by another service on this registry; not registering lifecycle's", "err", r)
-			m = nil
-		}
-	}()
-	return worker.NewMetrics(reg)
-}
-
 // watchConfig re-reads the file every interval and applies it when its
 // content changed. Reading by path follows the ConfigMap symlink swap; an
 // invalid file is logged and the previous configuration stays in force.
-func watchConfig(ctx context.Context, path string, every time.Duration, a *app.App, log *slog.Logger) error {
-	last, _ := os.ReadFile(path)
-	lastSum := sha256.Sum256(last)
+func watchConfig(ctx context.Context, path string, applied []byte, every time.Duration, a *app.App, log *slog.Logger) error {
+	lastSum := sha256.Sum256(applied)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

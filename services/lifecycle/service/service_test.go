@@ -1,10 +1,14 @@
 package service_test
 
 import (
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/service"
@@ -111,4 +115,79 @@ func TestScaleUpAndDownEndToEnd(t *testing.T) {
 	if n := countIn(s.instances("workers"), domain.StateRunning); n != 2 {
 		t.Errorf("running = %d, want 2: %s", n, summary(s.instances("workers")))
 	}
+}
+
+// Concurrent IncreaseSize, DecreaseTargetSize and DeleteNodes calls through
+// real NATS and KV never break min <= target <= max and never lose an
+// update: the stored target is the sum of the accepted deltas.
+func TestConcurrentOperationsThroughNATS(t *testing.T) {
+	cfg := fastConfig(strings.Replace(testConfig, "minSize: 0", "minSize: 2", 1))
+	s := newStack(t, cfg, service.Deps{})
+	if g := s.group("workers"); g.TargetSize != 2 {
+		t.Fatalf("initial target %d", g.TargetSize)
+	}
+	var (
+		mu       sync.Mutex
+		accepted = 2
+		wg       sync.WaitGroup
+	)
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 25 {
+				var (
+					reply *lifecyclev1.Reply
+					delta int
+				)
+				switch rng.IntN(3) {
+				case 0:
+					delta = 1 + rng.IntN(2)
+					reply = s.increase("workers", delta)
+				case 1:
+					delta = -1
+					reply = s.decrease("workers", delta)
+				default:
+					var live []domain.Instance
+					for _, in := range s.instances("workers") {
+						if in.Live() {
+							live = append(live, in)
+						}
+					}
+					if len(live) == 0 {
+						continue
+					}
+					reply = s.deleteNodes("workers", live[rng.IntN(len(live))].ProviderID)
+					if reply.GetGroupsRevision() != 0 {
+						delta = -1
+					}
+				}
+				mu.Lock()
+				if reply.GetError() == nil {
+					accepted += delta
+				} else if c := codes.Code(reply.GetError().GetCode()); c != codes.OutOfRange && c != codes.FailedPrecondition {
+					t.Errorf("unexpected error %s: %s", c, reply.GetError().GetMessage())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	g := s.group("workers")
+	if g.TargetSize != accepted || g.TargetSize < g.MinSize || g.TargetSize > g.MaxSize {
+		t.Errorf("target %d, want %d within [%d, %d]", g.TargetSize, accepted, g.MinSize, g.MaxSize)
+	}
+	eventually(t, "live instances == target, all Running", func() bool {
+		live, running := 0, 0
+		for _, in := range s.instances("workers") {
+			if in.Live() {
+				live++
+				if in.State == domain.StateRunning {
+					running++
+				}
+			}
+		}
+		return live == accepted && running == live
+	})
 }

@@ -179,7 +179,7 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 		return domain.Result{}, fmt.Errorf("instance %s %s attempt %d: %w", h.InstanceID, h.Kind, h.Attempt, ErrInterrupted)
 	}
 	res := domain.NewResult(h, ex, tail.String(), r.o.RunnerID, started, r.o.Now())
-	log.Debug("hook output size", "bytes", tail.Total())
+	log.Debug("hook run ended", "output_bytes", tail.Total(), "connect_attempts", ex.ConnectAttempts, "failure", ex.Failure.String())
 	return res, nil
 }
 

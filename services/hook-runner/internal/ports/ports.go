@@ -20,15 +20,17 @@ type Executor interface {
 	// command is killed before Run returns.
 	//
 	// Run never fails with a Go error: every outcome is described by the
-	// returned Execution. Its Failure is:
+	// returned Execution (the output itself went to the writers; callers
+	// keep what they need, e.g. a domain.Tail). Its Failure is:
 	//   - FailureNone when the script exited 0;
 	//   - FailureExit for a non-zero exit or a death by signal (ExitCode set);
-	//   - FailureConnection when no connection could be made (retried until
-	//     ctx's deadline for refused or timed-out connections) or the
-	//     session broke before an exit status arrived;
+	//   - FailureConnection when no connection could be made (refused or
+	//     timed-out attempts are retried with backoff until ctx's deadline;
+	//     the error names the last cause) or the session broke before an
+	//     exit status arrived;
 	//   - FailureAuth when the host refused every credential (not retried);
 	//   - FailureHostKey when the host key failed verification (not retried);
-	//   - FailureTimeout when ctx's deadline passed;
+	//   - FailureTimeout when ctx's deadline passed while the script ran;
 	//   - FailureCanceled when ctx was cancelled without a deadline passing;
 	//   - FailureInvalid when cmd cannot be run as given (empty host, invalid
 	//     environment, unsupported interpreter, unparsable pinned key); no

@@ -92,8 +92,20 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 
 func (a *App) onNodeEvent(ev ports.NodeEvent) {
 	a.nodes.apply(ev)
-	if ev.Type != ports.NodeDeleted && ev.Node.Ready {
-		a.Wake()
+	if ev.Type == ports.NodeDeleted || !ev.Node.Ready {
+		return
+	}
+	a.Wake()
+	// A Node named after one of our instances but carrying another
+	// providerID never counts as joined (CA could not match it either):
+	// say so, since the likely cause is a join script without --provider-id.
+	a.mu.Lock()
+	r, ok := a.insts[ev.Node.Name]
+	a.mu.Unlock()
+	if ok && r.inst.State == domain.StateJoined && ev.Node.ProviderID != r.inst.ProviderID {
+		a.log.Warn("node registered with an unexpected providerID; it will not count as joined",
+			"instance", r.inst.ID, "group", r.inst.Group, "node", ev.Node.Name,
+			"node_provider_id", ev.Node.ProviderID, "want_provider_id", r.inst.ProviderID)
 	}
 }
 

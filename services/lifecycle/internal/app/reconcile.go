@@ -39,8 +39,11 @@ type Inventory struct {
 
 // InventoryItem is one tagged VM.
 type InventoryItem struct {
-	CloudID    string
+	CloudID string
+	// InstanceID is empty for VMs of multi-instance batches, which carry
+	// only their batch id.
 	InstanceID string
+	BatchID    string
 	Group      string
 	State      domain.CloudState
 	CreatedAt  time.Time
@@ -134,14 +137,31 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 			inCloud[it.CloudID] = it
 		}
 	}
-	// Orphans: VMs no record owns.
+	// Orphans: VMs no record owns. A VM is owned by the record that holds
+	// its cloud id, or, while a create result is outstanding, by the records
+	// of its batch (the cloud adapter tags multi-instance batches with the
+	// batch id only).
+	owners := map[string]bool{}
+	waitingBatch := map[string]bool{}
+	waitingInstance := map[string]bool{}
+	for _, r := range a.insts {
+		in := r.inst
+		if in.State == domain.StateDeleted {
+			continue
+		}
+		if in.CloudID != "" {
+			owners[in.CloudID] = true
+		} else if in.BatchID != "" {
+			waitingBatch[in.BatchID] = true
+			waitingInstance[in.ID] = true
+		}
+	}
 	var orphans []ports.InstanceRef
 	for _, it := range inCloud {
-		owner, ok := a.insts[it.InstanceID]
-		owned := ok && owner.inst.CloudID == it.CloudID && owner.inst.State != domain.StateDeleted
-		// A record waiting for its create result owns its batch's VMs.
-		waiting := ok && owner.inst.CloudID == "" && owner.inst.BatchID != "" && owner.inst.State != domain.StateDeleted
-		if owned || waiting || now.Sub(it.CreatedAt) < grace {
+		owned := owners[it.CloudID] ||
+			(it.BatchID != "" && waitingBatch[it.BatchID]) ||
+			(it.InstanceID != "" && waitingInstance[it.InstanceID])
+		if owned || now.Sub(it.CreatedAt) < grace {
 			continue
 		}
 		orphans = append(orphans, ports.InstanceRef{InstanceID: it.InstanceID, Group: it.Group, CloudID: it.CloudID})

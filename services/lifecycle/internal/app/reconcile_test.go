@@ -32,8 +32,10 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 	inv := inventory()
 	// is[0]'s VM vanished; is[1..3] are listed; two orphans: one old, one
 	// young (within grace); one old VM of a Deleted-long-ago instance.
+	// VMs of a multi-instance batch carry only the batch tag: they are
+	// matched by cloud id.
 	for _, in := range is[1:] {
-		inv.Items = append(inv.Items, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: t0})
+		inv.Items = append(inv.Items, app.InventoryItem{CloudID: in.CloudID, BatchID: in.BatchID, Group: "g", State: domain.CloudRunning, CreatedAt: t0})
 	}
 	now := h.clock.Now()
 	inv.Items = append(inv.Items,
@@ -64,6 +66,37 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 		t.Errorf("states %v target %d, want 4 Running", st, h.target("g"))
 	}
 
+	t.Run("a VM whose create result is outstanding is not an orphan", func(t *testing.T) {
+		h.ok(h.app.IncreaseSize(h.ctx, "g", 1))
+		h.app.Pass(h.ctx) // create published, no answer yet
+		var waiting domain.Instance
+		for _, in := range h.instances("g") {
+			if in.State == domain.StateCreating {
+				waiting = in
+			}
+		}
+		if waiting.BatchID == "" {
+			t.Fatal("no instance waiting for its create")
+		}
+		h.clock.Advance(time.Hour)
+		inv := inventory()
+		for _, in := range h.instances("g") {
+			if in.CloudID != "" && in.Live() {
+				inv.Items = append(inv.Items, app.InventoryItem{CloudID: in.CloudID, BatchID: in.BatchID, State: domain.CloudRunning, CreatedAt: t0})
+			}
+		}
+		inv.Items = append(inv.Items, app.InventoryItem{CloudID: "ins-new", BatchID: waiting.BatchID, State: domain.CloudPending, CreatedAt: t0})
+		before := len(h.cmds.Snapshot().Terminates)
+		if err := h.app.HandleInventory(h.ctx, inv); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.cmds.Snapshot().Terminates) - before; n != 0 {
+			t.Errorf("%d terminations: the VM of a pending create was taken for an orphan", n)
+		}
+		h.settle()
+		h.ok(h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: domain.PlaceholderProviderID("g", waiting.ID)}}))
+		h.settle()
+	})
 	t.Run("answers to unknown requests are dropped", func(t *testing.T) {
 		before := len(h.cmds.Snapshot().Terminates)
 		if err := h.app.HandleInventory(h.ctx, app.Inventory{RequestID: "inv-other", Target: ports.Target{Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou"},

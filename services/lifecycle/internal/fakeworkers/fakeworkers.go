@@ -29,9 +29,13 @@ type VM struct {
 	InstanceID string
 	Group      string
 	Token      string
-	IP         string
-	State      cloudv1.CloudState
-	CreatedAt  time.Time
+	// Batch is the create batch; InstanceID is only tagged on VMs of
+	// single-instance batches, as the real cloud adapter does.
+	Batch     string
+	Tagged    bool
+	IP        string
+	State     cloudv1.CloudState
+	CreatedAt time.Time
 }
 
 // Cloud is the simulated cloud and its programmable behaviour.
@@ -246,10 +250,14 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 			if vm.State == cloudv1.CloudState_CLOUD_STATE_NOT_FOUND {
 				continue
 			}
-			inv.Items = append(inv.Items, &cloudv1.InventoryItem{
-				CloudId: vm.CloudID, InstanceId: vm.InstanceID, Group: vm.Group, State: vm.State,
+			item := &cloudv1.InventoryItem{
+				CloudId: vm.CloudID, BatchId: vm.Batch, Group: vm.Group, State: vm.State,
 				CreatedAt: timestamppb.New(vm.CreatedAt), PrivateIp: vm.IP,
-			})
+			}
+			if vm.Tagged {
+				item.InstanceId = vm.InstanceID
+			}
+			inv.Items = append(inv.Items, item)
 		}
 		c.mu.Unlock()
 		return w.publishCloud(ctx, "inventory", &cloudv1.Event{Body: &cloudv1.Event_Inventory{Inventory: inv}})
@@ -271,6 +279,8 @@ func (c *Cloud) create(cr *cloudv1.CreateInstances) []*cloudv1.InstanceRef {
 			InstanceID: r.GetInstanceId(),
 			Group:      cr.GetGroup(),
 			Token:      cr.GetClientToken(),
+			Batch:      cr.GetBatchId(),
+			Tagged:     len(cr.GetInstances()) == 1,
 			IP:         fmt.Sprintf("10.0.%d.%d", c.next/250, c.next%250+1),
 			State:      cloudv1.CloudState_CLOUD_STATE_RUNNING,
 			CreatedAt:  time.Now(),

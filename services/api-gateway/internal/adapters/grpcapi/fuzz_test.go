@@ -20,9 +20,7 @@ type rpc struct {
 	call func(ctx context.Context, raw []byte) error
 }
 
-func rpcs(srv interface {
-	pb.CloudProviderServer
-}) []rpc {
+func rpcs(srv pb.CloudProviderServer) []rpc {
 	mk := func(name string, seed proto.Message, newReq func() proto.Message, h func(context.Context, proto.Message) error) rpc {
 		return rpc{name: name, seed: seed, call: func(ctx context.Context, raw []byte) error {
 			req := newReq()

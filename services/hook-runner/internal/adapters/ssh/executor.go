@@ -304,18 +304,34 @@ func classifyDialError(err error, v *verifier, pinned ssh.PublicKey) (domain.Fai
 // execute runs the prepared script on client and waits for it, its
 // deadline, or the connection's death.
 func (e *Executor) execute(ctx context.Context, client *ssh.Client, sc script, stdout, stderr io.Writer) (int, domain.Failure, error) {
+	// Opening the session and starting the command wait for the server
+	// without a deadline of their own: closing the connection when ctx
+	// ends unblocks them.
+	stopGuard := context.AfterFunc(ctx, func() { _ = client.Close() })
+	setupFailed := func(what string, err error) (int, domain.Failure, error) {
+		stopGuard()
+		if ctx.Err() != nil {
+			return domain.NoExitCode, ctxRunFailure(ctx), fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		return domain.NoExitCode, domain.FailureConnection, fmt.Errorf("%s: %w", what, err)
+	}
 	sess, err := client.NewSession()
 	if err != nil {
-		return domain.NoExitCode, domain.FailureConnection, fmt.Errorf("opening ssh session: %w", err)
+		return setupFailed("opening ssh session", err)
 	}
 	defer sess.Close()
 	sess.Stdout, sess.Stderr = stdout, stderr
 	stdin, err := sess.StdinPipe()
 	if err != nil {
-		return domain.NoExitCode, domain.FailureConnection, fmt.Errorf("opening ssh session stdin: %w", err)
+		return setupFailed("opening ssh session stdin", err)
 	}
 	if err := sess.Start(sc.command); err != nil {
-		return domain.NoExitCode, domain.FailureConnection, fmt.Errorf("starting remote shell: %w", err)
+		return setupFailed("starting remote shell", err)
+	}
+	if !stopGuard() {
+		// ctx ended as the command started; the connection is closing.
+		_ = client.Close()
+		return domain.NoExitCode, ctxRunFailure(ctx), fmt.Errorf("starting remote shell: %w", ctx.Err())
 	}
 	// stdin stays open after the script: the watchdog in the payload kills
 	// the script when it closes (see prepareScript). A write error means
@@ -341,7 +357,7 @@ func (e *Executor) execute(ctx context.Context, client *ssh.Client, sc script, s
 		_ = sess.Close()
 		_ = client.Close()
 		<-done
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if ctxRunFailure(ctx) == domain.FailureTimeout {
 			return domain.NoExitCode, domain.FailureTimeout, errors.New("hook deadline passed; the remote script was killed")
 		}
 		return domain.NoExitCode, domain.FailureCanceled, fmt.Errorf("remote script killed: %w", ctx.Err())
@@ -350,6 +366,15 @@ func (e *Executor) execute(ctx context.Context, client *ssh.Client, sc script, s
 		<-done
 		return domain.NoExitCode, domain.FailureConnection, errors.New("connection to the host was lost (keepalives unanswered) while the script ran")
 	}
+}
+
+// ctxRunFailure classifies a run stopped by ctx once connected: the hook's
+// deadline is a timeout, anything else the runner stopping.
+func ctxRunFailure(ctx context.Context) domain.Failure {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return domain.FailureTimeout
+	}
+	return domain.FailureCanceled
 }
 
 // keepalive probes the connection; a VM that was terminated or cut off

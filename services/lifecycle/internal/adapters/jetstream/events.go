@@ -109,7 +109,7 @@ func inventory(inv *cloudv1.Inventory) app.Inventory {
 	}
 	for _, it := range inv.GetItems() {
 		item := app.InventoryItem{
-			CloudID: it.GetCloudId(), InstanceID: it.GetInstanceId(), Group: it.GetGroup(),
+			CloudID: it.GetCloudId(), InstanceID: it.GetInstanceId(), BatchID: it.GetBatchId(), Group: it.GetGroup(),
 			State: domain.CloudState(it.GetState()),
 		}
 		if it.GetCreatedAt() != nil {

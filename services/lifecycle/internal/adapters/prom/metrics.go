@@ -4,6 +4,8 @@
 package prom
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,9 +70,32 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Applications of the configuration file, by result (ok, error).",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.transitions, m.stateSeconds, m.creationFailed, m.ops, m.published,
-		m.purged, m.orphans, m.vanished, m.configApplied)
+	// A host that runs the service again on the same registry (an
+	// in-process restart) gets the already registered collectors back.
+	m.transitions = register(reg, m.transitions)
+	m.stateSeconds = register(reg, m.stateSeconds)
+	m.creationFailed = register(reg, m.creationFailed)
+	m.ops = register(reg, m.ops)
+	m.published = register(reg, m.published)
+	m.purged = register(reg, m.purged)
+	m.orphans = register(reg, m.orphans)
+	m.vanished = register(reg, m.vanished)
+	m.configApplied = register(reg, m.configApplied)
 	return m
+}
+
+// register registers c or returns the equal collector already registered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("registering lifecycle metrics: %v", err))
+	}
+	return c
 }
 
 // Transition implements app.Observer.

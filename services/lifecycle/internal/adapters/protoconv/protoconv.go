@@ -170,13 +170,9 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 			Allocatable: cloneMap(nt.GetAllocatable()),
 		},
 		Autoscaling: domain.AutoscalingOptions{
-			ScaleDownUtilizationThreshold:    ptr(ao.ScaleDownUtilizationThreshold),
-			ScaleDownGPUUtilizationThreshold: ptr(ao.ScaleDownGpuUtilizationThreshold),
-			ScaleDownUnneeded:                fromDur(ao.GetScaleDownUnneeded()),
-			ScaleDownUnready:                 fromDur(ao.GetScaleDownUnready()),
-			MaxNodeProvision:                 fromDur(ao.GetMaxNodeProvision()),
-			ZeroOrMaxNodeScaling:             ptr(ao.ZeroOrMaxNodeScaling),
-			IgnoreDaemonSetsUtilization:      ptr(ao.IgnoreDaemonsetsUtilization),
+			ScaleDownUnneeded: fromDur(ao.GetScaleDownUnneeded()),
+			ScaleDownUnready:  fromDur(ao.GetScaleDownUnready()),
+			MaxNodeProvision:  fromDur(ao.GetMaxNodeProvision()),
 		},
 		Hooks: domain.Hooks{
 			AfterCreated: hookFromProto(p.GetHooks().GetAfterCreated()),
@@ -189,6 +185,12 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 		AdoptExisting: p.GetAdoptExisting(),
 		Source:        domain.Source(p.GetSource()),
 		UpdatedAt:     fromTS(p.GetUpdatedAt()),
+	}
+	if ao != nil {
+		g.Autoscaling.ScaleDownUtilizationThreshold = ptr(ao.ScaleDownUtilizationThreshold)
+		g.Autoscaling.ScaleDownGPUUtilizationThreshold = ptr(ao.ScaleDownGpuUtilizationThreshold)
+		g.Autoscaling.ZeroOrMaxNodeScaling = ptr(ao.ZeroOrMaxNodeScaling)
+		g.Autoscaling.IgnoreDaemonSetsUtilization = ptr(ao.IgnoreDaemonsetsUtilization)
 	}
 	for _, t := range nt.GetTaints() {
 		g.NodeTemplate.Taints = append(g.NodeTemplate.Taints, domain.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})

@@ -435,6 +435,9 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		if dt.Provider == "" {
 			dt.Provider = DefaultProvider
 		}
+		if dt.Provider == DefaultProvider {
+			c.tencentParameters(&t, &dt, p)
+		}
 		if t.Parameters != nil {
 			b, err := json.Marshal(t.Parameters)
 			if err != nil {
@@ -584,6 +587,46 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 		c.add(p+".onFailure", 0, "only applies to beforeDelete")
 	}
 	return spec
+}
+
+// tencentParameters keeps a Tencent template's zone and instance type and
+// its RunInstances parameters (Placement.Zone, InstanceType) in agreement:
+// whichever is given fills the other, so the cloud call and the template
+// node CA sees describe the same VM.
+func (c *checker) tencentParameters(t *Template, dt *domain.InstanceTemplate, p string) {
+	if t.Parameters == nil && (t.Zone != "" || t.InstanceType != "") {
+		t.Parameters = map[string]any{}
+	}
+	if t.Parameters == nil {
+		return
+	}
+	placement, _ := t.Parameters["Placement"].(map[string]any)
+	if placement == nil && t.Parameters["Placement"] != nil {
+		c.add(p+".parameters.Placement", 0, "must be a mapping")
+		return
+	}
+	if zone, _ := placement["Zone"].(string); zone != "" {
+		if dt.Zone == "" {
+			dt.Zone = zone
+		} else if dt.Zone != zone {
+			c.add(p+".zone", 0, "%q differs from parameters.Placement.Zone %q", dt.Zone, zone)
+		}
+	} else if dt.Zone != "" {
+		if placement == nil {
+			placement = map[string]any{}
+			t.Parameters["Placement"] = placement
+		}
+		placement["Zone"] = dt.Zone
+	}
+	if it, _ := t.Parameters["InstanceType"].(string); it != "" {
+		if dt.InstanceType == "" {
+			dt.InstanceType = it
+		} else if dt.InstanceType != it {
+			c.add(p+".instanceType", 0, "%q differs from parameters.InstanceType %q", dt.InstanceType, it)
+		}
+	} else if dt.InstanceType != "" {
+		t.Parameters["InstanceType"] = dt.InstanceType
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

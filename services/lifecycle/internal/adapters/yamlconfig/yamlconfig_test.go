@@ -90,8 +90,10 @@ func TestValidConfig(t *testing.T) {
 	if tm.Provider != "tencentcloud" || tm.Region != "ap-guangzhou" || tm.Zone != "ap-guangzhou-3" || tm.Name != "small" {
 		t.Errorf("template defaults not resolved: %+v", tm)
 	}
-	if !strings.Contains(tm.ParametersJSON, `"DiskSize":50`) || !strings.Contains(tm.ParametersJSON, `"ImageId":"img-abc"`) {
-		t.Errorf("parameters JSON %s", tm.ParametersJSON)
+	for _, want := range []string{`"DiskSize":50`, `"ImageId":"img-abc"`, `"Placement":{"Zone":"ap-guangzhou-3"}`, `"InstanceType":"S5.MEDIUM4"`} {
+		if !strings.Contains(tm.ParametersJSON, want) {
+			t.Errorf("parameters JSON %s lacks %s", tm.ParametersJSON, want)
+		}
 	}
 	ac := w.Hooks.AfterCreated
 	if ac == nil || !strings.Contains(ac.Script, "kubeadm join") || ac.Name != "join.sh" || ac.Timeout != 10*time.Minute || ac.Env["EXTRA"] != "1" {
@@ -153,6 +155,8 @@ func TestInvalidConfigsNameFileFieldAndProblem(t *testing.T) {
 			[]string{"nodeGroups[0].nodeTemplate.taints[0].effect: must be one of"}},
 		{"bad providerID template", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small: {account: dev, providerIDTemplate: 'x://{{.Nope}}'}\n",
 			[]string{"instanceTemplates.small.providerIDTemplate:"}},
+		{"zone disagrees with the parameters", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small: {account: dev, zone: z1, parameters: {Placement: {Zone: z2}}}\n",
+			[]string{`instanceTemplates.small.zone: "z1" differs from parameters.Placement.Zone "z2"`}},
 		{"two documents", "nodeGroups: []\n---\nnodeGroups: []\n", []string{"exactly one YAML document"}},
 	}
 	for _, tt := range tests {
@@ -209,6 +213,21 @@ nodeGroups:
 		if !paths[want] {
 			t.Errorf("no problem reported at %s; got %v", want, err)
 		}
+	}
+}
+
+func TestTencentZoneAndTypeComeFromTheParameters(t *testing.T) {
+	cfg, err := yamlconfig.Parse("cfg.yaml", []byte(`
+accounts: {dev: {region: r}}
+instanceTemplates:
+  t: {account: dev, parameters: {Placement: {Zone: r-1}, InstanceType: S5.LARGE8, ImageId: img-1}}
+nodeGroups: [{id: w, maxSize: 2, instanceTemplate: t}]
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tm := cfg.Groups[0].Template; tm.Zone != "r-1" || tm.InstanceType != "S5.LARGE8" {
+		t.Errorf("template %+v", tm)
 	}
 }
 

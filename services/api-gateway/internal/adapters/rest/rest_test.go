@@ -1,0 +1,407 @@
+package rest_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
+)
+
+const (
+	adminToken    = "admin-token-0123456789"
+	readOnlyToken = "reader-token-0123456789"
+)
+
+type fixture struct {
+	rm  *app.ReadModel
+	lc  *natsreq.Fake
+	h   http.Handler
+	rev uint64
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{rm: app.NewReadModel(), lc: &natsreq.Fake{}}
+	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second, GPULabel: "gpu"}, nil)
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{adminToken}, ReadOnlyTokens: []string{readOnlyToken}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: 1024})
+	return f
+}
+
+func (f *fixture) sync() {
+	f.rm.MarkSynced(app.BucketGroups, nil)
+	f.rm.MarkSynced(app.BucketInstances, nil)
+}
+
+func (f *fixture) seed() {
+	f.rev++
+	f.rm.PutGroup("web", f.rev, &statev1.NodeGroup{
+		Id: "web", MinSize: 1, MaxSize: 10, TargetSize: 2,
+		Hooks: &statev1.Hooks{AfterCreated: &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
+		InstanceTemplate: &statev1.InstanceTemplate{Name: "tpl", ParametersJson: `{"LoginSettings":{"Password":"p4ssw0rd"}}`},
+	})
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		f.rev++
+		f.rm.PutInstance("web."+id, f.rev, &statev1.Instance{
+			Id: id, Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: domain.PlaceholderProviderID("web", id),
+			CreationFailed: id == "i-3", HookOutputTail: "joined " + id,
+			History: []*statev1.Transition{{From: statev1.InstanceState_INSTANCE_STATE_PENDING, To: statev1.InstanceState_INSTANCE_STATE_CREATING, Reason: "dispatched", At: timestamppb.Now()}},
+		})
+	}
+	f.sync()
+}
+
+// applyGroupUpdate answers lifecycle requests by writing target into the
+// group, as the KV watch would deliver it.
+func (f *fixture) answerSetTarget() {
+	f.lc.Handle = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+		switch op := req.GetOp().(type) {
+		case *lifecyclev1.Request_SetTargetSize:
+			g, _ := f.rm.Group(op.SetTargetSize.GetGroup())
+			upd := proto.Clone(g.Record).(*statev1.NodeGroup)
+			upd.TargetSize = op.SetTargetSize.GetTargetSize()
+			f.rev++
+			f.rm.PutGroup(upd.GetId(), f.rev, upd)
+			return ports.Revisions{Groups: f.rev}, nil
+		case *lifecyclev1.Request_InstanceAction:
+			v, _ := f.rm.Instance(op.InstanceAction.GetInstanceId())
+			upd := proto.Clone(v.Record).(*statev1.Instance)
+			if op.InstanceAction.GetAction() == lifecyclev1.InstanceAction_ACTION_FORCE_DELETE {
+				upd.State = statev1.InstanceState_INSTANCE_STATE_DELETING
+			}
+			upd.CreationFailed = false
+			f.rev++
+			f.rm.PutInstance(v.Key, f.rev, upd)
+			return ports.Revisions{Instances: f.rev}, nil
+		}
+		return ports.Revisions{}, domain.Errorf(domain.CodeUnimplemented, "unexpected")
+	}
+}
+
+type call struct {
+	method, path, token, body, contentType string
+	header                                 map[string]string
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (f *fixture) do(t testing.TB, c call) response {
+	t.Helper()
+	var body io.Reader
+	if c.body != "" {
+		body = strings.NewReader(c.body)
+	}
+	req := httptest.NewRequest(c.method, c.path, body)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+func errorBody(t testing.TB, r response) rest.ErrorBody {
+	t.Helper()
+	var e rest.ErrorBody
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error body is not JSON: %v: %s", err, r.body)
+	}
+	if e.Code == "" || e.Message == "" || e.Details == nil {
+		t.Fatalf("error body lacks code, message or details: %s", r.body)
+	}
+	return e
+}
+
+func TestAuthAndErrors(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	f.answerSetTarget()
+	big := `{"targetSize": 3, "pad": "` + strings.Repeat("x", 2000) + `"}`
+	tests := []struct {
+		name   string
+		call   call
+		status int
+		code   string // error code; empty for success
+	}{
+		{"anonymous", call{method: "GET", path: "/api/v1/nodegroups"}, 401, "unauthenticated"},
+		{"anonymous write", call{method: "POST", path: "/api/v1/nodegroups/web/scale", body: `{"targetSize":3}`}, 401, "unauthenticated"},
+		{"anonymous unknown route", call{method: "GET", path: "/api/v1/secret-route"}, 401, "unauthenticated"},
+		{"wrong token", call{method: "GET", path: "/api/v1/nodegroups", token: "not-a-real-token-at-all"}, 401, "unauthenticated"},
+		{"basic auth scheme", call{method: "GET", path: "/api/v1/nodegroups", header: map[string]string{"Authorization": "Basic " + adminToken}}, 401, "unauthenticated"},
+		{"token prefix", call{method: "GET", path: "/api/v1/nodegroups", token: adminToken[:10]}, 401, "unauthenticated"},
+		{"read-only reads", call{method: "GET", path: "/api/v1/nodegroups", token: readOnlyToken}, 200, ""},
+		{"read-only writes", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: readOnlyToken, body: `{"targetSize":3}`}, 403, "permission_denied"},
+		{"read-only deletes", call{method: "DELETE", path: "/api/v1/instances/i-1", token: readOnlyToken}, 403, "permission_denied"},
+		{"admin reads", call{method: "GET", path: "/api/v1/status", token: adminToken}, 200, ""},
+		{"unknown group", call{method: "GET", path: "/api/v1/nodegroups/nope", token: readOnlyToken}, 404, "not_found"},
+		{"unknown instance", call{method: "GET", path: "/api/v1/instances/nope", token: readOnlyToken}, 404, "not_found"},
+		{"unknown route", call{method: "GET", path: "/api/v1/nothing", token: readOnlyToken}, 404, "not_found"},
+		{"method not allowed", call{method: "PUT", path: "/api/v1/status", token: adminToken}, 405, "unimplemented"},
+		{"scale: empty body", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken}, 400, "invalid_argument"},
+		{"scale: malformed", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":`}, 400, "invalid_argument"},
+		{"scale: wrong type", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":"3"}`}, 400, "invalid_argument"},
+		{"scale: unknown field", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":3,"force":true}`}, 400, "invalid_argument"},
+		{"scale: missing field", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{}`}, 400, "invalid_argument"},
+		{"scale: negative", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":-1}`}, 400, "invalid_argument"},
+		{"scale: over max", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":11}`}, 400, "invalid_argument"},
+		{"scale: two objects", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":3}{}`}, 400, "invalid_argument"},
+		{"scale: too large", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: big}, 413, "invalid_argument"},
+		{"scale: not JSON", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `targetSize=3`, contentType: "application/x-www-form-urlencoded"}, 415, "invalid_argument"},
+		{"scale: unknown group", call{method: "POST", path: "/api/v1/nodegroups/nope/scale", token: adminToken, body: `{"targetSize":3}`}, 404, "not_found"},
+		{"scale", call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":4}`, contentType: "application/json; charset=utf-8"}, 200, ""},
+		{"list: bad limit", call{method: "GET", path: "/api/v1/instances?limit=0", token: readOnlyToken}, 400, "invalid_argument"},
+		{"list: huge limit", call{method: "GET", path: "/api/v1/instances?limit=100000", token: readOnlyToken}, 400, "invalid_argument"},
+		{"list: bad state", call{method: "GET", path: "/api/v1/instances?state=SLEEPING", token: readOnlyToken}, 400, "invalid_argument"},
+		{"list: bad continue", call{method: "GET", path: "/api/v1/instances?continue=%25%25", token: readOnlyToken}, 400, "invalid_argument"},
+		{"retry", call{method: "POST", path: "/api/v1/instances/i-3/retry", token: adminToken}, 200, ""},
+		{"force delete", call{method: "DELETE", path: "/api/v1/instances/i-2", token: adminToken}, 202, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := f.do(t, tt.call)
+			if r.status != tt.status {
+				t.Fatalf("status = %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			if tt.code != "" {
+				if e := errorBody(t, r); e.Code != tt.code {
+					t.Errorf("code = %q, want %q (%s)", e.Code, tt.code, e.Message)
+				}
+			}
+			if tt.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+	if g, _ := f.rm.Group("web"); g.Record.GetTargetSize() != 4 {
+		t.Errorf("scale did not reach lifecycle: target %d", g.Record.GetTargetSize())
+	}
+	var actions []string
+	for _, c := range f.lc.Calls() {
+		if a := c.GetInstanceAction(); a != nil {
+			actions = append(actions, a.GetInstanceId()+":"+a.GetAction().String())
+		}
+	}
+	if !slices.Equal(actions, []string{"i-3:ACTION_RETRY", "i-2:ACTION_FORCE_DELETE"}) {
+		t.Errorf("instance actions sent = %v", actions)
+	}
+}
+
+func TestLifecycleErrorsMapToHTTP(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	tests := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{domain.Errorf(domain.CodeFailedPrecondition, "instance has nothing to retry"), 409, "failed_precondition"},
+		{domain.Errorf(domain.CodeUnavailable, "no lifecycle leader"), 503, "unavailable"},
+		{domain.Errorf(domain.CodeDeadlineExceeded, "outcome unknown"), 504, "deadline_exceeded"},
+		{domain.Errorf(domain.CodeResourceExhausted, "slow down"), 429, "resource_exhausted"},
+	}
+	for _, tt := range tests {
+		f.lc.FailNext(tt.err)
+		r := f.do(t, call{method: "POST", path: "/api/v1/instances/i-1/retry", token: adminToken})
+		if r.status != tt.status {
+			t.Errorf("%v: status %d, want %d", tt.err, r.status, tt.status)
+			continue
+		}
+		if e := errorBody(t, r); e.Code != tt.code || e.Message != domain.MessageOf(tt.err) {
+			t.Errorf("%v: body %+v", tt.err, e)
+		}
+	}
+}
+
+func TestUnsyncedIsUnavailable(t *testing.T) {
+	f := newFixture(t)
+	r := f.do(t, call{method: "GET", path: "/api/v1/nodegroups", token: readOnlyToken})
+	if r.status != 503 || errorBody(t, r).Code != "unavailable" {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	// The status page still answers, and says so.
+	r = f.do(t, call{method: "GET", path: "/api/v1/status", token: readOnlyToken})
+	var st rest.StatusView
+	if r.status != 200 || json.Unmarshal(r.body, &st) != nil || st.Synced {
+		t.Fatalf("status before sync: %d %s", r.status, r.body)
+	}
+}
+
+func TestGroupViewRedactsSecretsAndHasETag(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	r := f.do(t, call{method: "GET", path: "/api/v1/nodegroups/web", token: readOnlyToken})
+	if r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	for _, secret := range []string{"s3cr3t-join-token", "hunter2", "p4ssw0rd", "kubeadm"} {
+		if strings.Contains(string(r.body), secret) {
+			t.Errorf("group view leaks %q: %s", secret, r.body)
+		}
+	}
+	var g rest.Group
+	if err := json.Unmarshal(r.body, &g); err != nil {
+		t.Fatal(err)
+	}
+	if !g.Hooks["afterCreated"].HasScript || g.Instances["RUNNING"] != 3 || g.TargetSize != 2 {
+		t.Errorf("group view: %+v", g)
+	}
+	tag := r.header.Get("ETag")
+	if tag != `"1"` {
+		t.Fatalf("ETag = %q, want the group's KV revision", tag)
+	}
+	r = f.do(t, call{method: "GET", path: "/api/v1/nodegroups/web", token: readOnlyToken, header: map[string]string{"If-None-Match": tag}})
+	if r.status != http.StatusNotModified {
+		t.Fatalf("If-None-Match current: %d", r.status)
+	}
+}
+
+func TestInstanceDetailAndPagination(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	r := f.do(t, call{method: "GET", path: "/api/v1/instances/i-1", token: readOnlyToken})
+	var in rest.Instance
+	if r.status != 200 || json.Unmarshal(r.body, &in) != nil {
+		t.Fatalf("detail: %d %s", r.status, r.body)
+	}
+	if len(in.History) != 1 || in.History[0].Reason != "dispatched" || in.HookOutputTail == nil || *in.HookOutputTail != "joined i-1" {
+		t.Errorf("detail lacks history or hook output: %s", r.body)
+	}
+
+	var ids []string
+	path := "/api/v1/instances?group=web&limit=2"
+	for range 5 {
+		r := f.do(t, call{method: "GET", path: path, token: readOnlyToken})
+		var page rest.InstanceList
+		if r.status != 200 || json.Unmarshal(r.body, &page) != nil {
+			t.Fatalf("list: %d %s", r.status, r.body)
+		}
+		for _, it := range page.Items {
+			ids = append(ids, it.ID)
+			if it.History != nil || it.HookOutputTail != nil {
+				t.Errorf("list items carry detail fields: %+v", it)
+			}
+		}
+		if page.Continue == "" {
+			break
+		}
+		path = "/api/v1/instances?group=web&limit=2&continue=" + page.Continue
+	}
+	if !slices.Equal(ids, []string{"i-1", "i-2", "i-3"}) {
+		t.Fatalf("paged ids = %v", ids)
+	}
+}
+
+func TestTokenFilesReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admin")
+	write := func(content string, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, rotated := "first-token-0123456789", "second-token-0123456789"
+	write("# admin tokens\n\n"+old+"\n", time.Now().Add(-time.Hour))
+	a, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokenFile: path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Authenticate(old) != rest.RoleAdmin || a.Authenticate(rotated) != rest.RoleNone {
+		t.Fatal("initial tokens")
+	}
+	write(rotated+"\n", time.Now())
+	// Files are re-checked at most once a second: poll.
+	for deadline := time.Now().Add(10 * time.Second); a.Authenticate(rotated) != rest.RoleAdmin; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rotated token never accepted")
+		}
+	}
+	if a.Authenticate(old) != rest.RoleNone {
+		t.Error("old token still accepted after rotation")
+	}
+
+	if _, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{"short"}}, nil); err == nil {
+		t.Error("short token accepted")
+	}
+	if _, err := rest.NewAuthenticator(rest.TokenConfig{ReadOnlyTokenFile: filepath.Join(dir, "missing")}, nil); err == nil {
+		t.Error("missing token file accepted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "weak"), []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rest.NewAuthenticator(rest.TokenConfig{ReadOnlyTokenFile: filepath.Join(dir, "weak")}, nil)
+	if err == nil || strings.Contains(err.Error(), "abc") {
+		t.Errorf("weak token file: %v (must fail without echoing the token)", err)
+	}
+}
+
+// The OpenAPI document lists exactly the routes the router serves.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	f := newFixture(t)
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(rest.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	var documented, served []string
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			documented = append(documented, strings.ToUpper(m)+" "+p)
+		}
+	}
+	for _, r := range rest.Routes(f.h) {
+		served = append(served, r.Method+" "+r.Pattern)
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	if !slices.Equal(documented, served) {
+		t.Fatalf("OpenAPI and router disagree:\ndocumented %v\nserved     %v", documented, served)
+	}
+	r := f.do(t, call{method: "GET", path: "/api/v1/openapi.json", token: readOnlyToken})
+	if r.status != 200 || string(r.body) != string(rest.OpenAPI) {
+		t.Fatalf("served document differs: %d", r.status)
+	}
+}

@@ -1,0 +1,263 @@
+package service_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/nodesmith/nodesmith/libs/config"
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/testcerts"
+	"github.com/nodesmith/nodesmith/services/api-gateway/service"
+)
+
+func TestConfigValidate(t *testing.T) {
+	base := service.DefaultConfig()
+	base.GRPCInsecure = true
+	tests := []struct {
+		name    string
+		mutate  func(*service.Config)
+		wantErr string
+	}{
+		{"insecure explicitly", func(*service.Config) {}, ""},
+		{"mTLS", func(c *service.Config) {
+			c.GRPCInsecure = false
+			c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = "c", "k", "ca"
+		}, ""},
+		{"neither TLS nor insecure", func(c *service.Config) { c.GRPCInsecure = false }, "refusing to serve gRPC without TLS"},
+		{"TLS without client CA", func(c *service.Config) {
+			c.GRPCInsecure = false
+			c.GRPCCertFile, c.GRPCKeyFile = "c", "k"
+		}, "all of --grpc-cert-file"},
+		{"TLS and insecure", func(c *service.Config) { c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = "c", "k", "ca" }, "conflicts"},
+		{"no grpc address", func(c *service.Config) { c.GRPCAddr = "" }, "--grpc-addr"},
+		{"attempt beyond deadline", func(c *service.Config) { c.LifecycleAttemptTimeout = 10 * time.Second }, "--lifecycle-attempt-timeout"},
+		{"no gpu label", func(c *service.Config) { c.GPULabel = "" }, "--gpu-label"},
+		{"tiny messages", func(c *service.Config) { c.GRPCMaxRecvMsgBytes = 10 }, "--grpc-max-recv-msg-bytes"},
+		{"bad topology", func(c *service.Config) { c.Topology.Replicas = 0 }, "topology"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.mutate(&c)
+			err := c.Validate()
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunRefusesPlaintextByDefault(t *testing.T) {
+	err := service.Run(context.Background(), service.DefaultConfig(), service.Deps{})
+	if err == nil || !strings.Contains(err.Error(), "refusing to serve gRPC without TLS") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestFlagsAndEnvironment(t *testing.T) {
+	cfg := service.DefaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	env := map[string]string{
+		"NODESMITH_GRPC_INSECURE":       "true",
+		"NODESMITH_GPU_LABEL":           "example.com/gpu",
+		"NODESMITH_LIFECYCLE_TIMEOUT":   "3s",
+		service.EnvAdminTokens:          "tok-aaaaaaaaaaaaaaaa, tok-bbbbbbbbbbbbbbbb\n",
+		service.EnvReadOnlyTokens:       "tok-cccccccccccccccc",
+		"NODESMITH_REST_ADMIN_TOKENS_X": "ignored",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := config.Parse(fs, []string{"--grpc-addr=127.0.0.1:9999"}, lookup); err != nil {
+		t.Fatal(err)
+	}
+	cfg.LoadEnv(lookup)
+	if !cfg.GRPCInsecure || cfg.GPULabel != "example.com/gpu" || cfg.LifecycleTimeout != 3*time.Second || cfg.GRPCAddr != "127.0.0.1:9999" {
+		t.Errorf("flags/env not applied: %+v", cfg)
+	}
+	if !slices.Equal(cfg.AdminTokens, []string{"tok-aaaaaaaaaaaaaaaa", "tok-bbbbbbbbbbbbbbbb"}) || !slices.Equal(cfg.ReadOnlyTokens, []string{"tok-cccccccccccccccc"}) {
+		t.Errorf("tokens: %q %q", cfg.AdminTokens, cfg.ReadOnlyTokens)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The operational surface: gRPC health and reflection (grpcurl works
+// without -proto), REST with tokens, /readyz and /metrics.
+func TestOperationalEndpoints(t *testing.T) {
+	gw := startGateway(t, nil)
+	conn, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	for _, svc := range []string{"", service.GRPCServiceName} {
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health(%q) = %v, %v", svc, resp.GetStatus(), err)
+		}
+	}
+
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, service.GRPCServiceName) {
+		t.Errorf("reflection lists %v, want %s", names, service.GRPCServiceName)
+	}
+
+	get := func(url, token string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if code, _ := get("http://"+gw.addrs.REST+"/api/v1/status", ""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous REST = %d", code)
+	}
+	code, body := get("http://"+gw.addrs.REST+"/api/v1/status", readOnlyToken)
+	var st struct {
+		Synced bool           `json:"synced"`
+		Totals map[string]int `json:"totals"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &st) != nil || !st.Synced || st.Totals["RUNNING"] != 2 {
+		t.Errorf("REST status = %d %s", code, body)
+	}
+	if code, body := get("http://"+gw.addrs.Health+"/readyz", ""); code != http.StatusOK {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+	// One CA call, then its metric.
+	if _, err := pb.NewCloudProviderClient(conn).Refresh(ctx, &pb.RefreshRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, metrics := get("http://"+gw.addrs.Health+"/metrics", "")
+	for _, want := range []string{
+		`nodesmith_gateway_grpc_requests_total{code="OK",method="Refresh"} 1`,
+		"nodesmith_gateway_grpc_request_duration_seconds_bucket",
+		"nodesmith_gateway_readmodel_synced 1",
+		`nodesmith_gateway_readmodel_revision{bucket="instances"}`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// CA's cloud-config with cert, key and cacert: mTLS, the server name
+// checked against the address, and certificates rotated in place.
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := mustCA(t, "cluster-ca")
+	serverPair, err := ca.Server("api-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := testcerts.WriteServerFiles(dir, serverPair, ca.PEM, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, func(c *service.Config) {
+		c.GRPCInsecure = false
+		c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = files.Cert, files.Key, files.ClientCA
+	})
+	clientPair, err := ca.Client("cluster-autoscaler")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	call := func(cfg *tls.Config) error {
+		conn, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = conn.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pb.NewCloudProviderClient(conn).NodeGroups(ctx, &pb.NodeGroupsRequest{})
+		return err
+	}
+	if err := call(testcerts.ClientConfig(ca, clientPair, "localhost")); err != nil {
+		t.Fatalf("mTLS call: %v", err)
+	}
+	if err := call(testcerts.ClientConfig(ca, nil, "localhost")); status.Code(err) != codes.Unavailable {
+		t.Errorf("call without a client certificate = %v, want a failed handshake", err)
+	}
+	if err := call(testcerts.ClientConfig(ca, clientPair, "wrong-name.example")); err == nil {
+		t.Error("server name not matching the certificate SAN was accepted by the client")
+	}
+	plain, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plain.Close() }()
+	pctx, pcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer pcancel()
+	if _, err := pb.NewCloudProviderClient(plain).NodeGroups(pctx, &pb.NodeGroupsRequest{}); err == nil {
+		t.Error("plaintext call accepted by the mTLS server")
+	}
+
+	// Rotate to a new CA; new connections use it without a restart.
+	ca2 := mustCA(t, "cluster-ca-2")
+	server2, _ := ca2.Server("api-gateway")
+	client2, _ := ca2.Client("cluster-autoscaler")
+	if _, err := testcerts.WriteServerFiles(dir, server2, ca2.PEM, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(testcerts.ClientConfig(ca2, client2, "localhost")); err != nil {
+		t.Fatalf("after rotation: %v", err)
+	}
+	if err := call(testcerts.ClientConfig(ca, clientPair, "localhost")); err == nil {
+		t.Error("the retired CA still works after rotation")
+	}
+}
+
+func mustCA(t *testing.T, name string) *testcerts.CA {
+	t.Helper()
+	ca, err := testcerts.NewCA(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}

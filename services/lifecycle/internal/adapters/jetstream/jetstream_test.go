@@ -1,0 +1,205 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/worker"
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// Re-publishing a command with the same (batch or instance, attempt) is
+// stored once; a new attempt is a new command.
+func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
+	env := natstest.Start(t)
+	ctx := context.Background()
+	c := jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(env.JS)})
+	create := ports.CreateCommand{
+		BatchID: "b-1", ClientToken: "nodesmith-b-1", Attempt: 1, Group: "g", ClusterID: "c",
+		Template:  domain.InstanceTemplate{Name: "t", Provider: "tencentcloud", Account: "dev", Region: "r", ParametersJSON: `{"A":1}`},
+		Instances: []ports.InstanceRef{{InstanceID: "g-1", Group: "g", Attempt: 1}},
+	}
+	hook := ports.HookCommand{InstanceID: "g-1", Group: "g", Attempt: 3, Kind: domain.HookAfterCreated, Host: "10.0.0.1", Script: "x", Timeout: time.Minute}
+	for range 2 {
+		if err := c.Create(ctx, create); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RunHook(ctx, hook); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Terminate(ctx, ports.TerminateCommand{Instances: []ports.InstanceRef{{InstanceID: "g-1", Attempt: 5, CloudID: "ins-1"}, {InstanceID: "g-2", Attempt: 2, CloudID: "ins-2"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create.Attempt = 2
+	if err := c.Create(ctx, create); err != nil {
+		t.Fatal(err)
+	}
+	info, err := env.JS.Stream(ctx, messaging.CommandStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := info.Info(ctx)
+	if st.State.Msgs != 4 {
+		t.Errorf("stream holds %d commands, want 4 (create x2 attempts, hook, terminate)", st.State.Msgs)
+	}
+	// The create carries what the cloud adapter needs.
+	msg, err := info.GetLastMsgForSubject(ctx, messaging.SubjectCloudCreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd cloudv1.Command
+	if err := proto.Unmarshal(msg.Data, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	cr := cmd.GetCreate()
+	if cr.GetClientToken() != "nodesmith-b-1" || cr.GetTarget().GetAccount() != "dev" || cr.GetParametersJson() != `{"A":1}` ||
+		cr.GetClusterId() != "c" || len(cr.GetInstances()) != 1 || cr.GetInstances()[0].GetAttempt() != 1 {
+		t.Errorf("create command %v", cr)
+	}
+	if msg.Header.Get("Nats-Msg-Id") != "create.b-1.2" {
+		t.Errorf("msg id %q", msg.Header.Get("Nats-Msg-Id"))
+	}
+}
+
+type fakeOps struct {
+	err   error
+	revs  app.Revisions
+	calls []string
+	nodes []app.NodeRef
+	put   app.PutGroupRequest
+}
+
+func (f *fakeOps) rec(name string) (app.Revisions, error) {
+	f.calls = append(f.calls, name)
+	return f.revs, f.err
+}
+func (f *fakeOps) IncreaseSize(_ context.Context, g string, d int) (app.Revisions, error) {
+	return f.rec("IncreaseSize")
+}
+func (f *fakeOps) DecreaseTargetSize(context.Context, string, int) (app.Revisions, error) {
+	return f.rec("DecreaseTargetSize")
+}
+func (f *fakeOps) DeleteNodes(_ context.Context, _ string, n []app.NodeRef) (app.Revisions, error) {
+	f.nodes = n
+	return f.rec("DeleteNodes")
+}
+func (f *fakeOps) PutGroup(_ context.Context, r app.PutGroupRequest) (app.Revisions, error) {
+	f.put = r
+	return f.rec("PutGroup")
+}
+func (f *fakeOps) DeleteGroup(context.Context, string, uint64) (app.Revisions, error) {
+	return f.rec("DeleteGroup")
+}
+func (f *fakeOps) SetTargetSize(context.Context, string, int) (app.Revisions, error) {
+	return f.rec("SetTargetSize")
+}
+func (f *fakeOps) ActOnInstance(context.Context, string, app.InstanceAction) (app.Revisions, error) {
+	return f.rec("InstanceAction")
+}
+
+func TestHandleMapsRequestsAndErrors(t *testing.T) {
+	ctx := context.Background()
+	enc := func(r *lifecyclev1.Request) []byte { b, _ := proto.Marshal(r); return b }
+	ops := &fakeOps{revs: app.Revisions{Groups: 7, Instances: 9}}
+	reply := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteNodes{DeleteNodes: &lifecyclev1.DeleteNodes{
+		Group: "g", Nodes: []*lifecyclev1.NodeRef{{ProviderId: "p", Name: "n"}},
+	}}}))
+	if reply.GetError() != nil || reply.GetGroupsRevision() != 7 || reply.GetInstancesRevision() != 9 {
+		t.Errorf("reply %v", reply)
+	}
+	if len(ops.nodes) != 1 || ops.nodes[0] != (app.NodeRef{ProviderID: "p", Name: "n"}) {
+		t.Errorf("nodes %v", ops.nodes)
+	}
+	jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{
+		Group: &statev1.NodeGroup{Id: "api", MaxSize: 3}, ExpectedRevision: 4, Upsert: true,
+	}}}))
+	if ops.put.Group.ID != "api" || ops.put.Group.MaxSize != 3 || ops.put.ExpectedRevision != 4 || !ops.put.Upsert {
+		t.Errorf("put %+v", ops.put)
+	}
+	if r := jsadapter.Handle(ctx, ops, []byte{0xff, 0xff}); codes.Code(r.GetError().GetCode()) != codes.InvalidArgument {
+		t.Errorf("garbage: %v", r)
+	}
+	if r := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{})); codes.Code(r.GetError().GetCode()) != codes.InvalidArgument {
+		t.Errorf("empty: %v", r)
+	}
+	for c, want := range map[domain.Code]codes.Code{
+		domain.CodeInvalidArgument:    codes.InvalidArgument,
+		domain.CodeNotFound:           codes.NotFound,
+		domain.CodeAlreadyExists:      codes.AlreadyExists,
+		domain.CodeFailedPrecondition: codes.FailedPrecondition,
+		domain.CodeOutOfRange:         codes.OutOfRange,
+		domain.CodeAborted:            codes.Aborted,
+		domain.CodeUnavailable:        codes.Unavailable,
+	} {
+		ops.err = domain.Errorf(c, "boom")
+		r := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}))
+		if got := codes.Code(r.GetError().GetCode()); got != want || r.GetError().GetMessage() != "boom" {
+			t.Errorf("%s -> %s %q, want %s", c, got, r.GetError().GetMessage(), want)
+		}
+	}
+	if jsadapter.Code(errors.New("x")) != codes.Internal {
+		t.Errorf("unclassified error not Internal")
+	}
+}
+
+type sink struct {
+	events []domain.Event
+	ids    []string
+	inv    []app.Inventory
+}
+
+func (s *sink) HandleEvent(_ context.Context, id string, ev domain.Event) error {
+	s.ids = append(s.ids, id)
+	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *sink) HandleInventory(_ context.Context, inv app.Inventory) error {
+	s.inv = append(s.inv, inv)
+	return nil
+}
+
+func TestEventsAreDecodedPerInstance(t *testing.T) {
+	ctx := context.Background()
+	s := &sink{}
+	err := jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
+		BatchId: "b", Instances: []*cloudv1.InstanceRef{{InstanceId: "a", Attempt: 1, CloudId: "ins-a"}, {InstanceId: "b", Attempt: 1, CloudId: "ins-b"}},
+	}}})
+	if err != nil || len(s.events) != 2 || s.events[1] != (domain.CloudCreated{Attempt: 1, BatchID: "b", CloudID: "ins-b"}) {
+		t.Errorf("created: %v %v", err, s.events)
+	}
+	err = jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{Body: &cloudv1.Event_CreateFailed{CreateFailed: &cloudv1.CreateFailed{
+		BatchId: "b", Instances: []*cloudv1.InstanceRef{{InstanceId: "a", Attempt: 1}},
+		Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "NoStock"},
+	}}})
+	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "NoStock"}}) {
+		t.Errorf("create failed: %v %v", err, s.events[2])
+	}
+	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{InstanceId: "a", Attempt: 3, Hook: hookv1.HookKind_HOOK_KIND_BEFORE_DELETE, ExitCode: 2, Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.events[3].(domain.HookFinished); h.Kind != domain.HookBeforeDelete || h.Attempt != 3 || !h.Retryable || h.ExitCode != 2 {
+		t.Errorf("hook %+v", h)
+	}
+	if err := jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{}); !worker.IsPermanent(err) {
+		t.Errorf("empty event: %v", err)
+	}
+	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{}); !worker.IsPermanent(err) {
+		t.Errorf("hook result without instance: %v", err)
+	}
+}
