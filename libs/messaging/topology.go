@@ -57,6 +57,14 @@ const (
 	SubjectCloudTerminate = SubjectCloudCommands + ".terminate"
 	SubjectCloudInventory = SubjectCloudCommands + ".inventory"
 	SubjectHookRun        = SubjectHookCommands + ".run"
+
+	SubjectCloudCreated         = SubjectCloudEvents + ".created"
+	SubjectCloudCreateFailed    = SubjectCloudEvents + ".create_failed"
+	SubjectCloudObserved        = SubjectCloudEvents + ".observed"
+	SubjectCloudTerminated      = SubjectCloudEvents + ".terminated"
+	SubjectCloudTerminateFailed = SubjectCloudEvents + ".terminate_failed"
+	SubjectCloudInventory       = SubjectCloudEvents + ".inventory"
+	SubjectHookResult           = SubjectHookEvents + ".result"
 )
 
 // Options tune the topology. The zero value is not valid; start from DefaultOptions.

@@ -79,10 +79,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	reg := deps.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
+	registry := deps.Registry
+	if registry == nil {
+		registry = prometheus.NewRegistry()
 	}
+	reg := &trackingRegisterer{reg: registry}
+	defer reg.unregisterAll()
 	checks := deps.Health
 	if checks == nil {
 		checks = &health.Checks{}
@@ -203,7 +205,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			return err
 		}
 		addrs.Health = healthL.Addr().String()
-		healthSrv = httpServer(health.Handler(checks, reg), log)
+		healthSrv = httpServer(health.Handler(checks, registry), log)
 	}
 
 	g, _ := run.NewGroup(ctx)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nodesmith/nodesmith/libs/config"
+	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/natstest"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/testcerts"
@@ -260,4 +263,47 @@ func mustCA(t *testing.T, name string) *testcerts.CA {
 		t.Fatal(err)
 	}
 	return ca
+}
+
+// The embedded launcher may restart the gateway in-process with the same
+// registry and health checks.
+func TestRestartWithSharedRegistry(t *testing.T) {
+	env := natstest.Start(t)
+	reg := prometheus.NewRegistry()
+	checks := &health.Checks{}
+	for round := range 2 {
+		cfg := service.DefaultConfig()
+		cfg.GRPCAddr, cfg.RESTAddr, cfg.HealthAddr = "127.0.0.1:0", "", ""
+		cfg.GRPCInsecure = true
+		nc, _ := env.Connect(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan service.Addrs, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- service.Run(ctx, cfg, service.Deps{Conn: nc, Registry: reg, Health: checks, OnReady: func(a service.Addrs) { ready <- a }})
+		}()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("round %d: Run: %v", round, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: not ready", round)
+		}
+		if failed := checks.Run(context.Background()); len(failed) != 0 {
+			t.Errorf("round %d: readiness failed: %v", round, failed)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: Run returned %v", round, err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "nodesmith_gateway_") {
+			t.Errorf("metric %s still registered after Run returned", mf.GetName())
+		}
+	}
 }

@@ -295,8 +295,12 @@ type CreateInstances struct {
 	Instances      []*InstanceRef         `protobuf:"bytes,6,rep,name=instances,proto3" json:"instances,omitempty"`
 	ClusterId      string                 `protobuf:"bytes,7,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Group          string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Provider-neutral placement facts from the instance template (adapters
+	// may also find them in parameters_json).
+	Zone          string `protobuf:"bytes,9,opt,name=zone,proto3" json:"zone,omitempty"`
+	InstanceType  string `protobuf:"bytes,10,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateInstances) Reset() {
@@ -381,6 +385,20 @@ func (x *CreateInstances) GetClusterId() string {
 func (x *CreateInstances) GetGroup() string {
 	if x != nil {
 		return x.Group
+	}
+	return ""
+}
+
+func (x *CreateInstances) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *CreateInstances) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
 	}
 	return ""
 }
@@ -1351,7 +1369,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"instanceId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x19\n" +
 	"\bcloud_id\x18\x03 \x01(\tR\acloudId\x12\x14\n" +
-	"\x05group\x18\x04 \x01(\tR\x05group\"\xc5\x02\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\"\xfe\x02\n" +
 	"\x0fCreateInstances\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
 	"\fclient_token\x18\x02 \x01(\tR\vclientToken\x122\n" +
@@ -1361,7 +1379,10 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\tinstances\x18\x06 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\a \x01(\tR\tclusterId\x12\x14\n" +
-	"\x05group\x18\b \x01(\tR\x05group\"\x83\x01\n" +
+	"\x05group\x18\b \x01(\tR\x05group\x12\x12\n" +
+	"\x04zone\x18\t \x01(\tR\x04zone\x12#\n" +
+	"\rinstance_type\x18\n" +
+	" \x01(\tR\finstanceType\"\x83\x01\n" +
 	"\x0eWatchInstances\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12=\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x87\x01\n" +

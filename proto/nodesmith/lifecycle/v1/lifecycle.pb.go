@@ -747,7 +747,9 @@ type Reply struct {
 	// The gateway waits for its read model to reach them before answering.
 	GroupsRevision    uint64 `protobuf:"varint,1,opt,name=groups_revision,json=groupsRevision,proto3" json:"groups_revision,omitempty"`
 	InstancesRevision uint64 `protobuf:"varint,2,opt,name=instances_revision,json=instancesRevision,proto3" json:"instances_revision,omitempty"`
-	// Set when the operation failed; nothing was written.
+	// Set when the operation failed. Usually nothing was written; when a
+	// multi-record operation failed midway (a store outage), the revisions
+	// above say what was written and lifecycle's dispatcher converges the rest.
 	Error         *Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

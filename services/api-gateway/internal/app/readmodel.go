@@ -361,8 +361,8 @@ func (m *ReadModel) Groups() []GroupView {
 // GroupForNode resolves a node as CA names it to its group: by providerID
 // (real, placeholder, or a fake node's, which is our reported id), then by
 // the placeholder's embedded instance id (a VM may have received its cloud
-// id after CA listed the placeholder), then by node name among live
-// instances. It does not allocate.
+// id after CA listed the placeholder), then by node name (or instance id
+// used as node name) among live instances. It does not allocate.
 func (m *ReadModel) GroupForNode(providerID, name string) (GroupView, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -404,6 +404,10 @@ func (m *ReadModel) resolveLocked(providerID, name string) *instanceEntry {
 		// Only live instances: a DELETED record's node name may now belong
 		// to an unrelated node.
 		if e := m.byNodeName.get(name, true); e != nil {
+			return e
+		}
+		// A node named after the instance id (as lifecycle resolves too).
+		if e := m.byID.get(name, true); e != nil {
 			return e
 		}
 	}

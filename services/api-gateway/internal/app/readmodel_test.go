@@ -45,6 +45,7 @@ func TestReadModelResolvesNodes(t *testing.T) {
 		{"placeholder provider id", "nodesmith:///web/i-2", "", "web"},
 		{"fake node: name == providerID", "nodesmith:///gpu/i-3", "nodesmith:///gpu/i-3", "gpu"},
 		{"node name only", "", "10.0.0.1", "web"},
+		{"instance id as node name", "", "i-2", "web"},
 		{"unknown provider id falls back to the node name", "aws:///x", "10.0.0.1", "web"},
 		{"unmanaged node", "kind://control-plane", "control-plane", ""},
 		{"placeholder of an unknown group", "nodesmith:///nope/i-2", "", ""},

@@ -352,6 +352,58 @@ func (s *Service) GroupCounts(id string) map[domain.InstanceState]int {
 	return c
 }
 
+// PutGroup creates or replaces a group definition (operators). With
+// expectedRevision zero it only creates (AlreadyExists if the group
+// exists) unless upsert; otherwise it replaces the group only if its
+// revision is still expectedRevision (FailedPrecondition if not). The check
+// is made here first and authoritatively by lifecycle's compare-and-set.
+func (s *Service) PutGroup(ctx context.Context, g *statev1.NodeGroup, expectedRevision uint64, upsert bool) (view GroupView, created bool, err error) {
+	if err := domain.ValidateNewGroupID(g.GetId()); err != nil {
+		return GroupView{}, false, err
+	}
+	if err := domain.ValidateBounds(g.GetMinSize(), g.GetMaxSize(), g.GetTargetSize()); err != nil {
+		return GroupView{}, false, err
+	}
+	if err := s.ready(); err != nil {
+		return GroupView{}, false, err
+	}
+	cur, exists := s.rm.Group(g.GetId())
+	switch {
+	case expectedRevision != 0 && !exists:
+		return GroupView{}, false, domain.Errorf(domain.CodeNotFound, "node group %q not found", g.GetId())
+	case expectedRevision != 0 && cur.Revision != expectedRevision:
+		return GroupView{}, false, domain.Errorf(domain.CodeFailedPrecondition, "node group %q is at revision %d, not %d", g.GetId(), cur.Revision, expectedRevision)
+	case expectedRevision == 0 && exists && !upsert:
+		return GroupView{}, false, domain.Errorf(domain.CodeAlreadyExists, "node group %q already exists", g.GetId())
+	}
+	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{
+		PutGroup: &lifecyclev1.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert},
+	}}, slog.String("group", g.GetId()), slog.Bool("create", !exists)); err != nil {
+		return GroupView{}, false, err
+	}
+	view, err = s.Group(g.GetId())
+	return view, !exists, err
+}
+
+// DeleteGroup deletes a group definition if it is still at
+// expectedRevision; lifecycle decides what happens to its instances.
+func (s *Service) DeleteGroup(ctx context.Context, id string, expectedRevision uint64) error {
+	cur, err := s.Group(id)
+	if err != nil {
+		return err
+	}
+	if expectedRevision == 0 {
+		expectedRevision = cur.Revision
+	}
+	if cur.Revision != expectedRevision {
+		return domain.Errorf(domain.CodeFailedPrecondition, "node group %q is at revision %d, not %d", id, cur.Revision, expectedRevision)
+	}
+	_, err = s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteGroup{
+		DeleteGroup: &lifecyclev1.DeleteGroup{Id: id, ExpectedRevision: expectedRevision},
+	}}, slog.String("group", id))
+	return err
+}
+
 // Instance returns the instance with id.
 func (s *Service) Instance(id string) (InstanceView, error) {
 	if id == "" {

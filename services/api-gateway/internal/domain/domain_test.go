@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -268,5 +269,27 @@ func TestCodeOf(t *testing.T) {
 	}
 	if CodeNotFound.String() != "not_found" || Code(99).String() != "code_99" {
 		t.Error("code names")
+	}
+}
+
+func TestValidateNewGroupID(t *testing.T) {
+	for id, ok := range map[string]bool{
+		"web": true, "gpu-a10_2": true, "A1": true,
+		"": false, "a.b": false, "a b": false, "a*": false, "a>": false, "ünï": false, strings.Repeat("x", 64): false,
+	} {
+		if err := ValidateNewGroupID(id); (err == nil) != ok {
+			t.Errorf("ValidateNewGroupID(%q) = %v, want ok=%v", id, err, ok)
+		}
+	}
+}
+
+func TestValidateBounds(t *testing.T) {
+	for _, tt := range []struct {
+		minSize, maxSize, target int32
+		ok                       bool
+	}{{0, 0, 0, true}, {1, 5, 3, true}, {-1, 5, 0, false}, {3, 2, 2, false}, {0, 5, 6, false}} {
+		if err := ValidateBounds(tt.minSize, tt.maxSize, tt.target); (err == nil) != tt.ok {
+			t.Errorf("ValidateBounds(%d, %d, %d) = %v", tt.minSize, tt.maxSize, tt.target, err)
+		}
 	}
 }

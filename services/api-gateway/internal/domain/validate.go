@@ -33,3 +33,29 @@ func ValidateTargetSize(target, minSize, maxSize int32) error {
 	}
 	return nil
 }
+
+// ValidateBounds checks a group's size bounds and target.
+func ValidateBounds(minSize, maxSize, target int32) error {
+	switch {
+	case minSize < 0:
+		return Errorf(CodeInvalidArgument, "minSize must not be negative, got %d", minSize)
+	case maxSize < minSize:
+		return Errorf(CodeInvalidArgument, "maxSize %d is below minSize %d", maxSize, minSize)
+	}
+	return ValidateTargetSize(target, minSize, maxSize)
+}
+
+// ValidateNewGroupID checks the id of a group being defined: it becomes a
+// KV key and the first token of its instances' keys ("<group>.<id>"), so
+// it is limited to letters, digits, '-' and '_' (1 to 63 of them).
+func ValidateNewGroupID(id string) error {
+	if id == "" || len(id) > 63 {
+		return Errorf(CodeInvalidArgument, "node group id must be 1 to 63 characters")
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return Errorf(CodeInvalidArgument, "node group id %q may only contain letters, digits, '-' and '_'", id)
+		}
+	}
+	return nil
+}

@@ -149,13 +149,14 @@ func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRe
 }
 
 // createItemLocked builds the create command of a batch. Its members are
-// every record of the batch that has no cloud id yet, whatever its state,
-// so a re-publication always describes the same request as the first one
-// (the ClientToken is only idempotent for identical requests).
+// every record of the batch, whatever its state or progress, so a
+// re-publication always describes the same request as the first one (a
+// ClientToken is only idempotent for an identical request; results for
+// members that already have their VM are ignored as duplicates).
 func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
 	var members []domain.Instance
 	for _, r := range a.insts {
-		if r.inst.BatchID == batch && r.inst.CloudID == "" {
+		if r.inst.BatchID == batch {
 			members = append(members, r.inst)
 		}
 	}
@@ -172,10 +173,12 @@ func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxIt
 	covers := map[string]uint32{}
 	for _, m := range members {
 		cmd.Instances = append(cmd.Instances, ports.InstanceRef{InstanceID: m.ID, Group: m.Group, Attempt: m.Attempt})
-		cmd.Attempt = max(cmd.Attempt, m.Attempt)
 	}
+	// The publication is named by the attempt of the members waiting for
+	// it, so re-publishing the same attempt is deduplicated.
 	for _, w := range waiting {
 		covers[w.ID] = w.Attempt
+		cmd.Attempt = max(cmd.Attempt, w.Attempt)
 	}
 	return outboxItem{
 		kind:    domain.CmdCreate,

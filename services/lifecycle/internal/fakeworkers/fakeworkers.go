@@ -401,7 +401,7 @@ func (w *Workers) handleHook(ctx context.Context, msg jetstream.Msg) error {
 	if res.GetSucceeded() && onSuccess != nil {
 		onSuccess(&r)
 	}
-	return w.publish(ctx, messaging.SubjectHookEvents+".result", res)
+	return w.publish(ctx, messaging.SubjectHookResult, res)
 }
 
 // Set changes the hook runner's behaviour under its lock.

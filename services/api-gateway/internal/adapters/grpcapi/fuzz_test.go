@@ -34,7 +34,10 @@ func rpcs(srv pb.CloudProviderServer) []rpc {
 	ts := timestamppb.New(time.Unix(1_700_000_000, 0))
 	return []rpc{
 		mk("NodeGroups", &pb.NodeGroupsRequest{}, func() proto.Message { return &pb.NodeGroupsRequest{} },
-			func(ctx context.Context, m proto.Message) error { _, err := srv.NodeGroups(ctx, m.(*pb.NodeGroupsRequest)); return err }),
+			func(ctx context.Context, m proto.Message) error {
+				_, err := srv.NodeGroups(ctx, m.(*pb.NodeGroupsRequest))
+				return err
+			}),
 		mk("NodeGroupForNode", &pb.NodeGroupForNodeRequest{Node: node}, func() proto.Message { return &pb.NodeGroupForNodeRequest{} },
 			func(ctx context.Context, m proto.Message) error {
 				_, err := srv.NodeGroupForNode(ctx, m.(*pb.NodeGroupForNodeRequest))

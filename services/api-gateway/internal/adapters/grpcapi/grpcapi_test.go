@@ -146,9 +146,9 @@ func TestTemplateNodeErrors(t *testing.T) {
 
 func TestTemplateNodeName(t *testing.T) {
 	for in, want := range map[string]string{
-		"web":        "nodesmith-template-web",
-		"GPU_pool.1": "nodesmith-template-gpu-pool-1",
-		"trailing_":  "nodesmith-template-trailing",
+		"web":                           "nodesmith-template-web",
+		"GPU_pool.1":                    "nodesmith-template-gpu-pool-1",
+		"trailing_":                     "nodesmith-template-trailing",
 		"x" + string(make([]byte, 100)): "nodesmith-template-x",
 	} {
 		got := grpcapi.TemplateNodeName(in)

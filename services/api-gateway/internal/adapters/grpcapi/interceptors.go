@@ -41,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // UnaryInterceptor records metrics, turns a panic into codes.Internal (one
 // bad request must not take the server down while CA keeps calling), and
-// logs failures with the method and code.
+// logs internal errors.
 func UnaryInterceptor(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor {
 	if m == nil {
 		m = NewMetrics(nil)
@@ -60,12 +60,14 @@ func UnaryInterceptor(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor 
 			code := status.Code(err)
 			m.duration.WithLabelValues(method).Observe(time.Since(start).Seconds())
 			m.requests.WithLabelValues(method, code.String()).Inc()
+			// Mutations log their outcome with group and delta in the app
+			// layer; here only faults are worth more than debug.
 			switch code {
-			case codes.OK, codes.Unimplemented:
-			case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.Canceled:
-				log.DebugContext(ctx, "gRPC request rejected", "method", method, "code", code.String(), "err", status.Convert(err).Message())
+			case codes.OK:
+			case codes.Internal, codes.Unknown, codes.DataLoss:
+				log.ErrorContext(ctx, "gRPC request failed", "method", method, "code", code.String(), "err", status.Convert(err).Message())
 			default:
-				log.WarnContext(ctx, "gRPC request failed", "method", method, "code", code.String(), "err", status.Convert(err).Message())
+				log.DebugContext(ctx, "gRPC request not served", "method", method, "code", code.String(), "err", status.Convert(err).Message())
 			}
 		}()
 		return handler(ctx, req)

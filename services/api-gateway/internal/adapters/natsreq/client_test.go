@@ -203,8 +203,8 @@ func TestRetrySafe(t *testing.T) {
 		req  *lifecyclev1.Request
 		safe bool
 	}{
-		"increase": {increase, false},
-		"decrease": {&lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{}}}, false},
+		"increase":  {increase, false},
+		"decrease":  {&lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{}}}, false},
 		"put group": {&lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{}}}, false},
 		"set size":  {setSize, true},
 		"delete":    {&lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteNodes{DeleteNodes: &lifecyclev1.DeleteNodes{}}}, true},

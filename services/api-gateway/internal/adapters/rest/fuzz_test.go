@@ -27,6 +27,9 @@ func FuzzAdminAPI(f *testing.F) {
 		{"POST", "/api/v1/instances/i-1/retry", "{}"},
 		{"DELETE", "/api/v1/instances/i-1", ""},
 		{"GET", "/api/v1/nodegroups/%2e%2e", ""},
+		{"PUT", "/api/v1/nodegroups/new", newGroup},
+		{"PATCH", "/api/v1/nodegroups/web", `{"maxSize": 20, "hooks": {"afterCreated": {"script": "x"}}, "nodeTemplate": null}`},
+		{"DELETE", "/api/v1/nodegroups/web", ""},
 	}
 	for _, s := range seeds {
 		for i, m := range methods {

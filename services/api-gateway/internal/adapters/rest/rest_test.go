@@ -59,7 +59,7 @@ func (f *fixture) seed() {
 	f.rev++
 	f.rm.PutGroup("web", f.rev, &statev1.NodeGroup{
 		Id: "web", MinSize: 1, MaxSize: 10, TargetSize: 2,
-		Hooks: &statev1.Hooks{AfterCreated: &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
+		Hooks:            &statev1.Hooks{AfterCreated: &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
 		InstanceTemplate: &statev1.InstanceTemplate{Name: "tpl", ParametersJson: `{"LoginSettings":{"Password":"p4ssw0rd"}}`},
 	})
 	for _, id := range []string{"i-1", "i-2", "i-3"} {
@@ -84,6 +84,14 @@ func (f *fixture) answerSetTarget() {
 			upd.TargetSize = op.SetTargetSize.GetTargetSize()
 			f.rev++
 			f.rm.PutGroup(upd.GetId(), f.rev, upd)
+			return ports.Revisions{Groups: f.rev}, nil
+		case *lifecyclev1.Request_PutGroup:
+			f.rev++
+			f.rm.PutGroup(op.PutGroup.GetGroup().GetId(), f.rev, proto.Clone(op.PutGroup.GetGroup()).(*statev1.NodeGroup))
+			return ports.Revisions{Groups: f.rev}, nil
+		case *lifecyclev1.Request_DeleteGroup:
+			f.rev++
+			f.rm.DeleteGroup(op.DeleteGroup.GetId(), f.rev)
 			return ports.Revisions{Groups: f.rev}, nil
 		case *lifecyclev1.Request_InstanceAction:
 			v, _ := f.rm.Instance(op.InstanceAction.GetInstanceId())

@@ -90,6 +90,9 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Get("/nodegroups", h.listGroups)
 		r.Get("/nodegroups/{id}", h.getGroup)
+		r.Put("/nodegroups/{id}", h.putGroup)
+		r.Patch("/nodegroups/{id}", h.patchGroup)
+		r.Delete("/nodegroups/{id}", h.deleteGroup)
 		r.Post("/nodegroups/{id}/scale", h.scaleGroup)
 		r.Get("/instances", h.listInstances)
 		r.Get("/instances/{id}", h.getInstance)

@@ -19,7 +19,7 @@ import (
 )
 
 // ResultSubject is where hook results are published.
-const ResultSubject = messaging.SubjectHookEvents + ".result"
+const ResultSubject = messaging.SubjectHookResult
 
 // decodeRunHook parses a command. An error means the message can never be
 // processed (it is terminated, not retried); problems with the hook's

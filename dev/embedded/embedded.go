@@ -1,0 +1,125 @@
+// Package embedded runs the whole nodesmith system in one process for
+// development: an embedded NATS JetStream server with file storage, the four
+// services (each with its own NATS connection, exactly as in production),
+// the Tencent CVM emulator, SSH-able simulated VMs and a simulated cluster.
+// State lives in Config.DataDir and survives a restart.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config configures the embedded stack.
+type Config struct {
+	// DataDir holds NATS storage, the emulator's state, VM sandboxes and keys.
+	DataDir string
+	// GRPCAddr serves Cluster Autoscaler's externalgrpc API (plaintext here only).
+	GRPCAddr string
+	// RESTAddr serves the REST admin API.
+	RESTAddr string
+	// OpsAddr serves /metrics, /livez and /readyz for every service.
+	OpsAddr string
+	// NATSPort is the embedded NATS server's client port (-1: any free port).
+	NATSPort int
+	// EmulatorAddr serves the Tencent CVM API emulator.
+	EmulatorAddr string
+	// SSHPort is the port every simulated VM's SSH server listens on (on its own loopback IP).
+	SSHPort int
+	// ConfigFile is a node-group configuration to use instead of the built-in one.
+	ConfigFile string
+	// AdminToken for the REST API; empty means ADMIN_TOKEN from the
+	// environment, or a generated one kept in DataDir.
+	AdminToken string
+	// BootDelay is how long a simulated VM takes to reach RUNNING.
+	BootDelay time.Duration
+	// ReadyDelay is how long a joined node takes to become Ready.
+	ReadyDelay time.Duration
+	// Quiet hides the banner (tests).
+	Quiet bool
+}
+
+// DefaultConfig is what `make run` uses.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      ".data",
+		GRPCAddr:     "127.0.0.1:8086",
+		RESTAddr:     "127.0.0.1:8080",
+		OpsAddr:      "127.0.0.1:8087",
+		NATSPort:     4222,
+		EmulatorAddr: "127.0.0.1:9180",
+		SSHPort:      2222,
+		BootDelay:    2 * time.Second,
+		ReadyDelay:   time.Second,
+	}
+}
+
+// RegisterFlags binds the config to flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "where state lives (NATS storage, emulator VMs, keys); delete it to start over")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", c.GRPCAddr, "externalgrpc address for Cluster Autoscaler (plaintext in this embedded stack)")
+	fs.StringVar(&c.RESTAddr, "rest-addr", c.RESTAddr, "REST admin API address")
+	fs.StringVar(&c.OpsAddr, "ops-addr", c.OpsAddr, "/metrics, /livez and /readyz address")
+	fs.IntVar(&c.NATSPort, "nats-port", c.NATSPort, "embedded NATS client port (-1: any free port)")
+	fs.StringVar(&c.EmulatorAddr, "emulator-addr", c.EmulatorAddr, "Tencent CVM API emulator address")
+	fs.IntVar(&c.SSHPort, "ssh-port", c.SSHPort, "SSH port of the simulated VMs")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "node-group configuration file (default: the built-in one)")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "REST admin bearer token (default: $ADMIN_TOKEN or a generated one)")
+	fs.DurationVar(&c.BootDelay, "vm-boot-delay", c.BootDelay, "time a simulated VM takes to boot")
+	fs.DurationVar(&c.ReadyDelay, "node-ready-delay", c.ReadyDelay, "time a joined node takes to become Ready")
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	for name, addr := range map[string]string{"--grpc-addr": c.GRPCAddr, "--rest-addr": c.RESTAddr, "--ops-addr": c.OpsAddr, "--emulator-addr": c.EmulatorAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
+		}
+	}
+	if c.SSHPort <= 0 || c.SSHPort > 65535 {
+		errs = append(errs, fmt.Errorf("--ssh-port %d: want 1-65535", c.SSHPort))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) path(elem ...string) string {
+	return filepath.Join(append([]string{c.DataDir}, elem...)...)
+}
+
+// serveOps serves the combined ops endpoint until ctx ends.
+func serveOps(ctx context.Context, addr string, comps []*component, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ops endpoint: %w", err)
+	}
+	srv := &http.Server{Handler: opsHandler(comps), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("ops endpoint failed", "err", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	return nil
+}
