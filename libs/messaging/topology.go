@@ -63,7 +63,7 @@ const (
 	SubjectCloudObserved        = SubjectCloudEvents + ".observed"
 	SubjectCloudTerminated      = SubjectCloudEvents + ".terminated"
 	SubjectCloudTerminateFailed = SubjectCloudEvents + ".terminate_failed"
-	SubjectCloudInventory       = SubjectCloudEvents + ".inventory"
+	SubjectCloudInventoryResult = SubjectCloudEvents + ".inventory"
 	SubjectHookResult           = SubjectHookEvents + ".result"
 )
 
