@@ -127,8 +127,17 @@ func NewFactory(cfg Config) (*Factory, error) {
 			return nil, fmt.Errorf("simvm: create sandbox root: %w", err)
 		}
 		f.cfg.Root, f.ownsRoot = dir, true
-	} else if err := os.MkdirAll(cfg.Root, 0o755); err != nil {
-		return nil, fmt.Errorf("simvm: create sandbox root: %w", err)
+	} else {
+		// Commands run with the sandbox as their working directory, so a
+		// relative root would make the PATH entry for the shims dangle.
+		abs, err := filepath.Abs(cfg.Root)
+		if err != nil {
+			return nil, fmt.Errorf("simvm: sandbox root %s: %w", cfg.Root, err)
+		}
+		f.cfg.Root = abs
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("simvm: create sandbox root: %w", err)
+		}
 	}
 	return f, nil
 }

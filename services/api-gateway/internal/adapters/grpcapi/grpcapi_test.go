@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -293,5 +297,28 @@ func TestPodPriceDecodesBothGenerations(t *testing.T) {
 	}
 	if _, err := srv.PricingPodPrice(context.Background(), &pb.PricingPodPriceRequest{PodBytes: []byte{0xff, 0x01}}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("garbage pod: %v", err)
+	}
+}
+
+func TestInterceptorRecoversAndCounts(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ic := grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), nil)
+	info := &grpc.UnaryServerInfo{FullMethod: "/clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroups"}
+	_, err := ic(context.Background(), nil, info, func(context.Context, any) (any, error) { panic("boom") })
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("panic became %v, want Internal", err)
+	}
+	_, err = ic(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, status.Error(codes.NotFound, "x") })
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("error changed: %v", err)
+	}
+	const want = `
+# HELP nodesmith_gateway_grpc_requests_total gRPC requests handled, by method and status code.
+# TYPE nodesmith_gateway_grpc_requests_total counter
+nodesmith_gateway_grpc_requests_total{code="Internal",method="NodeGroups"} 1
+nodesmith_gateway_grpc_requests_total{code="NotFound",method="NodeGroups"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodesmith_gateway_grpc_requests_total"); err != nil {
+		t.Fatal(err)
 	}
 }

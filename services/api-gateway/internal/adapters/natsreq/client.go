@@ -114,7 +114,7 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisi
 			}
 		}
 		c.opt.Logger.DebugContext(ctx, "lifecycle request not answered, retrying", "request_id", id, "attempt", attempt, "err", err)
-		// Full jitter keeps gateway replicas from retrying in lockstep
+		// Jitter keeps gateway replicas from retrying in lockstep
 		// while a new leader takes over.
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(backoff*2, c.opt.MaxBackoff)

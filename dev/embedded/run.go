@@ -1,0 +1,239 @@
+package embedded
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/nodesmith/nodesmith/libs/natsembed"
+	"github.com/nodesmith/nodesmith/libs/run"
+	gateway "github.com/nodesmith/nodesmith/services/api-gateway/service"
+	cloudadapter "github.com/nodesmith/nodesmith/services/cloud-adapter/service"
+	hookrunner "github.com/nodesmith/nodesmith/services/hook-runner/service"
+	lifecycle "github.com/nodesmith/nodesmith/services/lifecycle/service"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
+	"github.com/nodesmith/nodesmith/tools/simcluster"
+	"github.com/nodesmith/nodesmith/tools/simvm"
+)
+
+// DefaultNodeGroupConfig is the built-in node-group configuration.
+//
+//go:embed default-config.yaml
+var DefaultNodeGroupConfig []byte
+
+// emulatorSecretID is the dev account's key id on the emulator; its secret
+// is generated per data directory.
+const emulatorSecretID = "AKIDnodesmithdev0000000000000000"
+
+// Addrs tells where the running stack listens.
+type Addrs struct {
+	GRPC, REST, Ops, NATS, Emulator string
+	AdminToken                      string
+}
+
+// Run starts the embedded stack, calls onReady once every service serves,
+// and blocks until ctx ends; then it stops the services (each drains its
+// in-flight work), the simulators and NATS, in that order.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs)) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := ensureDir(cfg.DataDir); err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
+	nodeGroups := DefaultNodeGroupConfig
+	if cfg.ConfigFile != "" {
+		if err := lifecycle.ValidateConfigFile(cfg.ConfigFile); err != nil {
+			return err
+		}
+	} else if err := lifecycle.ValidateConfigData("built-in config", nodeGroups, ""); err != nil {
+		return err
+	}
+
+	// Secrets and keys, kept in the data dir so a restart reuses them.
+	clientKey, err := loadOrCreateSigner(cfg.path("keys", "hook-runner_ed25519"))
+	if err != nil {
+		return err
+	}
+	hostCA, err := loadOrCreateSigner(cfg.path("keys", "host-ca_ed25519"))
+	if err != nil {
+		return err
+	}
+	knownHosts := cfg.path("keys", "known_hosts")
+	if err := simvm.WriteKnownHostsCA(knownHosts, hostCA.PublicKey(), cfg.SSHPort); err != nil {
+		return err
+	}
+	emulatorSecret, err := loadOrCreateSecret(cfg.path("keys", "emulator-secret-key"), 24)
+	if err != nil {
+		return err
+	}
+	credDir := cfg.path("credentials")
+	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretId"), []byte(emulatorSecretID), 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretKey"), []byte(emulatorSecret), 0o600); err != nil {
+		return err
+	}
+	adminToken := cfg.AdminToken
+	if adminToken == "" {
+		adminToken = os.Getenv("ADMIN_TOKEN")
+	}
+	if adminToken == "" {
+		if adminToken, err = loadOrCreateSecret(cfg.path("keys", "admin-token"), 16); err != nil {
+			return err
+		}
+	}
+
+	// NATS JetStream with file storage: the services' only shared medium.
+	ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort, StoreDir: cfg.path("nats")})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+
+	// The simulated world: a cluster, VMs that accept SSH, the CVM API.
+	cluster := simcluster.New(simcluster.Options{ReadyDelay: cfg.ReadyDelay, Logger: log.With("component", "simcluster")})
+	defer cluster.Close()
+	vmCfg := simvm.DefaultConfig()
+	vmCfg.Root = cfg.path("vms")
+	vmCfg.Persistent = true
+	vmCfg.Port = cfg.SSHPort
+	vmCfg.AuthorizedKeys = []ssh.PublicKey{clientKey.PublicKey()}
+	vmCfg.HostCA = hostCA
+	vmCfg.Logger = log.With("component", "simvm")
+	vms, err := simvm.NewFactory(vmCfg)
+	if err != nil {
+		return err
+	}
+	defer vms.Close()
+	emuCfg := cvmemu.DefaultConfig()
+	emuCfg.Credentials = map[string]string{emulatorSecretID: emulatorSecret}
+	emuCfg.Accounts = map[string]string{emulatorSecretID: "dev"}
+	emuCfg.BootDelay = cfg.BootDelay
+	emuCfg.StateFile = cfg.path("emulator-state.json")
+	emuCfg.Logger = log.With("component", "cvmemu")
+	emu, err := cvmemu.Start(cfg.EmulatorAddr, emuCfg, cvmemu.WithSSH(vms), cvmemu.WithCluster(cluster))
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+
+	// The four services, each with its own NATS connection, metrics and
+	// readiness, exactly as they would run in their own pods.
+	natsURL := ns.ClientURL()
+	comps := map[string]*component{}
+	for _, n := range []string{"lifecycle", "api-gateway", "cloud-adapter", "hook-runner"} {
+		comps[n] = newComponent(n)
+	}
+
+	lc := lifecycle.DefaultConfig()
+	lc.NATS.URL, lc.NATS.Name = natsURL, "lifecycle"
+	lc.HealthAddr = ""
+	if cfg.ConfigFile != "" {
+		lc.ConfigFile = cfg.ConfigFile
+	} else {
+		lc.ConfigData = nodeGroups
+	}
+
+	ca := cloudadapter.DefaultConfig()
+	ca.NATS.URL, ca.NATS.Name = natsURL, "cloud-adapter"
+	ca.HealthAddr = ""
+	ca.TencentEndpoint = emu.Endpoint()
+	ca.TencentScheme = "http"
+	ca.CredentialsDir = credDir
+	ca.WatchPollInterval = time.Second
+
+	hr := hookrunner.DefaultConfig()
+	hr.NATS.URL, hr.NATS.Name = natsURL, "hook-runner"
+	hr.HealthAddr = ""
+	hr.SSH.KeyFile = cfg.path("keys", "hook-runner_ed25519")
+	hr.SSH.KnownHostsFiles = []string{knownHosts}
+	hr.SSH.Port = cfg.SSHPort
+
+	gw := gateway.DefaultConfig()
+	gw.NATS.URL, gw.NATS.Name = natsURL, "api-gateway"
+	gw.HealthAddr = ""
+	gw.GRPCAddr, gw.RESTAddr = cfg.GRPCAddr, cfg.RESTAddr
+	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates
+	gw.AdminTokens = []string{adminToken}
+
+	stopOps, err := serveOps(ctx, cfg.OpsAddr, []*component{comps["lifecycle"], comps["api-gateway"], comps["cloud-adapter"], comps["hook-runner"]}, log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
+
+	g, gctx := run.NewGroup(ctx)
+	deps := func(name string) (*slog.Logger, *component) { return log.With("service", name), comps[name] }
+	g.Go("lifecycle", func(ctx context.Context) error {
+		l, c := deps("lifecycle")
+		return lifecycle.Run(ctx, lc, lifecycle.Deps{Logger: l, Registry: c.registry, Health: c.checks, Cluster: simCluster{cluster}})
+	})
+	g.Go("cloud-adapter", func(ctx context.Context) error {
+		l, c := deps("cloud-adapter")
+		return cloudadapter.Run(ctx, ca, cloudadapter.Deps{Logger: l, Registry: c.registry, Health: c.checks})
+	})
+	g.Go("hook-runner", func(ctx context.Context) error {
+		l, c := deps("hook-runner")
+		return hookrunner.Run(ctx, hr, hookrunner.Deps{Logger: l, Registry: c.registry, Health: c.checks})
+	})
+	g.Go("api-gateway", func(ctx context.Context) error {
+		l, c := deps("api-gateway")
+		return gateway.Run(ctx, gw, gateway.Deps{Logger: l, Registry: c.registry, Health: c.checks, OnReady: func(a gateway.Addrs) {
+			if onReady != nil {
+				onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: cfg.OpsAddr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken})
+			}
+		}})
+	})
+	err = g.Wait()
+	if gctx.Err() != nil && ctx.Err() != nil {
+		log.Info("stopping simulators and NATS")
+	}
+	return err
+}
+
+// PrintBanner writes what runs where and copy-paste examples.
+func PrintBanner(w io.Writer, a Addrs, dataDir string) {
+	grpcHost := a.GRPC
+	if h, p, err := net.SplitHostPort(a.GRPC); err == nil && (h == "" || h == "::") {
+		grpcHost = net.JoinHostPort("127.0.0.1", p)
+	}
+	rest := "http://" + a.REST
+	fmt.Fprintf(w, `
+nodesmith is running (embedded). State: %s (delete it, or make clean, to start over).
+
+  externalgrpc (Cluster Autoscaler)  %s   plaintext, this embedded stack only
+  REST admin API                     %s/api/v1   bearer token: %s
+  metrics, livez, readyz             http://%s/metrics
+  NATS JetStream                     %s
+  Tencent CVM emulator               http://%s
+  node group                         "workers" (min 0, max 20), VMs answer SSH on 127.77.x.y
+
+Try it (grpcurl: make tools, then bin/grpcurl):
+
+  bin/grpcurl -plaintext -import-path proto -proto externalgrpc/externalgrpc.proto \
+    -d '{"id":"workers","delta":3}' %s \
+    clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupIncreaseSize
+
+  bin/grpcurl -plaintext -import-path proto -proto externalgrpc/externalgrpc.proto \
+    -d '{"id":"workers"}' %s \
+    clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupNodes
+
+  curl -s -H "Authorization: Bearer %s" %s/api/v1/nodegroups
+  curl -s -H "Authorization: Bearer %s" "%s/api/v1/instances?group=workers"
+  curl -s http://%s/readyz
+
+Ctrl-C stops everything cleanly.
+`, dataDir, grpcHost, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
+}
