@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/nodesmith/nodesmith/libs v0.0.0
+	github.com/nodesmith/nodesmith/proto v0.0.0
 	github.com/nodesmith/nodesmith/services/api-gateway v0.0.0
 	github.com/nodesmith/nodesmith/services/cloud-adapter v0.0.0
 	github.com/nodesmith/nodesmith/services/hook-runner v0.0.0
@@ -11,6 +12,7 @@ require (
 	github.com/nodesmith/nodesmith/tools v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/crypto v0.58.0
+	google.golang.org/grpc v1.85.0
 )
 
 require (
@@ -37,7 +39,6 @@ require (
 	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/nodesmith/nodesmith/proto v0.0.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -62,7 +63,6 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.34.2 // indirect

@@ -98,8 +98,16 @@ func (c Config) path(elem ...string) string {
 	return filepath.Join(append([]string{c.DataDir}, elem...)...)
 }
 
-// serveOps serves the combined ops endpoint until ctx ends.
-func serveOps(ctx context.Context, addr string, comps []*component, log *slog.Logger) (func(), error) {
+// opsServer is the combined ops endpoint.
+type opsServer struct {
+	// Addr is the bound address.
+	Addr string
+	// Stop shuts it down.
+	Stop func()
+}
+
+// serveOps serves the combined ops endpoint.
+func serveOps(ctx context.Context, addr string, comps []*component, log *slog.Logger) (*opsServer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("ops endpoint: %w", err)
@@ -110,11 +118,32 @@ func serveOps(ctx context.Context, addr string, comps []*component, log *slog.Lo
 			log.Error("ops endpoint failed", "err", err)
 		}
 	}()
-	return func() {
+	return &opsServer{Addr: l.Addr().String(), Stop: func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}, nil
+	}}, nil
+}
+
+// waitReady polls every component's readiness until all pass or ctx ends.
+func waitReady(ctx context.Context, comps map[string]*component) bool {
+	for {
+		ready := true
+		for _, c := range comps {
+			if c.ready(ctx) != nil {
+				ready = false
+				break
+			}
+		}
+		if ready {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func ensureDir(dir string) error {

@@ -168,11 +168,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates
 	gw.AdminTokens = []string{adminToken}
 
-	stopOps, err := serveOps(ctx, cfg.OpsAddr, []*component{comps["lifecycle"], comps["api-gateway"], comps["cloud-adapter"], comps["hook-runner"]}, log)
+	ops, err := serveOps(ctx, cfg.OpsAddr, []*component{comps["lifecycle"], comps["api-gateway"], comps["cloud-adapter"], comps["hook-runner"]}, log)
 	if err != nil {
 		return err
 	}
-	defer stopOps()
+	defer ops.Stop()
 
 	g, gctx := run.NewGroup(ctx)
 	deps := func(name string) (*slog.Logger, *component) { return log.With("service", name), comps[name] }
@@ -191,9 +191,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	g.Go("api-gateway", func(ctx context.Context) error {
 		l, c := deps("api-gateway")
 		return gateway.Run(ctx, gw, gateway.Deps{Logger: l, Registry: c.registry, Health: c.checks, OnReady: func(a gateway.Addrs) {
-			if onReady != nil {
-				onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: cfg.OpsAddr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken})
+			if onReady == nil {
+				return
 			}
+			// Announce only when every service is ready, so the banner's
+			// examples work the moment it appears.
+			go func() {
+				if waitReady(ctx, comps) {
+					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken})
+				}
+			}()
 		}})
 	})
 	err = g.Wait()
