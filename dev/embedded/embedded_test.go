@@ -131,10 +131,14 @@ func TestScaleUpRunsEndToEndAndSurvivesRestart(t *testing.T) {
 
 	s := start(t, cfg)
 	c := s.client(t)
-	groups := call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) { return c.NodeGroups(ctx, &pb.NodeGroupsRequest{}) })
+	groups := call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
+		return c.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+	})
 	for deadline := time.Now().Add(30 * time.Second); len(groups.GetNodeGroups()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond) // lifecycle applies the config file asynchronously
-		groups = call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) { return c.NodeGroups(ctx, &pb.NodeGroupsRequest{}) })
+		groups = call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
+			return c.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+		})
 	}
 	if len(groups.GetNodeGroups()) != 1 || groups.GetNodeGroups()[0].GetId() != "workers" || groups.GetNodeGroups()[0].GetMaxSize() < 10 {
 		t.Fatalf("built-in config: %v", groups.GetNodeGroups())

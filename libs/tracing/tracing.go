@@ -46,4 +46,3 @@ func Extract(ctx context.Context, h nats.Header) context.Context {
 	}
 	return Propagator.Extract(ctx, HeaderCarrier(h))
 }
-
