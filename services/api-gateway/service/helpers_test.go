@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
 	"github.com/nodesmith/nodesmith/services/api-gateway/service"
 )
@@ -116,9 +117,9 @@ func seed(t *testing.T, ctx context.Context, lc *fakelifecycle.Responder) {
 		{Id: "i-web-0", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_DELETED, ProviderId: "tencentcloud:///ap-guangzhou/ins-web0", NodeName: "10.0.0.10"},
 		{Id: "i-web-1", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web1", NodeName: "10.0.0.11"},
 		{Id: "i-web-2", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web2", NodeName: "10.0.0.12"},
-		{Id: "i-web-3", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: domain.PlaceholderProviderID("web", "i-web-3")},
+		{Id: "i-web-3", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: providerid.Placeholder("web", "i-web-3")},
 		{
-			Id: "i-gpu-1", Group: "gpu", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: domain.PlaceholderProviderID("gpu", "i-gpu-1"),
+			Id: "i-gpu-1", Group: "gpu", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: providerid.Placeholder("gpu", "i-gpu-1"),
 			CreationFailed: true, LastError: &statev1.ErrorInfo{Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out in ap-guangzhou-4", Class: 1},
 		},
 	}

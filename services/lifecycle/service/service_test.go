@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"google.golang.org/grpc/codes"
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -36,7 +38,7 @@ func TestScaleUpAndDownEndToEnd(t *testing.T) {
 	for _, in := range s.instances("workers") {
 		// The placeholder until the cloud id is known (the dispatcher may
 		// already have moved on), never empty.
-		if _, id, ok := domain.ParsePlaceholderProviderID(in.ProviderID); !(ok && id == in.ID) && in.CloudID == "" {
+		if _, id, ok := providerid.ParsePlaceholder(in.ProviderID); !(ok && id == in.ID) && in.CloudID == "" {
 			t.Errorf("record without cloud id has providerID %q, want the placeholder", in.ProviderID)
 		}
 	}

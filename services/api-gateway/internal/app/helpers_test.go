@@ -1,9 +1,8 @@
 package app
 
 import (
+	"github.com/nodesmith/nodesmith/libs/providerid"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 func testGroup(id string, minSize, maxSize, target int32) *statev1.NodeGroup {
@@ -15,7 +14,7 @@ func testGroup(id string, minSize, maxSize, target int32) *statev1.NodeGroup {
 }
 
 func testInstance(group, id string, state statev1.InstanceState) *statev1.Instance {
-	return &statev1.Instance{Id: id, Group: group, State: state, ProviderId: domain.PlaceholderProviderID(group, id)}
+	return &statev1.Instance{Id: id, Group: group, State: state, ProviderId: providerid.Placeholder(group, id)}
 }
 
 const (

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -210,7 +212,7 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 	}
 	reported := rec.GetProviderId()
 	if reported == "" {
-		reported = domain.PlaceholderProviderID(group, id)
+		reported = providerid.Placeholder(group, id)
 	}
 	e := &instanceEntry{
 		view:     InstanceView{Key: key, Record: rec, Revision: rev, ReportedID: reported},
@@ -392,7 +394,7 @@ func (m *ReadModel) resolveLocked(providerID, name string) *instanceEntry {
 		if e := m.byProviderID.get(providerID, false); e != nil {
 			return e
 		}
-		if group, id, ok := domain.ParsePlaceholderProviderID(providerID); ok {
+		if group, id, ok := providerid.ParsePlaceholder(providerID); ok {
 			for _, e := range m.byID[id] {
 				if e.group == group {
 					return e

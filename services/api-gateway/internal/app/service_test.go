@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -49,7 +51,7 @@ func (f *fixture) group(id string, minSize, maxSize, target int32) *statev1.Node
 }
 
 func (f *fixture) instance(group, id string, st statev1.InstanceState, mutate ...func(*statev1.Instance)) {
-	in := &statev1.Instance{Id: id, Group: group, State: st, ProviderId: domain.PlaceholderProviderID(group, id)}
+	in := &statev1.Instance{Id: id, Group: group, State: st, ProviderId: providerid.Placeholder(group, id)}
 	for _, m := range mutate {
 		m(in)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/providerid"
 )
 
 func TestCAStateOf(t *testing.T) {
@@ -64,17 +66,17 @@ func TestErrorClass(t *testing.T) {
 }
 
 func TestPlaceholderProviderID(t *testing.T) {
-	id := PlaceholderProviderID("workers", "i-01")
+	id := providerid.Placeholder("workers", "i-01")
 	if id != "nodesmith:///workers/i-01" {
 		t.Fatalf("PlaceholderProviderID = %q", id)
 	}
-	g, i, ok := ParsePlaceholderProviderID(id)
+	g, i, ok := providerid.ParsePlaceholder(id)
 	if !ok || g != "workers" || i != "i-01" {
 		t.Fatalf("round trip: %q %q %v", g, i, ok)
 	}
 	for _, bad := range []string{"", "nodesmith:///", "nodesmith:///g", "nodesmith:///g/", "nodesmith:////i", "nodesmith:///g/i/x", "tencentcloud:///ap-1/ins-1", "nodesmith://g/i"} {
-		if _, _, ok := ParsePlaceholderProviderID(bad); ok {
-			t.Errorf("ParsePlaceholderProviderID(%q) accepted", bad)
+		if _, _, ok := providerid.ParsePlaceholder(bad); ok {
+			t.Errorf("providerid.ParsePlaceholder(%q) accepted", bad)
 		}
 	}
 }

@@ -106,25 +106,3 @@ func ErrorClass(recorded int32) int32 {
 // carries no error code: CA ignores errorInfo with an empty code.
 const CreationFailedCode = "CreationFailed"
 
-// PlaceholderScheme prefixes the providerID lifecycle assigns to an instance
-// before its VM has a cloud id: "nodesmith:///<group>/<instance id>".
-const PlaceholderScheme = "nodesmith:///"
-
-// PlaceholderProviderID returns the placeholder providerID of an instance.
-func PlaceholderProviderID(group, instanceID string) string {
-	return PlaceholderScheme + group + "/" + instanceID
-}
-
-// ParsePlaceholderProviderID splits a placeholder providerID into group and
-// instance id. It does not allocate.
-func ParsePlaceholderProviderID(providerID string) (group, instanceID string, ok bool) {
-	rest, found := strings.CutPrefix(providerID, PlaceholderScheme)
-	if !found {
-		return "", "", false
-	}
-	group, instanceID, found = strings.Cut(rest, "/")
-	if !found || group == "" || instanceID == "" || strings.Contains(instanceID, "/") {
-		return "", "", false
-	}
-	return group, instanceID, true
-}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
@@ -22,8 +24,6 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Responder answers lifecycle requests.
@@ -222,7 +222,7 @@ func (r *Responder) newInstances(ctx context.Context, group string, n int) (uint
 		r.mu.Unlock()
 		in := &statev1.Instance{
 			Id: id, Group: group, State: statev1.InstanceState_INSTANCE_STATE_PENDING,
-			ProviderId: domain.PlaceholderProviderID(group, id), CreatedAt: timestamppb.Now(), StateSince: timestamppb.Now(),
+			ProviderId: providerid.Placeholder(group, id), CreatedAt: timestamppb.Now(), StateSince: timestamppb.Now(),
 		}
 		b, _ := proto.Marshal(in)
 		var err error

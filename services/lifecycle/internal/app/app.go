@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -286,13 +288,13 @@ func (a *App) setInstLocked(in domain.Instance, rev uint64) {
 	}
 	a.insts[in.ID] = &instRec{inst: in, rev: rev}
 	a.byProvider[in.ProviderID] = in.ID
-	a.byProvider[domain.PlaceholderProviderID(in.Group, in.ID)] = in.ID
+	a.byProvider[providerid.Placeholder(in.Group, in.ID)] = in.ID
 }
 
 func (a *App) dropInstLocked(id string) {
 	if r, ok := a.insts[id]; ok {
 		delete(a.byProvider, r.inst.ProviderID)
-		delete(a.byProvider, domain.PlaceholderProviderID(r.inst.Group, r.inst.ID))
+		delete(a.byProvider, providerid.Placeholder(r.inst.Group, r.inst.ID))
 	}
 	delete(a.insts, id)
 	delete(a.published, id)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -226,7 +228,7 @@ func (a *App) resolveLocked(n NodeRef) (domain.Instance, bool) {
 			return r.inst, true
 		}
 	}
-	if _, id, ok := domain.ParsePlaceholderProviderID(n.ProviderID); ok {
+	if _, id, ok := providerid.ParsePlaceholder(n.ProviderID); ok {
 		if r, ok := a.insts[id]; ok {
 			return r.inst, true
 		}

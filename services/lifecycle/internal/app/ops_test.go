@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -22,7 +24,7 @@ func TestIncreaseSize(t *testing.T) {
 		t.Fatalf("target %d, instances %v", h.target("g"), h.byState("g"))
 	}
 	for _, in := range h.instances("g") {
-		if in.ProviderID != domain.PlaceholderProviderID("g", in.ID) {
+		if in.ProviderID != providerid.Placeholder("g", in.ID) {
 			t.Errorf("providerID %q", in.ProviderID)
 		}
 	}
@@ -109,7 +111,7 @@ func TestDeleteNodes(t *testing.T) {
 	t.Run("resolved by real providerID, placeholder and name", func(t *testing.T) {
 		h.ok(h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{
 			{ProviderID: is[0].ProviderID},
-			{ProviderID: domain.PlaceholderProviderID("g", is[1].ID)},
+			{ProviderID: providerid.Placeholder("g", is[1].ID)},
 			{Name: is[2].ID},
 		}))
 		if h.target("g") != 1 {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -94,7 +96,7 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 			t.Errorf("%d terminations: the VM of a pending create was taken for an orphan", n)
 		}
 		h.settle()
-		h.ok(h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: domain.PlaceholderProviderID("g", waiting.ID)}}))
+		h.ok(h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: providerid.Placeholder("g", waiting.ID)}}))
 		h.settle()
 	})
 	t.Run("answers to unknown requests are dropped", func(t *testing.T) {

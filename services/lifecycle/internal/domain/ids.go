@@ -42,30 +42,6 @@ func NewClientToken(batchID string) string {
 	return t
 }
 
-// placeholderScheme prefixes the providerID an instance has before its VM
-// has a cloud id. CA needs a stable id for every instance counted in the
-// target; this one is unique and parseable back to the instance.
-const placeholderScheme = "nodesmith:///"
-
-// PlaceholderProviderID is the providerID of an instance without a cloud id.
-func PlaceholderProviderID(group, instanceID string) string {
-	return placeholderScheme + group + "/" + instanceID
-}
-
-// ParsePlaceholderProviderID returns the group and instance id of a
-// placeholder providerID.
-func ParsePlaceholderProviderID(pid string) (group, instanceID string, ok bool) {
-	rest, found := strings.CutPrefix(pid, placeholderScheme)
-	if !found {
-		return "", "", false
-	}
-	group, instanceID, found = strings.Cut(rest, "/")
-	if !found || group == "" || instanceID == "" || strings.Contains(instanceID, "/") {
-		return "", "", false
-	}
-	return group, instanceID, true
-}
-
 // DefaultProviderIDTemplate is used when a template sets none; with the
 // default provider it yields externalgrpc://tencentcloud/<account>/<region>/<cloud id>.
 const DefaultProviderIDTemplate = "externalgrpc://{{.Provider}}/{{.Account}}/{{.Region}}/{{.CloudID}}"

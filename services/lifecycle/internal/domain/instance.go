@@ -1,6 +1,10 @@
 package domain
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodesmith/nodesmith/libs/providerid"
+)
 
 // Instance is one VM's record. Lifecycle is its only writer.
 type Instance struct {
@@ -68,7 +72,7 @@ func NewInstance(id, group string, now time.Time) Instance {
 		ID:         id,
 		Group:      group,
 		State:      StatePending,
-		ProviderID: PlaceholderProviderID(group, id),
+		ProviderID: providerid.Placeholder(group, id),
 		NodeName:   id,
 		CreatedAt:  now,
 		StateSince: now,

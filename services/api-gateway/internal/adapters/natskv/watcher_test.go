@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,12 +16,11 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natskv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
 )
 
 func instance(group, id string, st statev1.InstanceState) *statev1.Instance {
-	return &statev1.Instance{Id: id, Group: group, State: st, ProviderId: domain.PlaceholderProviderID(group, id)}
+	return &statev1.Instance{Id: id, Group: group, State: st, ProviderId: providerid.Placeholder(group, id)}
 }
 
 // startWatcher runs a watcher into rm until the test ends (or stop is

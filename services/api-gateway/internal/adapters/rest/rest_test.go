@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/providerid"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -65,7 +67,7 @@ func (f *fixture) seed() {
 	for _, id := range []string{"i-1", "i-2", "i-3"} {
 		f.rev++
 		f.rm.PutInstance("web."+id, f.rev, &statev1.Instance{
-			Id: id, Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: domain.PlaceholderProviderID("web", id),
+			Id: id, Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: providerid.Placeholder("web", id),
 			CreationFailed: id == "i-3", HookOutputTail: "joined " + id,
 			History: []*statev1.Transition{{From: statev1.InstanceState_INSTANCE_STATE_PENDING, To: statev1.InstanceState_INSTANCE_STATE_CREATING, Reason: "dispatched", At: timestamppb.Now()}},
 		})
