@@ -105,4 +105,3 @@ func ErrorClass(recorded int32) int32 {
 // CreationFailedCode is reported when a record says its creation failed but
 // carries no error code: CA ignores errorInfo with an empty code.
 const CreationFailedCode = "CreationFailed"
-
