@@ -111,7 +111,7 @@ func Connect(ctx context.Context, o Options) (*nats.Conn, error) {
 		log.Warn("nats connect failed, retrying", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connecting to nats: %w (last error: %v)", ctx.Err(), err)
+			return nil, fmt.Errorf("connecting to nats: %w (last error: %w)", ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)

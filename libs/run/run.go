@@ -53,7 +53,8 @@ func HTTP(srv *http.Server, l net.Listener, grace time.Duration) func(ctx contex
 			return err
 		case <-ctx.Done():
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		// ctx is done: shutdown gets its own deadline, keeping ctx's values.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			_ = srv.Close()

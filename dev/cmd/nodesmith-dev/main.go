@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,8 +19,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := realMain(ctx, os.Args[1:]); err != nil {
+	err := realMain(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodesmith-dev:", err)
 		os.Exit(1)
 	}
@@ -32,7 +34,7 @@ func realMain(ctx context.Context, args []string) error {
 	cfg.RegisterFlags(fs)
 	logOpts.RegisterFlags(fs)
 	if err := config.Parse(fs, args, nil); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
