@@ -537,7 +537,13 @@ type Request struct {
 	//	*Request_DeleteGroup
 	//	*Request_SetTargetSize
 	//	*Request_InstanceAction
-	Op            isRequest_Op `protobuf_oneof:"op"`
+	Op isRequest_Op `protobuf_oneof:"op"`
+	// Identifies the caller's operation across retries: the same id on every
+	// attempt. Lifecycle applies an operation at most once per id (within a
+	// bounded window) and answers a repeat with the first outcome, so the
+	// gateway can retry IncreaseSize after an unanswered attempt without
+	// scaling up twice.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +646,13 @@ func (x *Request) GetInstanceAction() *InstanceAction {
 		}
 	}
 	return nil
+}
+
+func (x *Request) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isRequest_Op interface {
@@ -851,7 +864,7 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_RETRY\x10\x01\x12\x17\n" +
 	"\x13ACTION_FORCE_DELETE\x10\x02\x12\x11\n" +
-	"\rACTION_CANCEL\x10\x03\"\xb5\x04\n" +
+	"\rACTION_CANCEL\x10\x03\"\xd4\x04\n" +
 	"\aRequest\x12K\n" +
 	"\rincrease_size\x18\x01 \x01(\v2$.nodesmith.lifecycle.v1.IncreaseSizeH\x00R\fincreaseSize\x12^\n" +
 	"\x14decrease_target_size\x18\x02 \x01(\v2*.nodesmith.lifecycle.v1.DecreaseTargetSizeH\x00R\x12decreaseTargetSize\x12H\n" +
@@ -859,7 +872,9 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\tput_group\x18\x04 \x01(\v2 .nodesmith.lifecycle.v1.PutGroupH\x00R\bputGroup\x12H\n" +
 	"\fdelete_group\x18\x05 \x01(\v2#.nodesmith.lifecycle.v1.DeleteGroupH\x00R\vdeleteGroup\x12O\n" +
 	"\x0fset_target_size\x18\x06 \x01(\v2%.nodesmith.lifecycle.v1.SetTargetSizeH\x00R\rsetTargetSize\x12Q\n" +
-	"\x0finstance_action\x18\a \x01(\v2&.nodesmith.lifecycle.v1.InstanceActionH\x00R\x0einstanceActionB\x04\n" +
+	"\x0finstance_action\x18\a \x01(\v2&.nodesmith.lifecycle.v1.InstanceActionH\x00R\x0einstanceAction\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestIdB\x04\n" +
 	"\x02op\"6\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
