@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/metrics"
 	"github.com/nodesmith/nodesmith/libs/tracing"
 )
 
@@ -241,26 +242,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Messages being handled now.",
 		}, []string{"consumer"}),
 	}
-	m.handled = register(reg, m.handled)
-	m.redelivers = register(reg, m.redelivers)
-	m.duration = register(reg, m.duration)
-	m.running = register(reg, m.running)
+	m.handled = metrics.Register(reg, m.handled)
+	m.redelivers = metrics.Register(reg, m.redelivers)
+	m.duration = metrics.Register(reg, m.duration)
+	m.running = metrics.Register(reg, m.running)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name, so several workers can share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("registering worker metrics: %v", err))
-	}
-	return c
 }
 
 func (m *Metrics) inFlight(consumer string, d float64) {
