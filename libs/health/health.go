@@ -35,8 +35,14 @@ func (c *Checks) Add(name string, check Check) {
 }
 
 // Run runs every check with a short timeout and returns failures by name.
+// A set with no checks is not ready: the service has not finished starting
+// (every service registers its checks as it connects).
 func (c *Checks) Run(ctx context.Context) map[string]string {
 	c.mu.RLock()
+	if len(c.checks) == 0 {
+		c.mu.RUnlock()
+		return map[string]string{"startup": "no readiness checks registered yet"}
+	}
 	names := make([]string, 0, len(c.checks))
 	for n := range c.checks {
 		names = append(names, n)

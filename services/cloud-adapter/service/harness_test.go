@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -34,6 +35,7 @@ type stack struct {
 type recorded struct {
 	subject string
 	msgID   string
+	header  nats.Header
 	ev      *cloudv1.Event
 }
 
@@ -56,7 +58,7 @@ func newStack(t *testing.T) *stack {
 			return
 		}
 		s.mu.Lock()
-		s.events = append(s.events, recorded{subject: m.Subject(), msgID: m.Headers().Get("Nats-Msg-Id"), ev: &ev})
+		s.events = append(s.events, recorded{subject: m.Subject(), msgID: m.Headers().Get("Nats-Msg-Id"), header: m.Headers(), ev: &ev})
 		s.mu.Unlock()
 	})
 	if err != nil {
@@ -93,16 +95,20 @@ type replica struct {
 	health *health.Checks
 }
 
-// startReplica runs service.Run on its own NATS connection; deps' Logger,
-// Health and Conn are filled in.
+// startReplica runs service.Run on its own NATS connection; deps' Health
+// and Conn are filled in, and Logger unless the test set one.
 func (s *stack) startReplica(name string, cfg service.Config, deps service.Deps) *replica {
 	s.t.Helper()
 	nc, _ := s.env.Connect(s.t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{stop: cancel, done: make(chan error, 1), health: &health.Checks{}}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("CLOUD_ADAPTER_TEST_LOGS") != "" {
+	logger := deps.Logger
+	switch {
+	case logger != nil:
+	case os.Getenv("CLOUD_ADAPTER_TEST_LOGS") != "":
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", name)
+	default:
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	go func() {
 		deps.Logger, deps.Health, deps.Conn = logger, r.health, nc
@@ -141,7 +147,13 @@ func (r *replica) waitReady(t *testing.T) {
 
 func (s *stack) publish(subject, msgID string, cmd *cloudv1.Command) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.publishCtx(context.Background(), subject, msgID, cmd)
+}
+
+// publishCtx publishes with ctx's trace context in the headers.
+func (s *stack) publishCtx(ctx context.Context, subject, msgID string, cmd *cloudv1.Command) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := s.pub.Publish(ctx, subject, msgID, cmd); err != nil {
 		s.t.Fatalf("publishing command: %v", err)

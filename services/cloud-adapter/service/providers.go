@@ -30,6 +30,11 @@ func newTencent(e providerEnv) (ports.Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The buckets are this replica's own: say so where operators look when
+	// the account is throttled.
+	e.log.Info("client-side rate limits per replica (calls/s:burst per account, region and action; "+
+		"replicas do not share them, so with N replicas on one account each should get 1/N of the account's limit)",
+		"provider", tencent.Provider, "limits", limits.String())
 	clients := tencent.NewClients(tencent.ClientOptions{
 		Credentials: e.creds,
 		Endpoint:    e.cfg.TencentEndpoint,

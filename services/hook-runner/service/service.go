@@ -166,10 +166,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 // startErr reports a start-up failure, unless it only happened because the
 // service was told to stop while starting: that is a clean stop.
 func startErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+	select {
+	case <-ctx.Done():
 		return nil
+	default:
+		return err
 	}
-	return err
 }
 
 // heartbeat is how often a running hook is marked in progress: a third of

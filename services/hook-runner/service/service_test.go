@@ -386,3 +386,34 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestPasswordLoginEndToEnd runs a hook with password authentication (the
+// password given as NODESMITH_SSH_PASSWORD) against OpenSSH's sshd, as the
+// throwaway account sshdtest creates; skipped unless run as root.
+func TestPasswordLoginEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("component test: NATS and sshd")
+	}
+	env := natstest.Start(t)
+	srv := sshdtest.Start(t, sshdtest.Options{Password: true})
+	startReplica(t, env, srv, "runner-pw", func(c *service.Config) {
+		c.SSH.User = srv.PasswordUser
+		c.SSH.KeyFile = ""
+		c.ReadSecretEnv(func(name string) (string, bool) {
+			if name == service.EnvSSHPassword {
+				return srv.Password, true
+			}
+			return "", false
+		})
+	})
+	publishHook(t, env.JS, &hookv1.RunHook{InstanceId: "ins-pw", Attempt: 1, Hook: hookv1.HookKind_HOOK_KIND_AFTER_CREATED,
+		Host: "127.0.0.1", Script: "id -un\necho \"node $NODE_NAME\"\nexit 5", Env: map[string]string{"NODE_NAME": "node-pw"}})
+	waitFor(t, "the hook result", func() bool { return len(results(t, env.JS)) == 1 })
+	r := results(t, env.JS)[0]
+	if r.GetSucceeded() || r.GetExitCode() != 5 || !r.GetRetryable() || r.GetOutputTail() != srv.PasswordUser+"\nnode node-pw\n" {
+		t.Fatalf("result = %v, want exit 5 with the account name and the node name as output", r)
+	}
+	if !strings.Contains(srv.Logs(), "Accepted password for "+srv.PasswordUser) {
+		t.Fatalf("sshd did not log a password login; log:\n%s", srv.Logs())
+	}
+}

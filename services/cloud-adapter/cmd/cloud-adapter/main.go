@@ -24,8 +24,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := realMain(ctx); err != nil {
+	err := realMain(ctx)
+	stop() // not deferred: os.Exit below would skip it
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cloud-adapter:", err)
 		os.Exit(1)
 	}

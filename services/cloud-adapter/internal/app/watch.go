@@ -42,7 +42,7 @@ func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delive
 	}
 	cloud, target, err := s.cloud(w.GetTarget())
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+		return fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
 	log := s.log.With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
 
@@ -66,7 +66,7 @@ func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delive
 			return ctx.Err()
 		case ports.IsInvalidParametersError(err):
 			// Malformed ids never become valid: drop the command.
-			return fmt.Errorf("%w: describing watched instances: %v", ErrInvalidCommand, err)
+			return fmt.Errorf("%w: describing watched instances: %w", ErrInvalidCommand, err)
 		case !ports.IsRetryable(err):
 			return fmt.Errorf("describing watched instances: %w", err)
 		default:

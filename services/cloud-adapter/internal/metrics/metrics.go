@@ -15,6 +15,8 @@ type Cloud struct {
 	calls     *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	rateWait  *prometheus.HistogramVec
+	rateLimit *prometheus.GaugeVec
+	rateBurst *prometheus.GaugeVec
 	events    *prometheus.CounterVec
 	credsLoad *prometheus.CounterVec
 }
@@ -36,6 +38,15 @@ func New(reg prometheus.Registerer) *Cloud {
 			Name:    "nodesmith_cloud_rate_limit_wait_seconds",
 			Help:    "Time cloud API calls waited for the client-side rate limiter.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10),
+		}, []string{"provider", "action"})),
+		rateLimit: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodesmith_cloud_rate_limit_per_second",
+			Help: "Client-side rate limit of this replica, in calls per second per (account, region) and action. " +
+				"Replicas do not share buckets: N replicas on one account may together make N times as many calls.",
+		}, []string{"provider", "action"})),
+		rateBurst: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodesmith_cloud_rate_limit_burst",
+			Help: "Burst of this replica's client-side rate limit per (account, region) and action.",
 		}, []string{"provider", "action"})),
 		events: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodesmith_cloud_events_published_total",
@@ -76,6 +87,16 @@ func (m *Cloud) RateLimitWait(provider, action string, waited time.Duration) {
 		return
 	}
 	m.rateWait.WithLabelValues(provider, action).Observe(waited.Seconds())
+}
+
+// RateLimit records the client-side limit this replica applies to action:
+// perSecond calls per second with bursts of burst, per (account, region).
+func (m *Cloud) RateLimit(provider, action string, perSecond float64, burst int) {
+	if m == nil {
+		return
+	}
+	m.rateLimit.WithLabelValues(provider, action).Set(perSecond)
+	m.rateBurst.WithLabelValues(provider, action).Set(float64(burst))
 }
 
 // EventPublished counts one published event of kind.

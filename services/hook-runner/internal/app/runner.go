@@ -149,10 +149,10 @@ func (r *Runner) handle(ctx context.Context, h domain.Hook, log *slog.Logger) er
 
 func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (domain.Result, error) {
 	started := r.o.Now()
-	if err := h.Validate(); err != nil {
-		// Checked here as well as in the executor so that an empty host
-		// never reaches anything that could open a connection.
-		ex := domain.Execution{ExitCode: domain.NoExitCode, Failure: domain.FailureInvalid, Err: err}
+	// Checked here as well as in the executor so that an empty host never
+	// reaches anything that could open a connection. An invalid hook is a
+	// result for lifecycle, not an error of the runner.
+	if ex, invalid := invalidHook(h); invalid {
 		return domain.NewResult(h, ex, "", r.o.RunnerID, started, r.o.Now()), nil
 	}
 	timeout := h.Timeout
@@ -181,6 +181,15 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	res := domain.NewResult(h, ex, tail.String(), r.o.RunnerID, started, r.o.Now())
 	log.Debug("hook run ended", "output_bytes", tail.Total(), "connect_attempts", ex.ConnectAttempts, "failure", ex.Failure.String())
 	return res, nil
+}
+
+// invalidHook describes the execution of a hook that fails validation.
+func invalidHook(h domain.Hook) (domain.Execution, bool) {
+	err := h.Validate()
+	if err == nil {
+		return domain.Execution{}, false
+	}
+	return domain.Execution{ExitCode: domain.NoExitCode, Failure: domain.FailureInvalid, Err: err}, true
 }
 
 func (r *Runner) lineLogger(log *slog.Logger, stream string) *domain.LineWriter {

@@ -1,8 +1,9 @@
 // Package sshdtest runs OpenSSH's sshd (Debian package openssh-server) on a
 // loopback port for tests: generated host and client keys in a temporary
 // directory, optionally a host certificate signed by a generated host CA,
-// key authentication for the current user. It is a test helper; nothing in
-// production imports it.
+// key authentication for the current user and, when running as root,
+// password authentication for a throwaway local account. It is a test
+// helper; nothing in production imports it.
 package sshdtest
 
 import (
@@ -38,6 +39,13 @@ type Options struct {
 	// ExtraConfig goes at the top of sshd_config; for most keywords sshd
 	// keeps the first value it reads, so it overrides the defaults below.
 	ExtraConfig string
+	// Password also lets the dedicated account PasswordAccountName log in
+	// with a random password (Server.PasswordUser, Server.Password), by
+	// sshd's own "password" method (no PAM). The account is created for
+	// the test and removed after it; creating it needs root, so without
+	// root the test is skipped. Only that account and the current user
+	// (with the client key) may log in.
+	Password bool
 }
 
 // Server is a running sshd.
@@ -56,6 +64,9 @@ type Server struct {
 	ClientKey ssh.Signer
 	// Dir is sshd's temporary directory; tests may put files there.
 	Dir string
+	// PasswordUser and Password log in by password (Options.Password).
+	PasswordUser string
+	Password     string
 
 	clientKeyPEM []byte
 	bin, config  string
@@ -107,6 +118,11 @@ func Start(t testing.TB, o Options) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{Host: "127.0.0.1", User: u.Username, Dir: dir}
+	var authConfig string
+	if o.Password {
+		s.PasswordUser, s.Password = passwordAccount(t)
+		authConfig = passwordConfig(s.PasswordUser, s.User)
+	}
 
 	hostKeyPath := filepath.Join(dir, "ssh_host_ed25519_key")
 	hostSigner := writeKey(t, hostKeyPath)
@@ -146,7 +162,7 @@ func Start(t testing.TB, o Options) *Server {
 		}
 		s.Port = port
 		config := fmt.Sprintf(`%s
-Port %d
+%sPort %d
 ListenAddress %s
 HostKey %s
 %sPidFile none
@@ -159,7 +175,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 PrintMotd no
 LogLevel VERBOSE
-`, o.ExtraConfig, port, s.Host, hostKeyPath, certLine, filepath.Join(dir, "authorized_keys"))
+`, o.ExtraConfig, authConfig, port, s.Host, hostKeyPath, certLine, filepath.Join(dir, "authorized_keys"))
 		configPath := filepath.Join(dir, "sshd_config")
 		writeFile(t, configPath, []byte(config), 0o600)
 		s.bin, s.config = bin, configPath

@@ -7,9 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +21,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/telemetry"
 )
 
 // Event kinds: the last token of an event's subject.
@@ -72,14 +73,26 @@ func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) e
 	if kind == "" {
 		return errors.New("refusing to publish an empty cloud event")
 	}
-	if _, err := e.pub.Publish(ctx, messaging.SubjectCloudEvents+"."+kind, msgID, ev); err != nil {
+	subject := messaging.SubjectCloudEvents + "." + kind
+	// The producer span is a child of the command's span; the publisher
+	// injects its context into the headers, so lifecycle's handling of the
+	// event continues the trace.
+	ctx, span := telemetry.Tracer().Start(ctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", subject),
+			attribute.String("messaging.message.id", msgID),
+		))
+	defer span.End()
+	if _, err := e.pub.Publish(ctx, subject, msgID, ev); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish failed")
 		return err
 	}
 	e.metrics.EventPublished(kind)
 	return nil
 }
-
-var tracer = otel.Tracer("github.com/nodesmith/nodesmith/services/cloud-adapter/jetstream")
 
 // Handler handles one decoded command (app.Service does).
 type Handler interface {
@@ -93,25 +106,45 @@ type Handler interface {
 // invalid commands are terminated, never redelivered.
 func Consume(ctx context.Context, cons natsjs.Consumer, h Handler, o worker.Options, maxDeliver int) error {
 	return worker.Run(ctx, cons, o, func(ctx context.Context, msg natsjs.Msg) error {
-		var cmd cloudv1.Command
-		if err := proto.Unmarshal(msg.Data(), &cmd); err != nil {
-			return worker.Permanent(fmt.Errorf("decoding cloud command on %s: %w", msg.Subject(), err))
-		}
 		d := app.Delivery{Attempt: 1}
 		if meta, err := msg.Metadata(); err == nil {
 			d.Attempt = meta.NumDelivered
 		}
 		d.Last = maxDeliver > 0 && d.Attempt >= uint64(maxDeliver)
-		ctx, span := tracer.Start(ctx, "cloud command "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(attribute.Int64("messaging.delivery", int64(d.Attempt))))
+		// ctx carries the trace context libs/worker extracted from the
+		// headers, so this span continues lifecycle's trace.
+		ctx, span := telemetry.Tracer().Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "nats"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.destination.name", msg.Subject()),
+				attribute.String("messaging.message.id", msg.Headers().Get(natsjs.MsgIDHeader)),
+				attribute.Int64("nodesmith.delivery", int64(min(d.Attempt, math.MaxInt64))),
+				attribute.Bool("nodesmith.last_delivery", d.Last),
+			))
 		defer span.End()
-		err := h.Handle(ctx, &cmd, d)
-		if err != nil {
+		var cmd cloudv1.Command
+		if err := proto.Unmarshal(msg.Data(), &cmd); err != nil {
+			err = fmt.Errorf("decoding cloud command on %s: %w", msg.Subject(), err)
+			span.SetAttributes(attribute.String("nodesmith.outcome", "dropped"))
 			span.RecordError(err)
-			span.SetStatus(codes.Error, "command failed")
-		}
-		if errors.Is(err, app.ErrInvalidCommand) {
+			span.SetStatus(codes.Error, "undecodable command")
 			return worker.Permanent(err)
+		}
+		span.SetAttributes(commandAttributes(&cmd)...)
+		err := h.Handle(ctx, &cmd, d)
+		switch {
+		case err == nil:
+			span.SetAttributes(attribute.String("nodesmith.outcome", "done"))
+		case errors.Is(err, app.ErrInvalidCommand):
+			span.SetAttributes(attribute.String("nodesmith.outcome", "dropped"))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "invalid command")
+			return worker.Permanent(err)
+		default:
+			span.SetAttributes(attribute.String("nodesmith.outcome", "redeliver"))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "command failed; redelivering")
 		}
 		return err
 	})

@@ -103,7 +103,91 @@ func TestCredentialErrorsFailAtStart(t *testing.T) {
 	}
 }
 
-// TestPasswordAuthentication runs against the in-process server: see goServer.
+// TestPasswordAuthenticationAgainstOpenSSH logs in to the real sshd by
+// password as a throwaway local account (see sshdtest.Options.Password;
+// skipped unless the tests run as root).
+func TestPasswordAuthenticationAgainstOpenSSH(t *testing.T) {
+	srv := sshdtest.Start(t, sshdtest.Options{Password: true})
+	passwordOnly := func(o *Options) {
+		o.User = srv.PasswordUser
+		o.KeyFile = ""
+	}
+	env := map[string]string{"GREETING": `it's "quoted"`, "NODE_NAME": "node-pw"}
+	script := `id -un
+printf '%s|%s\n' "$GREETING" "$(sh -c 'echo $NODE_NAME')"
+echo to-stderr >&2
+exit 3`
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+	}{
+		{"password from file", func(o *Options) {
+			passwordOnly(o)
+			o.PasswordFile = sshdtest.WriteFile(t, "pw", srv.Password+"\n")
+		}},
+		{"password as value", func(o *Options) {
+			passwordOnly(o)
+			o.Password = []byte(srv.Password)
+		}},
+		{"key refused first, then password", func(o *Options) {
+			passwordOnly(o)
+			o.PrivateKey = randomKeyPEM(t)
+			o.Password = []byte(srv.Password)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newExecutor(t, srv, tt.mutate)
+			cmd := local(script)
+			cmd.Env = env
+			ex, out := run(t, e, cmd, time.Minute)
+			if ex.Failure != domain.FailureExit || ex.ExitCode != 3 || !ex.Connected || ex.ConnectAttempts != 1 {
+				t.Fatalf("failure %s (%v), exit %d, connected %v after %d attempts; want exit 3 after 1 attempt; stderr %q",
+					ex.Failure, ex.Err, ex.ExitCode, ex.Connected, ex.ConnectAttempts, out.Stderr())
+			}
+			if want := srv.PasswordUser + "\nit's \"quoted\"|node-pw\n"; out.Stdout() != want {
+				t.Errorf("stdout = %q, want %q", out.Stdout(), want)
+			}
+			if out.Stderr() != "to-stderr\n" {
+				t.Errorf("stderr = %q", out.Stderr())
+			}
+		})
+	}
+	// sshd says which method let the account in: password, not a key.
+	if n := strings.Count(srv.Logs(), "Accepted password for "+srv.PasswordUser); n != len(tests) {
+		t.Errorf("sshd accepted %d password logins, want %d; log:\n%s", n, len(tests), srv.Logs())
+	}
+
+	t.Run("wrong password is an auth failure, not retried", func(t *testing.T) {
+		e := newExecutor(t, srv, func(o *Options) {
+			passwordOnly(o)
+			o.Password = []byte("not-" + srv.Password)
+		})
+		ex, _ := run(t, e, local("true"), time.Minute)
+		if ex.Failure != domain.FailureAuth || ex.Failure.Retryable() || ex.ConnectAttempts != 1 || ex.ExitCode != -1 {
+			t.Fatalf("failure %s (%v) after %d attempts, want auth after 1", ex.Failure, ex.Err, ex.ConnectAttempts)
+		}
+		if strings.Contains(ex.Err.Error(), srv.Password) {
+			t.Fatalf("error leaks the password: %v", ex.Err)
+		}
+	})
+	t.Run("root may not log in by password", func(t *testing.T) {
+		if srv.User != "root" {
+			t.Skip("only meaningful when the tests run as root")
+		}
+		e := newExecutor(t, srv, func(o *Options) {
+			o.KeyFile = ""
+			o.Password = []byte(srv.Password)
+		})
+		if ex, _ := run(t, e, local("true"), time.Minute); ex.Failure != domain.FailureAuth {
+			t.Fatalf("failure %s (%v), want auth", ex.Failure, ex.Err)
+		}
+	})
+}
+
+// TestPasswordAuthentication runs against the in-process server (see
+// goServer): keyboard-interactive, which sshd offers only through PAM, and
+// password without needing root to create an account.
 func TestPasswordAuthentication(t *testing.T) {
 	const password = "s3cret 'pw'"
 	check := func(user string, pw []byte) error {

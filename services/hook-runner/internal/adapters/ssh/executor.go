@@ -21,10 +21,14 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/ports"
+	"github.com/nodesmith/nodesmith/services/hook-runner/internal/telemetry"
 )
 
 var _ ports.Executor = (*Executor)(nil)
@@ -161,19 +165,47 @@ func (e *Executor) Run(ctx context.Context, cmd domain.Command, stdout, stderr i
 	}
 	addr := net.JoinHostPort(strings.Trim(cmd.Host, "[]"), strconv.Itoa(port))
 
-	client, hostKey, attempts, f, err := e.connect(ctx, addr, pinned)
+	cctx, span := telemetry.Tracer().Start(ctx, "ssh connect", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("server.address", cmd.Host),
+			attribute.Int("server.port", port),
+			attribute.String("nodesmith.ssh_user", e.o.User),
+			attribute.String("nodesmith.host_key_policy", e.policy.describe(pinned))))
+	client, hostKey, attempts, f, err := e.connect(cctx, addr, pinned)
+	span.SetAttributes(
+		attribute.Int("nodesmith.connect_attempts", attempts),
+		attribute.Bool("nodesmith.host_key_reported", hostKey != ""))
+	endSpan(span, f, err)
 	ex.ConnectAttempts, ex.HostKey = attempts, hostKey
 	if err != nil {
 		return fail(f, err)
 	}
 	ex.Connected = true
 	defer client.Close()
-	code, f, err := e.execute(ctx, client, sc, stdout, stderr)
+
+	rctx, span := telemetry.Tracer().Start(ctx, "ssh run", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("server.address", cmd.Host), attribute.String("nodesmith.remote_command", sc.command)))
+	code, f, err := e.execute(rctx, client, sc, stdout, stderr)
+	span.SetAttributes(attribute.Int("nodesmith.exit_code", code))
+	endSpan(span, f, err)
 	ex.ExitCode = code
 	if err != nil {
 		return fail(f, err)
 	}
 	return ex
+}
+
+// endSpan records the outcome of a connection or a run on its span and
+// ends it. Errors name hosts and causes, never credentials.
+func endSpan(span trace.Span, f domain.Failure, err error) {
+	result := "ok"
+	if err != nil {
+		result = f.String()
+		span.RecordError(err)
+		span.SetStatus(codes.Error, result)
+	}
+	span.SetAttributes(attribute.String("nodesmith.result", result))
+	span.End()
 }
 
 // connect dials addr until it gets an SSH client, a failure that retrying
@@ -200,6 +232,10 @@ func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKe
 			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, err))
 		}
 		prevErr = err
+		trace.SpanFromContext(ctx).AddEvent("connection attempt failed", trace.WithAttributes(
+			attribute.Int("nodesmith.connect_attempt", attempt),
+			attribute.String("nodesmith.failure", f.String()),
+			attribute.String("exception.message", err.Error())))
 		if !retry {
 			return nil, v.accepted, attempt, f, fmt.Errorf("connecting to %s: %w", addr, err)
 		}
@@ -356,15 +392,24 @@ func (e *Executor) execute(ctx context.Context, client *ssh.Client, sc script, s
 		_ = sess.Signal(ssh.SIGKILL)
 		_ = sess.Close()
 		_ = client.Close()
-		<-done
+		e.drain(done)
 		if ctxRunFailure(ctx) == domain.FailureTimeout {
 			return domain.NoExitCode, domain.FailureTimeout, errors.New("hook deadline passed; the remote script was killed")
 		}
 		return domain.NoExitCode, domain.FailureCanceled, fmt.Errorf("remote script killed: %w", ctx.Err())
 	case <-lost:
 		_ = client.Close()
-		<-done
+		e.drain(done)
 		return domain.NoExitCode, domain.FailureConnection, errors.New("connection to the host was lost (keepalives unanswered) while the script ran")
+	}
+}
+
+// drain waits for Session.Wait after the session was torn down. Its error
+// then says nothing about the script (the outcome is already decided), so
+// it is only logged for debugging.
+func (e *Executor) drain(done <-chan error) {
+	if err := <-done; err != nil {
+		e.log.Debug("ssh session ended after teardown", "err", err)
 	}
 }
 

@@ -13,9 +13,10 @@ import (
 )
 
 // goServer is a minimal in-process SSH server (golang.org/x/crypto/ssh)
-// that runs exec requests with /bin/sh -c. It exists for password
-// authentication tests: sshd would need a password on a real local account,
-// and setting one for root on the test machine is not acceptable.
+// that runs exec requests with /bin/sh -c. It exists for
+// keyboard-interactive authentication, which sshd offers only through PAM
+// (the test sshd runs without), and for password tests that need no root:
+// against sshd, they need a throwaway local account (sshdtest).
 type goServer struct {
 	port    int
 	hostKey ssh.Signer

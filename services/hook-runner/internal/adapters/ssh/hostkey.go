@@ -102,7 +102,9 @@ func (kh *knownHosts) verify(addr string, remote net.Addr, key ssh.PublicKey) er
 		if err := kh.verifyPlain(addr, remote, plain); !errors.Is(err, errUnknownHost) {
 			return err
 		}
-		return fmt.Errorf("%w (certificate: %v)", errUnknownHost, certErr)
+		// certErr is detail only: wrapping it would let callers match a
+		// knownhosts.KeyError that the plain-key fallback has overruled.
+		return fmt.Errorf("%w (certificate: %s)", errUnknownHost, certErr.Error())
 	}
 	return kh.verifyPlain(addr, remote, plain)
 }
@@ -219,6 +221,21 @@ var probeKey ssh.PublicKey = func() ssh.PublicKey {
 type hostKeyPolicy struct {
 	known *watched[*knownHosts] // nil without known_hosts files
 	tofu  bool
+}
+
+// describe names what verifies a connection with the given pin, for
+// traces: "pinned", "known_hosts", "known_hosts+tofu" or "tofu".
+func (p *hostKeyPolicy) describe(pinned ssh.PublicKey) string {
+	switch {
+	case pinned != nil:
+		return "pinned"
+	case p.known != nil && p.tofu:
+		return "known_hosts+tofu"
+	case p.known != nil:
+		return "known_hosts"
+	default:
+		return "tofu"
+	}
 }
 
 // verifier is the per-connection verification state.

@@ -164,10 +164,9 @@ func TestLargeOutputKeepsTail(t *testing.T) {
 func TestConnectRetriesUntilSSHDComesUp(t *testing.T) {
 	port := sshdtest.FreePort(t)
 	logs := &recordingHandler{}
-	var srv *sshdtest.Server
 	// The executor needs the server's keys, which exist only once it
 	// starts; so start it, stop it, and reuse its files on the same port.
-	srv = sshdtest.Start(t, sshdtest.Options{Port: port})
+	srv := sshdtest.Start(t, sshdtest.Options{Port: port})
 	e := newExecutor(t, srv, func(o *Options) { o.Logger = slog.New(logs) })
 	srv.Stop()
 

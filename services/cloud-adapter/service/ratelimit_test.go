@@ -1,0 +1,121 @@
+package service_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
+)
+
+// TestRateLimitsAreLoggedAndExposed: the limits are the replica's own, so
+// operators must be able to see them: logged at start, exported as gauges,
+// and the time calls wait for them as a histogram.
+func TestRateLimitsAreLoggedAndExposed(t *testing.T) {
+	srv := startEmulator(t, nil)
+	s := newStack(t)
+	cfg := emulatorConfig(srv)
+	cfg.TencentRateLimits = "RunInstances=3:1,TerminateInstances=8:2,DescribeInstances=16.5:4"
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	r := s.startReplica("limits", cfg, service.Deps{
+		Environ: credentialsEnv, Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+	})
+	r.waitReady(t)
+
+	var logged map[string]any
+	eventually(t, 20*time.Second, "the service to start", func() bool {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			if msg, _ := rec["msg"].(string); strings.Contains(msg, "rate limits per replica") {
+				logged = rec
+			}
+		}
+		return strings.Contains(logs.String(), "cloud adapter started")
+	})
+	if logged == nil || logged["limits"] != "DescribeInstances=16.5:4,RunInstances=3:1,TerminateInstances=8:2" || logged["provider"] != provider {
+		t.Fatalf("start-up log of the rate limits = %v; logs:\n%s", logged, logs.String())
+	}
+
+	for _, tc := range []struct {
+		action      string
+		rate, burst float64
+	}{
+		{"RunInstances", 3, 1},
+		{"TerminateInstances", 8, 2},
+		{"DescribeInstances", 16.5, 4},
+	} {
+		labels := map[string]string{"provider": provider, "action": tc.action}
+		if got := metric(t, reg, "nodesmith_cloud_rate_limit_per_second", labels); got.GetGauge().GetValue() != tc.rate {
+			t.Errorf("rate limit of %s = %v, want %v", tc.action, got.GetGauge().GetValue(), tc.rate)
+		}
+		if got := metric(t, reg, "nodesmith_cloud_rate_limit_burst", labels); got.GetGauge().GetValue() != tc.burst {
+			t.Errorf("burst of %s = %v, want %v", tc.action, got.GetGauge().GetValue(), tc.burst)
+		}
+	}
+
+	s.publish(messaging.SubjectCloudCreate, "create.rl", createCommand(provider, "rl", 1))
+	eventually(t, 20*time.Second, "created event", func() bool { _, n := s.createdMapping(); return n == 1 })
+	wait := metric(t, reg, "nodesmith_cloud_rate_limit_wait_seconds", map[string]string{"provider": provider, "action": "RunInstances"})
+	if wait.GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("rate limiter waits observed for RunInstances = %d, want 1", wait.GetHistogram().GetSampleCount())
+	}
+}
+
+// metric returns the sample of family name with exactly labels, failing
+// the test when there is none.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue next
+				}
+			}
+			return m
+		}
+	}
+	t.Fatalf("no sample of %s%v", name, labels)
+	return nil
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
