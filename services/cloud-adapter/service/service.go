@@ -7,7 +7,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -156,7 +155,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			Heartbeat:     cfg.Heartbeat,
 			ShutdownGrace: cfg.ShutdownGrace,
 			Logger:        log,
-			Metrics:       worker.NewMetrics(tolerantRegisterer{reg}),
+			Metrics:       worker.NewMetrics(reg),
 		}, maxDeliver)
 	})
 	g.Go("credentials", func(ctx context.Context) error { return creds.Run(ctx, cfg.CredentialsReloadInterval) })
@@ -168,27 +167,4 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	err = g.Wait()
 	log.Info("cloud adapter stopped")
 	return err
-}
-
-// tolerantRegisterer lets several services (or replicas) that share one
-// registry in the embedded stack each call worker.NewMetrics, which
-// registers fixed metric names with MustRegister: the first registration
-// wins and later ones are dropped instead of panicking.
-type tolerantRegisterer struct{ prometheus.Registerer }
-
-func (t tolerantRegisterer) Register(c prometheus.Collector) error {
-	err := t.Registerer.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		return nil
-	}
-	return err
-}
-
-func (t tolerantRegisterer) MustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		if err := t.Register(c); err != nil {
-			panic(err)
-		}
-	}
 }

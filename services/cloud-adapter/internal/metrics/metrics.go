@@ -4,10 +4,11 @@
 package metrics
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
 )
 
 // Cloud holds the metrics of cloud API calls and published events.
@@ -25,51 +26,38 @@ type Cloud struct {
 // (two replicas in one process) reuses the first registration.
 func New(reg prometheus.Registerer) *Cloud {
 	return &Cloud{
-		calls: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		calls: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodesmith_cloud_api_calls_total",
 			Help: "Cloud API calls by provider, action and result (ok or the error kind).",
 		}, []string{"provider", "action", "result"})),
-		latency: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		latency: libmetrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodesmith_cloud_api_call_seconds",
 			Help:    "Latency of cloud API calls, rate-limiter wait excluded.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
 		}, []string{"provider", "action"})),
-		rateWait: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		rateWait: libmetrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodesmith_cloud_rate_limit_wait_seconds",
 			Help:    "Time cloud API calls waited for the client-side rate limiter.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 3, 10),
 		}, []string{"provider", "action"})),
-		rateLimit: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		rateLimit: libmetrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodesmith_cloud_rate_limit_per_second",
 			Help: "Client-side rate limit of this replica, in calls per second per (account, region) and action. " +
 				"Replicas do not share buckets: N replicas on one account may together make N times as many calls.",
 		}, []string{"provider", "action"})),
-		rateBurst: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		rateBurst: libmetrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodesmith_cloud_rate_limit_burst",
 			Help: "Burst of this replica's client-side rate limit per (account, region) and action.",
 		}, []string{"provider", "action"})),
-		events: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		events: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodesmith_cloud_events_published_total",
 			Help: "Cloud events published for lifecycle, by kind.",
 		}, []string{"kind"})),
-		credsLoad: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		credsLoad: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodesmith_cloud_credentials_reloads_total",
 			Help: "Credential reloads by result (changed, unchanged, error).",
 		}, []string{"result"})),
 	}
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // a programming error: conflicting metric definitions
-	}
-	return c
 }
 
 // APICall records one cloud API call.

@@ -1,11 +1,9 @@
 package app
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/metrics"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 )
 
@@ -45,27 +43,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Failed attempts to publish a hook result (each is retried).",
 		}),
 	}
-	m.runs = register(reg, m.runs)
-	m.duration = register(reg, m.duration)
-	m.connectAttempts = register(reg, m.connectAttempts)
-	m.connectFailures = register(reg, m.connectFailures)
-	m.publishFailures = register(reg, m.publishFailures)
+	m.runs = metrics.Register(reg, m.runs)
+	m.duration = metrics.Register(reg, m.duration)
+	m.connectAttempts = metrics.Register(reg, m.connectAttempts)
+	m.connectFailures = metrics.Register(reg, m.connectFailures)
+	m.publishFailures = metrics.Register(reg, m.publishFailures)
 	return m
-}
-
-// register registers c or returns the identical collector registered
-// before. Any other conflict is a programming error caught at start-up.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("registering hook-runner metrics: %v", err))
-	}
-	return c
 }
 
 func (m *Metrics) observeResult(r domain.Result) {
