@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools dev
+MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools tools/kube dev
 SERVICES := api-gateway lifecycle cloud-adapter hook-runner
 
 BIN := $(CURDIR)/bin
@@ -18,8 +18,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 GOLANGCI_LINT_VERSION      := v2.15.0
 GRPCURL_VERSION            := v1.9.3
 
-# Debian packages the tests run for real (OpenSSH's sshd for the hook runner).
-TEST_PACKAGES := openssh-server
+# Debian packages the tests run for real: OpenSSH's sshd (hook runner), Chromium (the
+# gateway's status page), etcd (under the real kube-apiserver of tools/kube/kubetest).
+TEST_PACKAGES := openssh-server chromium etcd-server
 
 GOTEST_FLAGS ?= -count=1 -timeout 20m
 
@@ -38,7 +39,7 @@ build: ## build every service binary into ./bin
 	cd dev && go build -o $(BIN)/nodesmith-dev ./cmd/nodesmith-dev
 
 .PHONY: test
-test: test-deps verify ## run every test (installs what the tests need)
+test: test-deps kube-apiserver verify ## run every test (installs what the tests need)
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
 
 .PHONY: test-short
@@ -58,6 +59,29 @@ test-deps: ## install the Debian packages tests run for real
 	  echo "installing:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing) >/dev/null; \
 	fi
+
+.PHONY: kube-apiserver
+kube-apiserver: ## build the kube-apiserver the Kubernetes tests run (once per machine, into the user cache; ~5 min)
+	@cd tools/kube && go run ./cmd/kube-apiserver-ensure
+
+# Container images. Docker is not needed to check them: `make images` builds the
+# same static binaries the Dockerfiles build and prints the docker commands.
+IMAGE_REGISTRY ?= ghcr.io/nodesmith
+IMAGE_TAG      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: images
+images: ## static (CGO_ENABLED=0) service binaries into ./bin/images, checked static; prints the docker build/push commands
+	@mkdir -p $(BIN)/images
+	@for s in $(SERVICES); do \
+	  (cd services/$$s && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/images/$$s ./cmd/$$s); \
+	  go version -m $(BIN)/images/$$s | grep 'CGO_ENABLED=0' >/dev/null || { echo "$$s: not built with CGO_ENABLED=0"; exit 1; }; \
+	  if ldd $(BIN)/images/$$s >/dev/null 2>&1; then echo "$$s: dynamically linked (needs a libc the distroless/static image lacks)"; exit 1; fi; \
+	  echo "bin/images/$$s: static"; \
+	done
+	@echo "# To build and push the images (from the repository root):"
+	@for s in $(SERVICES); do \
+	  echo "docker build -f services/$$s/Dockerfile -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) . && docker push $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
+	done
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## golangci-lint (v2) on every module
@@ -92,3 +116,30 @@ tidy: ## go mod tidy in every module
 .PHONY: clean
 clean: ## remove build output and the embedded stack's data
 	rm -rf $(BIN) .data
+
+# Benchmarks and fault injection (issue #9); numbers of record go to docs/performance.md.
+BENCH_ARGS    ?=
+GOBENCH_COUNT ?= 6
+CHAOS_ARGS    ?=
+FUZZTIME      ?= 30s
+
+.PHONY: bench
+bench: ## benchmarks B1-B5 (table + bench/results.json; BENCH_ARGS="-quick" for a smoke run), then Go benchmarks (bench/gobench.txt, benchstat format)
+	go run ./dev/bench -out $(CURDIR)/bench/results.json $(BENCH_ARGS)
+	@pkgs=$$(grep -rl --include='*_test.go' '^func Benchmark' $(MODULES) | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	echo "go benchmarks in: $$pkgs"; \
+	go test -run '^$$' -bench . -benchmem -count $(GOBENCH_COUNT) $$pkgs | tee $(CURDIR)/bench/gobench.txt
+
+.PHONY: chaos
+chaos: ## fault injection: separate processes, kills, NATS restart, cloud faults during scale-up/down; fails on a violated invariant
+	go run ./dev/chaos $(CHAOS_ARGS)
+
+.PHONY: fuzz
+fuzz: ## run every Fuzz* target in the repo for FUZZTIME each (default 30s; make test runs their seed corpora)
+	@targets=$$(go test -list '^Fuzz' $(addsuffix /...,$(addprefix ./,$(MODULES))) | awk '/^Fuzz/{f[n++]=$$1; next} /^ok/{for(i=0;i<n;i++) print $$2 "," f[i]; n=0}'); \
+	if [ -z "$$targets" ]; then echo "no fuzz targets found"; exit 1; fi; \
+	for t in $$targets; do \
+	  pkg=$${t%,*}; name=$${t#*,}; \
+	  echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done

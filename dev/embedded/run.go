@@ -222,6 +222,7 @@ nodesmith is running (embedded). State: %s (delete it, or make clean, to start o
 
   externalgrpc (Cluster Autoscaler)  %s   plaintext, this embedded stack only
   REST admin API                     %s/api/v1   bearer token: %s
+  status page                        %s/ui/#token=%s
   metrics, livez, readyz             http://%s/metrics
   NATS JetStream                     %s
   Tencent CVM emulator               http://%s
@@ -242,5 +243,5 @@ Try it (grpcurl: make tools, then bin/grpcurl):
   curl -s http://%s/readyz
 
 Ctrl-C stops everything cleanly.
-`, dataDir, grpcHost, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
+`, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
 }
