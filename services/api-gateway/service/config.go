@@ -55,7 +55,8 @@ type Config struct {
 	// with retries plus the read-your-writes wait). Keep it below CA's
 	// grpc_timeout (5s by default).
 	LifecycleTimeout time.Duration
-	// LifecycleAttemptTimeout bounds one attempt of a retry-safe operation.
+	// LifecycleAttemptTimeout bounds one attempt of a lifecycle operation;
+	// an unanswered attempt is retried with the same request id.
 	LifecycleAttemptTimeout time.Duration
 
 	// GPULabel is the node label naming a node's GPU type (GPULabel RPC).
@@ -102,7 +103,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ReadOnlyTokenFile, "rest-readonly-token-file", c.ReadOnlyTokenFile, "file of REST read-only bearer tokens, one per line (also "+EnvReadOnlyTokens+")")
 	fs.Int64Var(&c.RESTMaxBodyBytes, "rest-max-body-bytes", c.RESTMaxBodyBytes, "largest REST request body accepted, in bytes")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", c.LifecycleTimeout, "deadline of a mutation (lifecycle round trip and read-your-writes wait); keep below CA's grpc_timeout")
-	fs.DurationVar(&c.LifecycleAttemptTimeout, "lifecycle-attempt-timeout", c.LifecycleAttemptTimeout, "deadline of one attempt of a retry-safe lifecycle operation")
+	fs.DurationVar(&c.LifecycleAttemptTimeout, "lifecycle-attempt-timeout", c.LifecycleAttemptTimeout, "deadline of one attempt of a lifecycle operation; an unanswered attempt is retried with the same request id")
 	fs.StringVar(&c.GPULabel, "gpu-label", c.GPULabel, "node label whose value is the node's GPU type")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish at shutdown")
 	c.NATS.RegisterFlags(fs)

@@ -82,6 +82,8 @@ func runCALoop(t *testing.T, c caClient, gw *gateway) {
 		{&pb.ExternalGrpcNode{ProviderID: "tencentcloud:///ap-guangzhou/ins-web2", Name: "10.0.0.12"}, "web"},
 		{&pb.ExternalGrpcNode{ProviderID: "tencentcloud:///ap-guangzhou/ins-cp", Name: "control-plane"}, ""},
 		{&pb.ExternalGrpcNode{Name: "10.0.0.10"}, ""}, // the name of a DELETED instance's node
+		// A Node left behind by a DELETED instance: its VM is gone.
+		{&pb.ExternalGrpcNode{ProviderID: "tencentcloud:///ap-guangzhou/ins-web0", Name: "10.0.0.10"}, ""},
 		// CA's fake nodes for instances that have not registered.
 		{&pb.ExternalGrpcNode{ProviderID: "nodesmith:///web/i-web-3", Name: "nodesmith:///web/i-web-3"}, "web"},
 		{&pb.ExternalGrpcNode{ProviderID: "nodesmith:///gpu/i-gpu-1", Name: "nodesmith:///gpu/i-gpu-1"}, "gpu"},

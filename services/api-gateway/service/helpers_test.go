@@ -10,6 +10,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -37,6 +38,13 @@ type gateway struct {
 // until it is ready.
 func startGateway(t *testing.T, mutate func(*service.Config)) *gateway {
 	t.Helper()
+	return startGatewayWith(t, mutate, nil)
+}
+
+// startGatewayWith is startGateway with extra dependencies set by
+// mutateDeps.
+func startGatewayWith(t *testing.T, mutate func(*service.Config), mutateDeps func(*service.Deps)) *gateway {
+	t.Helper()
 	env := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -63,8 +71,12 @@ func startGateway(t *testing.T, mutate func(*service.Config)) *gateway {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	deps := service.Deps{Logger: log, Conn: gwConn, OnReady: func(a service.Addrs) { ready <- a }}
+	if mutateDeps != nil {
+		mutateDeps(&deps)
+	}
 	go func() {
-		done <- service.Run(runCtx, cfg, service.Deps{Logger: log, Conn: gwConn, OnReady: func(a service.Addrs) { ready <- a }})
+		done <- service.Run(runCtx, cfg, deps)
 	}()
 	t.Cleanup(func() {
 		stop()
@@ -113,14 +125,28 @@ func seed(t *testing.T, ctx context.Context, lc *fakelifecycle.Responder) {
 		{Id: "bare", MinSize: 0, MaxSize: 2},
 	}
 	running := statev1.InstanceState_INSTANCE_STATE_RUNNING
+	creating := statev1.InstanceState_INSTANCE_STATE_CREATING
+	ago := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(time.Now().Add(-d)) }
+	tr := func(from, to statev1.InstanceState, reason string, d time.Duration) *statev1.Transition {
+		return &statev1.Transition{From: from, To: to, Reason: reason, At: ago(d)}
+	}
 	instances := []*statev1.Instance{
 		{Id: "i-web-0", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_DELETED, ProviderId: "tencentcloud:///ap-guangzhou/ins-web0", NodeName: "10.0.0.10"},
-		{Id: "i-web-1", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web1", NodeName: "10.0.0.11"},
+		{
+			Id: "i-web-1", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web1", NodeName: "10.0.0.11",
+			CreatedAt: ago(2 * time.Hour), StateSince: ago(100 * time.Minute),
+			History: []*statev1.Transition{
+				tr(statev1.InstanceState_INSTANCE_STATE_PENDING, creating, "dispatched in batch b-1", 119*time.Minute),
+				tr(statev1.InstanceState_INSTANCE_STATE_JOINED, running, "node 10.0.0.11 is Ready", 100*time.Minute),
+			},
+		},
 		{Id: "i-web-2", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web2", NodeName: "10.0.0.12"},
 		{Id: "i-web-3", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: providerid.Placeholder("web", "i-web-3")},
 		{
 			Id: "i-gpu-1", Group: "gpu", State: statev1.InstanceState_INSTANCE_STATE_CREATING, ProviderId: providerid.Placeholder("gpu", "i-gpu-1"),
-			CreationFailed: true, LastError: &statev1.ErrorInfo{Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out in ap-guangzhou-4", Class: 1},
+			CreationFailed: true, LastError: &statev1.ErrorInfo{Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out in ap-guangzhou-4", Class: 1, At: ago(time.Minute)},
+			CreatedAt: ago(3 * time.Minute), StateSince: ago(2 * time.Minute),
+			History: []*statev1.Transition{tr(statev1.InstanceState_INSTANCE_STATE_PENDING, creating, "dispatched in batch b-2", 2*time.Minute)},
 		},
 	}
 	for _, g := range groups {

@@ -17,6 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
@@ -28,6 +33,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/tracing"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/grpcapi"
@@ -51,6 +57,11 @@ type Deps struct {
 	// Config.NATS and drains the connection at shutdown. An injected
 	// connection is left open.
 	Conn *nats.Conn
+	// TracerProvider creates the server spans of every gRPC call and REST
+	// request and the client spans of lifecycle requests (whose context
+	// travels to lifecycle in the NATS headers); nil means the global
+	// provider (which cmd/api-gateway sets up from OTEL_* variables).
+	TracerProvider trace.TracerProvider
 	// OnReady, when set, is called once, after every listener accepts
 	// connections and the read model has loaded the initial state, with
 	// the bound addresses (useful with ":0" addresses in tests and the
@@ -88,6 +99,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	checks := deps.Health
 	if checks == nil {
 		checks = &health.Checks{}
+	}
+	tp := deps.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
 	}
 
 	// Fail fast on unusable security material before touching NATS.
@@ -150,7 +165,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 
 	rm := app.NewReadModel()
 	metrics.RegisterReadModel(reg, rm)
-	lc := metrics.InstrumentLifecycle(natsreq.New(nc, natsreq.Options{AttemptTimeout: cfg.LifecycleAttemptTimeout, Logger: log}), reg)
+	lc := metrics.InstrumentLifecycle(natsreq.New(nc, natsreq.Options{AttemptTimeout: cfg.LifecycleAttemptTimeout, Logger: log, TracerProvider: tp}), reg)
 	svc := app.NewService(rm, lc, app.Config{OpTimeout: cfg.LifecycleTimeout, GPULabel: cfg.GPULabel}, log)
 	watcher := natskv.NewWatcher(js, rm, log, natskv.NewMetrics(reg))
 
@@ -167,7 +182,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return nil
 	})
 
-	grpcSrv, grpcHealth := newGRPCServer(cfg, creds, svc, reg, log)
+	grpcSrv, grpcHealth := newGRPCServer(cfg, creds, svc, reg, tp, log)
 
 	// Bind every listener before serving, so a taken port fails start-up
 	// instead of half-starting the service.
@@ -197,7 +212,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			return err
 		}
 		addrs.REST = restL.Addr().String()
-		restSrv = httpServer(rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg}), log)
+		api := rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg})
+		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
+			otelhttp.WithTracerProvider(tp),
+			otelhttp.WithPropagators(tracing.Propagator),
+			// Metrics come from the admin API's own Prometheus collectors.
+			otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
+		), log)
 	}
 	if cfg.HealthAddr != "" {
 		if healthL, err = listen(cfg.HealthAddr); err != nil {
@@ -219,7 +240,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	g.Go("readiness", func(ctx context.Context) error {
 		if err := rm.WaitFor(ctx, 0, 0); err != nil {
-			return nil // shut down before the model loaded
+			log.Debug("shut down before the read model loaded", "err", err)
+			return nil
 		}
 		grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		grpcHealth.SetServingStatus(GRPCServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -236,8 +258,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	return err
 }
 
-func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.Service, reg prometheus.Registerer, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
+func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.Service, reg prometheus.Registerer, tp trace.TracerProvider, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
 	opts := []grpc.ServerOption{
+		// A server span per RPC, continuing the caller's trace when it
+		// sends one; app and lifecycle requests run inside it.
+		grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(tp),
+			otelgrpc.WithPropagators(tracing.Propagator),
+			otelgrpc.WithMeterProvider(noopmetric.NewMeterProvider()),
+		)),
 		grpc.ChainUnaryInterceptor(grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), log)),
 		grpc.MaxRecvMsgSize(cfg.GRPCMaxRecvMsgBytes),
 		// CA's client sends no keepalive pings by default; allow modest

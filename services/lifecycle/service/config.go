@@ -10,9 +10,16 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
+	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// Values of Config.Cluster.
+const (
+	ClusterKubernetes = "kubernetes"
+	ClusterNone       = "none"
 )
 
 // Config configures the lifecycle service. Start from DefaultConfig.
@@ -44,6 +51,46 @@ type Config struct {
 	// (the embedded launcher serves one combined endpoint).
 	HealthAddr string
 
+	// Cluster selects the Kubernetes cluster the instances join:
+	// "kubernetes" (client-go), "none" (no-cluster mode: instances are
+	// Running once their after_created hook succeeded), or "" (auto:
+	// kubernetes when running in a pod or Kubeconfig is set; otherwise
+	// start-up fails, so no-cluster mode is always a deliberate choice).
+	// Deps.Cluster, when set, is the cluster whatever this says; auto then
+	// uses no Kubernetes client.
+	Cluster string
+	// Kubeconfig is a kubeconfig file; empty means the in-cluster
+	// configuration.
+	Kubeconfig string
+	// KubeQPS and KubeBurst bound the Kubernetes client's request rate.
+	KubeQPS   float64
+	KubeBurst int
+	// Namespace holds the Lease, the status ConfigMap and the Events;
+	// empty means the pod's namespace (its service account's), else
+	// kube-system.
+	Namespace string
+	// LeaderElect runs leader election on a Lease (with a Kubernetes
+	// client; without one, this process always leads). Deps.Leader, when
+	// set, replaces it.
+	LeaderElect bool
+	// LeaseName names the Lease.
+	LeaseName string
+	// LeaderElectIdentity names this process in the Lease; empty means the
+	// pod name (POD_NAME) or host name plus a random suffix.
+	LeaderElectIdentity string
+	// LeaderElectLeaseDuration, LeaderElectRenewDeadline and
+	// LeaderElectRetryPeriod tune leader election (client-go's meaning).
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+	// KubeEvents records instance transitions as Events on their Nodes.
+	KubeEvents bool
+	// StatusConfigMap names the ConfigMap the leader writes a summary of
+	// the node groups to (empty disables it); StatusInterval is how often
+	// it is written when it changed.
+	StatusConfigMap string
+	StatusInterval  time.Duration
+
 	// CreateParallelism and DeleteParallelism are the per-group defaults of
 	// in-flight creations (Creating) and deletions (PendingDeletion with its
 	// hook started, Deleting); groups override them with parallelism.
@@ -60,6 +107,10 @@ type Config struct {
 	JoinTimeout             time.Duration
 	BeforeDeleteHookTimeout time.Duration
 	TerminateTimeout        time.Duration
+	// NodeDeletedGrace is how long a Running instance whose Node was
+	// deleted by someone else waits for it to register again before the
+	// instance is replaced (0: at once).
+	NodeDeletedGrace time.Duration
 	// MaxRetries bounds retries of a retryable failure of one step
 	// (terminations are retried without bound).
 	MaxRetries int
@@ -85,18 +136,34 @@ type Config struct {
 	OpTimeout time.Duration
 	// ShutdownGrace bounds the wait for in-flight work at shutdown.
 	ShutdownGrace time.Duration
+	// RequestIDTTL is how long an operation's outcome answers repeats of
+	// its request id (at-most-once operations); 0 disables it.
+	// RequestIDMax bounds the remembered ids.
+	RequestIDTTL time.Duration
+	RequestIDMax int
 }
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	p := domain.DefaultPolicy()
 	o := app.DefaultOptions()
+	lo := kube.DefaultLeaderOptions()
 	return Config{
 		NATS:                     natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "lifecycle"},
 		Topology:                 messaging.DefaultOptions(),
 		ConfigReloadInterval:     5 * time.Second,
 		ClusterID:                "nodesmith",
 		HealthAddr:               ":8087",
+		KubeQPS:                  20,
+		KubeBurst:                40,
+		LeaderElect:              true,
+		LeaseName:                lo.Name,
+		LeaderElectLeaseDuration: lo.LeaseDuration,
+		LeaderElectRenewDeadline: lo.RenewDeadline,
+		LeaderElectRetryPeriod:   lo.RetryPeriod,
+		KubeEvents:               true,
+		StatusConfigMap:          "nodegroup-status",
+		StatusInterval:           o.StatusInterval,
 		CreateParallelism:        o.CreateParallelism,
 		DeleteParallelism:        o.DeleteParallelism,
 		AccountCreateParallelism: o.AccountCreateParallelism,
@@ -106,6 +173,7 @@ func DefaultConfig() Config {
 		JoinTimeout:              p.JoinTimeout,
 		BeforeDeleteHookTimeout:  p.BeforeDeleteHookTimeout,
 		TerminateTimeout:         p.TerminateTimeout,
+		NodeDeletedGrace:         p.NodeDeletedGrace,
 		MaxRetries:               p.MaxRetries,
 		RetryBackoff:             p.BackoffBase,
 		RetryBackoffMax:          p.BackoffMax,
@@ -116,6 +184,8 @@ func DefaultConfig() Config {
 		EventConcurrency:         16,
 		OpTimeout:                15 * time.Second,
 		ShutdownGrace:            20 * time.Second,
+		RequestIDTTL:             o.RequestTTL,
+		RequestIDMax:             o.RequestLogSize,
 	}
 }
 
@@ -128,6 +198,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ConfigReloadInterval, "config-reload-interval", c.ConfigReloadInterval, "how often the config file is checked for changes (0 disables hot reload)")
 	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created; unique per cluster sharing a cloud account")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty disables)")
+	fs.StringVar(&c.Cluster, "cluster", c.Cluster, `the cluster instances join: "kubernetes", "none" (no-cluster mode), or empty: kubernetes in a pod or with --kubeconfig, else an error`)
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (empty: the in-cluster configuration)")
+	fs.Float64Var(&c.KubeQPS, "kube-api-qps", c.KubeQPS, "Kubernetes API requests per second")
+	fs.IntVar(&c.KubeBurst, "kube-api-burst", c.KubeBurst, "Kubernetes API request burst")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace of the Lease, the status ConfigMap and the Events (empty: the pod's, else kube-system)")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader on a Lease (with Kubernetes); only the leader writes state")
+	fs.StringVar(&c.LeaseName, "lease-name", c.LeaseName, "name of the leader election Lease")
+	fs.StringVar(&c.LeaderElectIdentity, "leader-elect-identity", c.LeaderElectIdentity, "identity in the Lease (empty: POD_NAME or the host name, plus a random suffix)")
+	fs.DurationVar(&c.LeaderElectLeaseDuration, "leader-elect-lease-duration", c.LeaderElectLeaseDuration, "how long followers wait after the last renewal before taking over")
+	fs.DurationVar(&c.LeaderElectRenewDeadline, "leader-elect-renew-deadline", c.LeaderElectRenewDeadline, "how long the leader tries to renew before stepping down")
+	fs.DurationVar(&c.LeaderElectRetryPeriod, "leader-elect-retry-period", c.LeaderElectRetryPeriod, "how often leader election is tried")
+	fs.BoolVar(&c.KubeEvents, "kube-events", c.KubeEvents, "record instance transitions as Events on their Nodes")
+	fs.StringVar(&c.StatusConfigMap, "status-configmap", c.StatusConfigMap, "ConfigMap the leader writes the node group summary to (empty disables)")
+	fs.DurationVar(&c.StatusInterval, "status-interval", c.StatusInterval, "how often the status ConfigMap is written when it changed")
 	fs.IntVar(&c.CreateParallelism, "create-parallelism", c.CreateParallelism, "default in-flight creations per node group")
 	fs.IntVar(&c.DeleteParallelism, "delete-parallelism", c.DeleteParallelism, "default in-flight deletions per node group")
 	fs.IntVar(&c.AccountCreateParallelism, "account-create-parallelism", c.AccountCreateParallelism, "in-flight creations per cloud account")
@@ -137,6 +221,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "deadline from the after_created hook's success to a Ready node")
 	fs.DurationVar(&c.BeforeDeleteHookTimeout, "before-delete-hook-timeout", c.BeforeDeleteHookTimeout, "deadline for a before_delete hook result")
 	fs.DurationVar(&c.TerminateTimeout, "terminate-timeout", c.TerminateTimeout, "deadline for a terminate result")
+	fs.DurationVar(&c.NodeDeletedGrace, "node-deleted-grace", c.NodeDeletedGrace, "how long a Running instance whose Node was deleted by someone else waits for it to register again before it is replaced (0: at once)")
 	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "retries of a retryable failure of one step")
 	fs.DurationVar(&c.RetryBackoff, "retry-backoff", c.RetryBackoff, "first retry delay (doubles per retry, +/-20% jitter)")
 	fs.DurationVar(&c.RetryBackoffMax, "retry-backoff-max", c.RetryBackoffMax, "longest retry delay")
@@ -147,6 +232,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.EventConcurrency, "event-concurrency", c.EventConcurrency, "worker results handled at once")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", c.OpTimeout, "deadline of one lifecycle operation")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long shutdown waits for in-flight work")
+	fs.DurationVar(&c.RequestIDTTL, "request-id-ttl", c.RequestIDTTL, "how long an operation's outcome answers repeats of its request id (0 disables)")
+	fs.IntVar(&c.RequestIDMax, "request-id-max", c.RequestIDMax, "how many request ids are remembered")
 }
 
 // Validate reports every invalid field.
@@ -172,11 +259,25 @@ func (c Config) Validate() error {
 	}
 	check(c.RetryBackoffMax >= c.RetryBackoff, "retry-backoff-max (%s) must not be below retry-backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
 	check(c.MaxRetries >= 0, "max-retries must not be negative, got %d", c.MaxRetries)
+	check(c.NodeDeletedGrace >= 0, "node-deleted-grace must not be negative, got %s", c.NodeDeletedGrace)
 	check(c.DeletedRetention >= 0, "deleted-retention must not be negative")
 	check(c.ReconcileInterval >= 0, "reconcile-interval must not be negative")
 	check(c.OrphanGrace >= 0, "orphan-grace must not be negative")
 	check(c.ConfigReloadInterval >= 0, "config-reload-interval must not be negative")
 	check(c.EventConcurrency > 0, "event-concurrency must be positive, got %d", c.EventConcurrency)
+	check(c.Cluster == "" || c.Cluster == ClusterNone || c.Cluster == ClusterKubernetes,
+		"cluster must be %q, %q or empty (auto), got %q", ClusterKubernetes, ClusterNone, c.Cluster)
+	check(c.KubeQPS > 0 && c.KubeBurst > 0, "kube-api-qps and kube-api-burst must be positive")
+	check(c.StatusInterval > 0, "status-interval must be positive, got %s", c.StatusInterval)
+	if c.LeaderElect {
+		lo := kube.LeaderOptions{Namespace: "ns", Name: c.LeaseName, Identity: "id",
+			LeaseDuration: c.LeaderElectLeaseDuration, RenewDeadline: c.LeaderElectRenewDeadline, RetryPeriod: c.LeaderElectRetryPeriod}
+		if err := lo.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	check(c.RequestIDTTL >= 0, "request-id-ttl must not be negative")
+	check(c.RequestIDMax > 0, "request-id-max must be positive, got %d", c.RequestIDMax)
 	if err := c.Topology.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("topology: %w", err))
 	}
@@ -190,6 +291,7 @@ func (c Config) policy() domain.Policy {
 	p.JoinTimeout = c.JoinTimeout
 	p.BeforeDeleteHookTimeout = c.BeforeDeleteHookTimeout
 	p.TerminateTimeout = c.TerminateTimeout
+	p.NodeDeletedGrace = c.NodeDeletedGrace
 	p.MaxRetries = c.MaxRetries
 	p.BackoffBase = c.RetryBackoff
 	p.BackoffMax = c.RetryBackoffMax
@@ -208,6 +310,9 @@ func (c Config) appOptions() app.Options {
 	o.DeletedRetention = c.DeletedRetention
 	o.ReconcileInterval = c.ReconcileInterval
 	o.OrphanGrace = c.OrphanGrace
+	o.StatusInterval = c.StatusInterval
+	o.RequestTTL = c.RequestIDTTL
+	o.RequestLogSize = c.RequestIDMax
 	return o
 }
 

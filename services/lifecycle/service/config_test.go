@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/fakeworkers"
 	"github.com/nodesmith/nodesmith/services/lifecycle/service"
@@ -210,4 +211,35 @@ nodeGroups:
 	if err := service.ValidateConfigData("default.yaml", []byte(def), ""); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Without a cluster (not in a pod, no kubeconfig), the default refuses to
+// start: no-cluster mode must be chosen explicitly; an injected cluster
+// needs no Kubernetes client.
+func TestClusterModeMustBeExplicit(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	env := natstest.Start(t)
+	cfg := fastConfig(testConfig)
+	cfg.Cluster = ""
+	err := service.Run(context.Background(), cfg, service.Deps{Conn: env.Conn, Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "--cluster=none") || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Fatalf("auto mode without a cluster: %v", err)
+	}
+
+	cfg.Cluster = "minikube"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "cluster") {
+		t.Errorf("Validate accepted cluster %q: %v", cfg.Cluster, err)
+	}
+	cfg.Cluster = service.ClusterKubernetes
+	cfg.LeaderElectRenewDeadline = cfg.LeaderElectLeaseDuration
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "renew deadline") {
+		t.Errorf("Validate accepted a renew deadline equal to the lease duration: %v", err)
+	}
+
+	// An injected cluster: auto mode uses it, without Kubernetes.
+	cfg = fastConfig(testConfig)
+	cfg.Cluster = ""
+	s := newStackOn(t, env, cfg, service.Deps{Cluster: memory.NewCluster()})
+	mustOK(t, s.increase("workers", 1))
 }

@@ -84,6 +84,7 @@ func fastConfig(yaml string) service.Config {
 	cfg.RetryBackoffMax = 200 * time.Millisecond
 	cfg.ReconcileInterval = 0
 	cfg.ShutdownGrace = 2 * time.Second
+	cfg.Cluster = service.ClusterNone
 	return cfg
 }
 

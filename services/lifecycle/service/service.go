@@ -26,7 +26,6 @@ import (
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
-	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/leader"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/prom"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
@@ -74,12 +73,15 @@ type Deps struct {
 	// Conn is a ready NATS connection; when nil, Run connects with
 	// Config.NATS and drains the connection at shutdown.
 	Conn *nats.Conn
-	// Cluster is the node watcher. When nil, lifecycle runs in "no
-	// cluster" mode: an instance is Running as soon as its after_created
-	// hook succeeded (logged at start); nodes are neither checked nor
-	// labelled nor deleted.
+	// Cluster is the node watcher; it overrides Config.Cluster. When nil,
+	// Config.Cluster decides: a client-go informer, or "no cluster" mode
+	// (--cluster=none): an instance is Running as soon as its
+	// after_created hook succeeded (logged at start); nodes are neither
+	// checked nor labelled nor deleted.
 	Cluster Cluster
-	// Leader defaults to always-leader (a single replica).
+	// Leader overrides leader election. When nil: a Lease with a
+	// Kubernetes client and Config.LeaderElect, else always-leader (a
+	// single replica).
 	Leader Leader
 	// Clock defaults to the system clock.
 	Clock Clock
@@ -90,11 +92,13 @@ type Deps struct {
 // configuration file, NATS or JetStream unusable).
 func Run(ctx context.Context, cfg Config, deps Deps) error {
 	err := runService(ctx, cfg, deps)
-	if err != nil && ctx.Err() != nil {
-		// Stopped while starting: a shutdown, not a failure.
+	select {
+	case <-ctx.Done():
+		// Stopped (possibly while starting): a shutdown, not a failure.
 		return nil
+	default:
+		return err
 	}
-	return err
 }
 
 func runService(ctx context.Context, cfg Config, deps Deps) error {
@@ -154,13 +158,21 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	}
 
 	metrics := prom.New(reg)
+	svcMetrics := prom.NewServiceMetrics(reg)
+	ext, err := clusterAdapters(cfg, deps, log, checks, svcMetrics)
+	if err != nil {
+		return err
+	}
+	defer ext.stop()
 	a := app.New(cfg.appOptions(), app.Deps{
 		Store:    store,
 		Commands: jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(js)}),
-		Cluster:  deps.Cluster,
+		Cluster:  ext.cluster,
 		Clock:    deps.Clock,
 		Logger:   log,
 		Observer: metrics,
+		Notifier: ext.notifier,
+		Status:   ext.status,
 	})
 	gauges := prom.NewCollector(a.Stats)
 	if err := reg.Register(gauges); err != nil {
@@ -182,12 +194,13 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	})
 	checks.Add("lifecycle-store", store.Ping)
 
-	ldr := deps.Leader
-	if ldr == nil {
-		ldr = &leader.Always{Logger: log}
-	}
+	// Everything that writes state or answers operations runs only while
+	// leading: a follower neither dispatches nor subscribes to operations,
+	// and a new term reloads the state from KV.
 	lead := func(ctx context.Context) error {
 		log.Info("leading: loading state")
+		svcMetrics.SetLeading(true)
+		defer svcMetrics.SetLeading(false)
 		if err := a.Start(ctx); err != nil {
 			return err
 		}
@@ -196,6 +209,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		g.Go("dispatcher", a.RunDispatcher)
 		g.Go("node watcher", a.RunNodeWatcher)
 		g.Go("reconciler", a.RunReconciler)
+		g.Go("status", a.RunStatusReporter)
 		g.Go("ops", func(ctx context.Context) error {
 			return jsadapter.ServeOps(ctx, nc, a, cfg.OpTimeout, log)
 		})
@@ -224,13 +238,13 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		srv := &http.Server{Handler: health.Handler(checks, reg), ReadHeaderTimeout: 5 * time.Second}
 		g.Go("health server", run.HTTP(srv, l, 5*time.Second))
 	}
-	g.Go("leader", func(ctx context.Context) error { return ldr.Run(ctx, lead) })
+	g.Go("leader", func(ctx context.Context) error { return ext.leader.Run(ctx, lead) })
 	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
 		g.Go("config reload", func(ctx context.Context) error {
 			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, log)
 		})
 	}
-	log.Info("lifecycle started", "cluster_id", cfg.ClusterID, "config_file", cfg.ConfigFile, "no_cluster", deps.Cluster == nil)
+	log.Info("lifecycle started", "cluster_id", cfg.ClusterID, "config_file", cfg.ConfigFile, "no_cluster", ext.cluster == nil)
 	err = g.Wait()
 	log.Info("lifecycle stopped")
 	return err

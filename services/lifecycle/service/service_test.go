@@ -38,7 +38,7 @@ func TestScaleUpAndDownEndToEnd(t *testing.T) {
 	for _, in := range s.instances("workers") {
 		// The placeholder until the cloud id is known (the dispatcher may
 		// already have moved on), never empty.
-		if _, id, ok := providerid.ParsePlaceholder(in.ProviderID); !(ok && id == in.ID) && in.CloudID == "" {
+		if _, id, ok := providerid.ParsePlaceholder(in.ProviderID); (!ok || id != in.ID) && in.CloudID == "" {
 			t.Errorf("record without cloud id has providerID %q, want the placeholder", in.ProviderID)
 		}
 	}
@@ -192,4 +192,32 @@ func TestConcurrentOperationsThroughNATS(t *testing.T) {
 		}
 		return live == accepted && running == live
 	})
+}
+
+// At-most-once operations through NATS: the same IncreaseSize request id
+// sent three times raises the target once and is answered with the same
+// revisions; different ids raise it each time.
+func TestRequestIDIncreaseSizeAppliedOnce(t *testing.T) {
+	s := newStack(t, fastConfig(testConfig), service.Deps{})
+	inc := func(id string) *lifecyclev1.Reply {
+		return mustOK(t, s.request(&lifecyclev1.Request{RequestId: id,
+			Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "workers", Delta: 2}}}))
+	}
+	first := inc("ca-req-1")
+	for range 2 {
+		if r := inc("ca-req-1"); r.GetGroupsRevision() != first.GetGroupsRevision() || r.GetInstancesRevision() != first.GetInstancesRevision() {
+			t.Errorf("repeat answered %v, want the first reply %v", r, first)
+		}
+	}
+	if g := s.group("workers"); g.TargetSize != 2 {
+		t.Fatalf("target after one request id sent 3 times = %d, want 2", g.TargetSize)
+	}
+	inc("ca-req-2")
+	inc("ca-req-3")
+	if g := s.group("workers"); g.TargetSize != 6 {
+		t.Errorf("target after three request ids = %d, want 6", g.TargetSize)
+	}
+	// The same id for another operation is refused.
+	wantCode(t, s.request(&lifecyclev1.Request{RequestId: "ca-req-1",
+		Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "workers", Delta: 1}}}), codes.InvalidArgument)
 }

@@ -26,8 +26,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := realMain(ctx); err != nil {
+	err := realMain(ctx)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "api-gateway:", err)
 		os.Exit(1)
 	}

@@ -364,7 +364,9 @@ func (m *ReadModel) Groups() []GroupView {
 // (real, placeholder, or a fake node's, which is our reported id), then by
 // the placeholder's embedded instance id (a VM may have received its cloud
 // id after CA listed the placeholder), then by node name (or instance id
-// used as node name) among live instances. It does not allocate.
+// used as node name). Only live instances resolve: a DELETED record's VM is
+// gone, so a Node still carrying its providerID (or name) is not ours any
+// more and CA must see it as unmanaged. It does not allocate.
 func (m *ReadModel) GroupForNode(providerID, name string) (GroupView, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -391,20 +393,20 @@ func (m *ReadModel) InstanceForNode(providerID, name string) (InstanceView, bool
 
 func (m *ReadModel) resolveLocked(providerID, name string) *instanceEntry {
 	if providerID != "" {
-		if e := m.byProviderID.get(providerID, false); e != nil {
+		if e := m.byProviderID.get(providerID, true); e != nil {
 			return e
 		}
 		if group, id, ok := providerid.ParsePlaceholder(providerID); ok {
 			for _, e := range m.byID[id] {
-				if e.group == group {
+				if e.group == group && e.live() {
 					return e
 				}
 			}
 		}
 	}
 	if name != "" {
-		// Only live instances: a DELETED record's node name may now belong
-		// to an unrelated node.
+		// A DELETED record's node name may even belong to an unrelated
+		// node by now (private IPs are reused).
 		if e := m.byNodeName.get(name, true); e != nil {
 			return e
 		}

@@ -83,16 +83,29 @@ func TestReadModelNodeNamePrefersLiveInstances(t *testing.T) {
 	m.PutGroup("old", 1, testGroup("old", 0, 10, 0))
 	m.PutGroup("new", 2, testGroup("new", 0, 10, 1))
 	gone := testInstance("old", "i-1", stateDeleted)
-	gone.NodeName = "10.0.0.7"
+	gone.NodeName, gone.ProviderId = "10.0.0.7", "tencentcloud:///ap-guangzhou/ins-old"
 	m.PutInstance("old.i-1", 1, gone)
 
 	// A DELETED record's name may belong to an unrelated node now.
 	if _, ok := m.GroupForNode("", "10.0.0.7"); ok {
 		t.Fatal("a DELETED instance's node name resolved")
 	}
-	// ... but its exact providerID still identifies it.
-	if g, ok := m.GroupForNode("nodesmith:///old/i-1", ""); !ok || g.Record.GetId() != "old" {
-		t.Fatal("a DELETED instance's providerID did not resolve")
+	// Nor its providerID: the VM is gone, a Node still carrying the id is
+	// not ours any more (CA must see it as unmanaged).
+	for _, pid := range []string{"tencentcloud:///ap-guangzhou/ins-old", "nodesmith:///old/i-1"} {
+		if g, ok := m.GroupForNode(pid, pid); ok {
+			t.Fatalf("a DELETED instance's providerID %q resolved to %q", pid, g.Record.GetId())
+		}
+	}
+	if _, ok := m.InstanceForNode("tencentcloud:///ap-guangzhou/ins-old", ""); ok {
+		t.Fatal("InstanceForNode resolved a DELETED instance")
+	}
+	// The record stays readable by id and in its group's listing (history).
+	if v, ok := m.Instance("i-1"); !ok || v.State() != domain.StateDeleted {
+		t.Fatal("a DELETED instance is no longer readable by id")
+	}
+	if n := len(m.GroupInstances("old", nil)); n != 1 {
+		t.Fatalf("group lists %d instances, want the DELETED one", n)
 	}
 
 	reuse := testInstance("new", "i-2", stateRunning)

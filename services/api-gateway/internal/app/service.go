@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"slices"
 	"strings"
@@ -436,9 +437,16 @@ func (s *Service) InstanceAction(ctx context.Context, id string, action lifecycl
 
 // do runs one lifecycle operation within OpTimeout and waits until the
 // read model has applied what it wrote (read-your-writes).
+//
+// The request gets its request_id here, one per call (CA's or an
+// operator's), so the logs name the id every retry of it carries.
 func (s *Service) do(ctx context.Context, req *lifecyclev1.Request, attrs ...any) (ports.Revisions, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
 	defer cancel()
+	if req.GetRequestId() == "" {
+		req.RequestId = rand.Text()
+	}
+	attrs = append(attrs, slog.String("request_id", req.GetRequestId()))
 	revs, err := s.lc.Do(ctx, req)
 	if err != nil {
 		s.log.LogAttrs(ctx, levelFor(err), "lifecycle operation failed", slog.Group("op", attrs...), slog.String("code", domain.CodeOf(err).String()), slog.String("err", err.Error()))
@@ -468,8 +476,8 @@ func levelFor(err error) slog.Level {
 type InstanceQuery struct {
 	// Group restricts to one group when non-empty.
 	Group string
-	// State restricts to one state when not StateUnspecified.
-	State domain.InstanceState
+	// States restricts to these states when not empty.
+	States []domain.InstanceState
 	// After is the KV key the previous page ended with.
 	After string
 	// Limit is the page size (1..MaxPageSize).
@@ -500,7 +508,7 @@ func (s *Service) ListInstances(q InstanceQuery) (InstancePage, error) {
 	var items []InstanceView
 	keep := func(v InstanceView) bool {
 		return (q.Group == "" || v.Group() == q.Group) &&
-			(q.State == domain.StateUnspecified || v.State() == q.State) &&
+			(len(q.States) == 0 || slices.Contains(q.States, v.State())) &&
 			v.Key > q.After
 	}
 	if q.Group != "" {

@@ -159,6 +159,14 @@ func TestIncreaseSizeIsVisibleOnReturn(t *testing.T) {
 	if len(calls) != 1 || calls[0].GetIncreaseSize().GetDelta() != 3 || calls[0].GetIncreaseSize().GetGroup() != "g" {
 		t.Fatalf("lifecycle calls: %v", calls)
 	}
+	// One request id per call, so lifecycle can deduplicate its retries.
+	if err := f.svc.IncreaseSize(context.Background(), "g", 1); err != nil {
+		t.Fatal(err)
+	}
+	calls = f.lc.Calls()
+	if id := calls[0].GetRequestId(); len(calls) != 2 || id == "" || calls[1].GetRequestId() == "" || calls[1].GetRequestId() == id {
+		t.Fatalf("request ids of two calls: %q, %q; want two different non-empty ids", id, calls[len(calls)-1].GetRequestId())
+	}
 }
 
 func TestMutationsValidateBeforeCallingLifecycle(t *testing.T) {
@@ -328,7 +336,7 @@ func TestListInstancesPages(t *testing.T) {
 	if !slices.Equal(seen, want) {
 		t.Fatalf("pages = %v, want %v", seen, want)
 	}
-	page, err := f.svc.ListInstances(app.InstanceQuery{State: domain.StatePending, Limit: 10})
+	page, err := f.svc.ListInstances(app.InstanceQuery{States: []domain.InstanceState{domain.StatePending}, Limit: 10})
 	if err != nil || len(page.Items) != 1 || page.Items[0].Key != "b.i-x" {
 		t.Fatalf("state filter: %v %v", page.Items, err)
 	}

@@ -53,9 +53,13 @@ func ValidateNewGroupID(id string) error {
 		return Errorf(CodeInvalidArgument, "node group id must be 1 to 63 characters")
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !groupIDRune(r) {
 			return Errorf(CodeInvalidArgument, "node group id %q may only contain letters, digits, '-' and '_'", id)
 		}
 	}
 	return nil
+}
+
+func groupIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }

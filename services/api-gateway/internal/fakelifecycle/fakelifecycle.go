@@ -2,7 +2,9 @@
 // it answers lifecycle operations on messaging.SubjectLifecycleOps the way
 // lifecycle does (compare-and-set writes to the real KV buckets, a Reply
 // carrying the revisions written) with just enough state-machine logic for
-// the gateway's contract. It is not a lifecycle implementation.
+// the gateway's contract. Like lifecycle, it applies an operation at most
+// once per Request.request_id and answers a repeat with the first outcome.
+// It is not a lifecycle implementation.
 package fakelifecycle
 
 import (
@@ -36,7 +38,15 @@ type Responder struct {
 	mu       sync.Mutex
 	seq      int
 	requests []*lifecyclev1.Request
+	headers  []nats.Header
 	nextErr  []*lifecyclev1.Status
+	// outcomes are the replies given per request id (the dedup table).
+	outcomes map[string]*lifecyclev1.Reply
+	applied  int
+	// dropReplies is how many of the next applied operations go
+	// unanswered, as if the reply were lost or the leader died after
+	// writing.
+	dropReplies int
 }
 
 // Start subscribes on nc and returns a running Responder.
@@ -62,13 +72,16 @@ func NewStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Resp
 	if err != nil {
 		return nil, fmt.Errorf("opening instances bucket: %w", err)
 	}
-	return &Responder{nc: nc, groups: g, instances: i}, nil
+	return &Responder{nc: nc, groups: g, instances: i, outcomes: map[string]*lifecyclev1.Reply{}}, nil
 }
 
-// Stop unsubscribes.
+// Stop unsubscribes and waits until the server knows, so a request sent
+// afterwards finds no responders (instead of being routed to a
+// subscription that is already gone and timing out).
 func (r *Responder) Stop() {
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
+		_ = r.nc.Flush()
 	}
 }
 
@@ -79,12 +92,36 @@ func (r *Responder) Requests() []*lifecyclev1.Request {
 	return slices.Clone(r.requests)
 }
 
+// Headers returns the NATS headers of the requests received so far (trace
+// context travels there).
+func (r *Responder) Headers() []nats.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.headers)
+}
+
 // FailNext makes the next request fail with code and message (nothing is
 // written).
 func (r *Responder) FailNext(code codes.Code, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextErr = append(r.nextErr, &lifecyclev1.Status{Code: int32(code), Message: msg})
+}
+
+// DropNextReplies makes the next n requests that are applied (not
+// answered from the dedup table) go unanswered after their writes.
+func (r *Responder) DropNextReplies(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dropReplies += n
+}
+
+// Applied is how many requests were applied (or rejected) rather than
+// answered from the dedup table.
+func (r *Responder) Applied() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applied
 }
 
 // PutGroup writes g as lifecycle would and returns the revision.
@@ -117,35 +154,65 @@ func fail(code codes.Code, format string, args ...any) error {
 }
 
 func (r *Responder) handle(m *nats.Msg) {
-	var req lifecyclev1.Request
-	reply := &lifecyclev1.Reply{}
-	if err := proto.Unmarshal(m.Data, &req); err != nil {
-		reply.Error = &lifecyclev1.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
-	} else {
-		r.mu.Lock()
-		r.requests = append(r.requests, proto.Clone(&req).(*lifecyclev1.Request))
-		var injected *lifecyclev1.Status
-		if len(r.nextErr) > 0 {
-			injected, r.nextErr = r.nextErr[0], r.nextErr[1:]
-		}
-		r.mu.Unlock()
-		if injected != nil {
-			reply.Error = injected
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
-			cancel()
-			var oe *opError
-			switch {
-			case errors.As(err, &oe):
-				reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(oe.code), Message: oe.msg}}
-			case err != nil:
-				reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.Internal), Message: err.Error()}}
-			}
-		}
+	r.mu.Lock()
+	r.headers = append(r.headers, m.Header)
+	r.mu.Unlock()
+	reply, drop := r.answer(m.Data)
+	if drop {
+		return
 	}
 	b, _ := proto.Marshal(reply)
 	_ = m.Respond(b)
+}
+
+// answer decodes and applies one request; drop says to leave it
+// unanswered. NATS calls handle serially, so a repeat waits for the
+// first delivery's outcome, as it must.
+func (r *Responder) answer(data []byte) (reply *lifecyclev1.Reply, drop bool) {
+	var req lifecyclev1.Request
+	if err := proto.Unmarshal(data, &req); err != nil {
+		return &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}}, false
+	}
+	id := req.GetRequestId()
+	r.mu.Lock()
+	r.requests = append(r.requests, proto.Clone(&req).(*lifecyclev1.Request))
+	if prev, ok := r.outcomes[id]; ok && id != "" {
+		r.mu.Unlock()
+		return prev, false
+	}
+	r.applied++
+	var injected *lifecyclev1.Status
+	if len(r.nextErr) > 0 {
+		injected, r.nextErr = r.nextErr[0], r.nextErr[1:]
+	}
+	r.mu.Unlock()
+
+	reply = &lifecyclev1.Reply{}
+	if injected != nil {
+		reply.Error = injected
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var err error
+		reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
+		cancel()
+		var oe *opError
+		switch {
+		case errors.As(err, &oe):
+			reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(oe.code), Message: oe.msg}}
+		case err != nil:
+			reply = &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.Internal), Message: err.Error()}}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id != "" {
+		r.outcomes[id] = reply
+	}
+	if r.dropReplies > 0 {
+		r.dropReplies--
+		return nil, true
+	}
+	return reply, false
 }
 
 type groupRec struct {

@@ -20,7 +20,10 @@ type Revisions struct {
 // the only writer of state.
 type Lifecycle interface {
 	// Do sends req and waits for the lifecycle leader's answer, at most
-	// until ctx ends.
+	// until ctx ends. req.request_id identifies the operation across
+	// attempts (Do fills one in when it is empty); lifecycle applies an
+	// operation at most once per id and answers a repeat with the first
+	// outcome, so Do may retry an attempt that went unanswered.
 	//
 	// On success the operation was applied and the returned revisions are
 	// those it wrote. Otherwise the error is a *domain.Error:
@@ -30,7 +33,7 @@ type Lifecycle interface {
 	//   - DeadlineExceeded: the request may have reached the leader but no
 	//     answer came in time, so the outcome is unknown;
 	//   - Internal: the answer could not be decoded.
-	// Do retries on its own only where a retry cannot apply an operation
-	// twice.
+	// Do retries on its own while no leader answers and after an
+	// unanswered attempt, always with the same request id.
 	Do(ctx context.Context, req *lifecyclev1.Request) (Revisions, error)
 }

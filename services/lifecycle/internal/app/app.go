@@ -56,6 +56,15 @@ type Options struct {
 	OrphanGrace       time.Duration
 	// CASRetries bounds compare-and-set retries of one operation.
 	CASRetries int
+	// StatusInterval is how often the status summary is written when it
+	// changed; StatusErrors bounds its recent errors.
+	StatusInterval time.Duration
+	StatusErrors   int
+	// RequestTTL is how long the outcome of an operation answers repeats
+	// of its request id; RequestLogSize bounds how many are remembered (the
+	// oldest are forgotten first). A zero TTL disables the request log.
+	RequestTTL     time.Duration
+	RequestLogSize int
 }
 
 // DefaultOptions returns production defaults.
@@ -75,6 +84,10 @@ func DefaultOptions() Options {
 		ReconcileInterval:        time.Minute,
 		OrphanGrace:              2 * time.Minute,
 		CASRetries:               5,
+		StatusInterval:           10 * time.Second,
+		StatusErrors:             20,
+		RequestTTL:               10 * time.Minute,
+		RequestLogSize:           100_000,
 	}
 }
 
@@ -88,6 +101,11 @@ type Deps struct {
 	Clock    ports.Clock
 	Logger   *slog.Logger
 	Observer Observer
+	// Notifier is optional: notices about instances on their Nodes
+	// (Kubernetes Events).
+	Notifier ports.Notifier
+	// Status is optional: where the status summary is published.
+	Status ports.StatusSink
 	// Random returns a string of n characters of domain.IDAlphabet; tests
 	// inject a deterministic one.
 	Random func(n int) string
@@ -114,6 +132,8 @@ type App struct {
 	clock   ports.Clock
 	log     *slog.Logger
 	obs     Observer
+	notify  ports.Notifier
+	status  ports.StatusSink
 	random  func(int) string
 	jitter  func() float64
 
@@ -134,6 +154,11 @@ type App struct {
 
 	nodes *nodeCache
 	wake  chan struct{}
+	// requests remembers operation outcomes by request id (nil: disabled).
+	requests *requestLog
+	// adoptReported remembers, per Node, the last reason it was not
+	// adopted, so it is reported once rather than every pass.
+	adoptReported map[string]string
 }
 
 type realClock struct{}
@@ -166,22 +191,30 @@ func New(opts Options, d Deps) *App {
 	if opts.TickInterval <= 0 {
 		opts.TickInterval = time.Second
 	}
+	var requests *requestLog
+	if opts.RequestTTL > 0 {
+		requests = newRequestLog(opts.RequestTTL, max(opts.RequestLogSize, 1))
+	}
 	return &App{
-		opts:       opts,
-		store:      d.Store,
-		cmds:       d.Commands,
-		cluster:    d.Cluster,
-		clock:      d.Clock,
-		log:        d.Logger,
-		obs:        d.Observer,
-		random:     d.Random,
-		jitter:     d.Jitter,
-		groups:     map[string]*groupRec{},
-		insts:      map[string]*instRec{},
-		byProvider: map[string]string{},
-		published:  map[string]uint32{},
-		nodes:      newNodeCache(),
-		wake:       make(chan struct{}, 1),
+		requests:      requests,
+		adoptReported: map[string]string{},
+		opts:          opts,
+		store:         d.Store,
+		cmds:          d.Commands,
+		cluster:       d.Cluster,
+		clock:         d.Clock,
+		log:           d.Logger,
+		obs:           d.Observer,
+		notify:        d.Notifier,
+		status:        d.Status,
+		random:        d.Random,
+		jitter:        d.Jitter,
+		groups:        map[string]*groupRec{},
+		insts:         map[string]*instRec{},
+		byProvider:    map[string]string{},
+		published:     map[string]uint32{},
+		nodes:         newNodeCache(),
+		wake:          make(chan struct{}, 1),
 	}
 }
 
@@ -261,6 +294,9 @@ func (a *App) load(ctx context.Context) error {
 	// been lost between the write and the publish. Identical message ids
 	// are deduplicated by the stream; workers are idempotent.
 	a.published = map[string]uint32{}
+	// The node watch restarts with the term: until it is synced again, a
+	// Node missing from the cache proves nothing.
+	a.nodes.unsync()
 	a.loaded = true
 	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
 	return nil
@@ -439,6 +475,13 @@ func (a *App) observe(old domain.Instance, res domain.Result) {
 		a.obs.Transition(in.Group, m)
 		log.Info("transition", "from", m.From.String(), "to", m.To.String(), "reason", m.Reason, "attempt", in.Attempt)
 	}
+	switch {
+	case in.NodeLost() && !old.NodeLost():
+		log.Warn("node deleted from the cluster by someone else; the instance is replaced unless the node registers again",
+			"node", in.Node(), "replace_at", in.Deadline)
+	case old.NodeLost() && !in.NodeLost() && in.State == domain.StateRunning:
+		log.Info("node registered again; the instance stays", "node", in.Node())
+	}
 	if res.CreationFailed {
 		class := int32(0)
 		if in.LastError != nil {
@@ -447,10 +490,12 @@ func (a *App) observe(old domain.Instance, res domain.Result) {
 				"code", in.LastError.Code, "class", class, "error", in.LastError.Message)
 		}
 		a.obs.CreationFailed(in.Group, class)
-	} else if in.LastError != nil && (old.LastError == nil || *old.LastError != *in.LastError) {
+	} else if in.LastError != nil && in.LastError.Code != domain.CodeNodeDeleted &&
+		(old.LastError == nil || *old.LastError != *in.LastError) {
 		log.Warn("step failed", "state", in.State.String(), "code", in.LastError.Code,
 			"error", in.LastError.Message, "retries", in.Retries, "next_retry_at", in.NextRetryAt)
 	}
+	a.notifyLocked(old, res)
 }
 
 // Apply applies ev to instance id: it carries out the result's cluster

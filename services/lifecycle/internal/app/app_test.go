@@ -25,6 +25,8 @@ type harness struct {
 	cmds    *memory.Commands
 	clock   *memory.Clock
 	cluster *memory.Cluster
+	notices *memory.Notifier
+	status  *memory.StatusSink
 	opts    app.Options
 	// cloud ids handed out, to answer creates.
 	mu     sync.Mutex
@@ -52,6 +54,14 @@ type harnessOpt func(*harness)
 
 func withCluster() harnessOpt { return func(h *harness) { h.cluster = memory.NewCluster() } }
 
+// withClusterNoSynced uses a cluster whose watch never says it is synced.
+func withClusterNoSynced() harnessOpt {
+	return func(h *harness) {
+		h.cluster = memory.NewCluster()
+		h.cluster.NoSyncedEvent = true
+	}
+}
+
 func withOptions(f func(*app.Options)) harnessOpt { return func(h *harness) { f(&h.opts) } }
 
 func newHarness(t *testing.T, groups []domain.NodeGroup, opts ...harnessOpt) *harness {
@@ -59,6 +69,7 @@ func newHarness(t *testing.T, groups []domain.NodeGroup, opts ...harnessOpt) *ha
 	h := &harness{
 		t: t, ctx: context.Background(),
 		store: memory.NewStore(), cmds: &memory.Commands{}, clock: memory.NewClock(t0),
+		notices: &memory.Notifier{}, status: &memory.StatusSink{},
 		opts: app.DefaultOptions(),
 	}
 	h.opts.ReconcileInterval = 0
@@ -73,12 +84,18 @@ func newHarness(t *testing.T, groups []domain.NodeGroup, opts ...harnessOpt) *ha
 		t.Fatal(err)
 	}
 	if h.cluster != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = h.app.RunNodeWatcher(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		h.watch()
 	}
 	return h
+}
+
+// watch runs the current App's node watcher until the test ends.
+func (h *harness) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	a := h.app
+	go func() { defer close(done); _ = a.RunNodeWatcher(ctx) }()
+	h.t.Cleanup(func() { cancel(); <-done })
 }
 
 func (h *harness) newApp() *app.App {
@@ -98,7 +115,9 @@ func (h *harness) newApp() *app.App {
 			}
 			return string(out)
 		},
-		Jitter: func() float64 { return 0 },
+		Jitter:   func() float64 { return 0 },
+		Notifier: h.notices,
+		Status:   h.status,
 	}
 	if h.cluster != nil {
 		d.Cluster = h.cluster

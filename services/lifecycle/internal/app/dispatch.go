@@ -37,7 +37,13 @@ func (a *App) Pass(ctx context.Context) {
 	now := a.clock.Now()
 	a.keepSizesLocked(ctx)
 	due, ready := a.dueLocked(now)
+	nodeChanges := a.nodeChangesLocked()
+	adoptions := a.adoptionsLocked()
 	a.mu.Unlock()
+
+	for _, ad := range adoptions {
+		a.adopt(ctx, ad)
+	}
 
 	for _, id := range due {
 		if _, _, err := a.Apply(ctx, id, domain.Tick{}); err != nil {
@@ -47,6 +53,11 @@ func (a *App) Pass(ctx context.Context) {
 	for id, node := range ready {
 		if _, _, err := a.Apply(ctx, id, domain.NodeReady{NodeName: node}); err != nil {
 			a.log.Warn("promoting a joined instance", "instance", id, "node", node, "err", err)
+		}
+	}
+	for id, ev := range nodeChanges {
+		if _, _, err := a.Apply(ctx, id, ev); err != nil {
+			a.log.Warn("applying a node change", "instance", id, "event", domain.EventName(ev), "err", err)
 		}
 	}
 

@@ -14,26 +14,90 @@ type nodeCache struct {
 	mu         sync.RWMutex
 	byName     map[string]ports.Node
 	byProvider map[string]string
+	// gen numbers the watches; seen is the watch that last delivered each
+	// Node, so the Nodes deleted while no watch ran are dropped once a new
+	// watch has delivered its initial list.
+	gen  uint64
+	seen map[string]uint64
+	// synced: the current watch delivered its initial list, so a Node
+	// missing from the cache is really gone.
+	synced bool
 }
 
 func newNodeCache() *nodeCache {
-	return &nodeCache{byName: map[string]ports.Node{}, byProvider: map[string]string{}}
+	return &nodeCache{byName: map[string]ports.Node{}, byProvider: map[string]string{}, seen: map[string]uint64{}}
 }
 
-func (c *nodeCache) apply(ev ports.NodeEvent) {
+// beginWatch starts a new watch: until it is synced, absence proves nothing.
+func (c *nodeCache) beginWatch() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.byName[ev.Node.Name]; ok && old.ProviderID != "" {
+	c.gen++
+	c.synced = false
+}
+
+// unsync forgets that the cache was complete (a new leadership term: the
+// watch restarts).
+func (c *nodeCache) unsync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.synced = false
+}
+
+func (c *nodeCache) isSynced() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.synced
+}
+
+// apply records ev and reports whether it matters to the dispatcher: the
+// cache became complete, a Node appeared or went, or its readiness or
+// providerID changed (kubelets' routine status updates do not).
+func (c *nodeCache) apply(ev ports.NodeEvent) (relevant bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Type {
+	case ports.NodesSynced:
+		c.syncLocked()
+		return true
+	case ports.NodeUpdated, ports.NodeDeleted:
+		if !c.synced {
+			// Changes come after the initial list (the port's contract).
+			c.syncLocked()
+			relevant = true
+		}
+	}
+	old, existed := c.byName[ev.Node.Name]
+	if existed && old.ProviderID != "" {
 		delete(c.byProvider, old.ProviderID)
 	}
 	if ev.Type == ports.NodeDeleted {
 		delete(c.byName, ev.Node.Name)
-		return
+		delete(c.seen, ev.Node.Name)
+		return relevant || existed
 	}
 	c.byName[ev.Node.Name] = ev.Node
+	c.seen[ev.Node.Name] = c.gen
 	if ev.Node.ProviderID != "" {
 		c.byProvider[ev.Node.ProviderID] = ev.Node.Name
 	}
+	return relevant || !existed || old.Ready != ev.Node.Ready || old.ProviderID != ev.Node.ProviderID
+}
+
+// syncLocked marks the cache complete and drops the Nodes the current
+// watch did not deliver (deleted while no watch ran).
+func (c *nodeCache) syncLocked() {
+	for name, gen := range c.seen {
+		if gen == c.gen {
+			continue
+		}
+		if n, ok := c.byName[name]; ok && n.ProviderID != "" && c.byProvider[n.ProviderID] == name {
+			delete(c.byProvider, n.ProviderID)
+		}
+		delete(c.byName, name)
+		delete(c.seen, name)
+	}
+	c.synced = true
 }
 
 // forInstance returns the Node of an instance: the one carrying its
@@ -46,6 +110,17 @@ func (c *nodeCache) forInstance(in domain.Instance) (ports.Node, bool) {
 	}
 	n, ok := c.byName[in.Node()]
 	return n, ok
+}
+
+// all returns a snapshot of the cached Nodes.
+func (c *nodeCache) all() []ports.Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]ports.Node, 0, len(c.byName))
+	for _, n := range c.byName {
+		out = append(out, n)
+	}
+	return out
 }
 
 // registered reports whether a Node exists for the instance (CA counts it as
@@ -71,15 +146,17 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 	backoff := time.Second
 	for {
 		start := time.Now()
+		// Entries are kept across re-watches until the new watch is synced:
+		// a stale Node errs on the side of treating capacity as registered,
+		// never of removing it.
+		a.nodes.beginWatch()
 		err := a.cluster.Watch(ctx, a.onNodeEvent)
-		if ctx.Err() != nil {
+		if done(ctx) {
 			return nil
 		}
 		if time.Since(start) > time.Minute {
 			backoff = time.Second
 		}
-		// Entries are kept across re-watches: a stale Node errs on the side
-		// of treating capacity as registered, never of removing it.
 		a.log.Warn("node watch ended, restarting", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
@@ -91,11 +168,19 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 }
 
 func (a *App) onNodeEvent(ev ports.NodeEvent) {
-	a.nodes.apply(ev)
+	if !a.nodes.apply(ev) {
+		return
+	}
+	// A Joined instance may now be Ready, a Running one may have lost its
+	// Node or got it back, a new Node may be adoptable.
+	a.Wake()
+	if ev.Type == ports.NodesSynced {
+		a.log.Info("node watch synced")
+		return
+	}
 	if ev.Type == ports.NodeDeleted || !ev.Node.Ready {
 		return
 	}
-	a.Wake()
 	// A Node named after one of our instances but carrying another
 	// providerID never counts as joined (CA could not match it either):
 	// say so, since the likely cause is a join script without --provider-id.
@@ -109,6 +194,31 @@ func (a *App) onNodeEvent(ev ports.NodeEvent) {
 	}
 }
 
+// nodeChangesLocked returns the node events the Running instances need:
+// NodeGone for one whose Node is missing (only once the watch is synced),
+// NodeBack for one waiting for its Node that has it again.
+func (a *App) nodeChangesLocked() map[string]domain.Event {
+	if a.cluster == nil {
+		return nil
+	}
+	synced := a.nodes.isSynced()
+	out := map[string]domain.Event{}
+	for id, r := range a.insts {
+		in := r.inst
+		if in.State != domain.StateRunning {
+			continue
+		}
+		_, present := a.nodes.forInstance(in)
+		switch {
+		case present && in.NodeLost():
+			out[id] = domain.NodeBack{NodeName: in.Node()}
+		case !present && synced && !in.NodeLost():
+			out[id] = domain.NodeGone{NodeName: in.Node()}
+		}
+	}
+	return out
+}
+
 // Node returns the watcher's view of a Node by name.
 func (a *App) Node(name string) (ports.Node, bool) {
 	a.nodes.mu.RLock()
@@ -116,3 +226,18 @@ func (a *App) Node(name string) (ports.Node, bool) {
 	n, ok := a.nodes.byName[name]
 	return n, ok
 }
+
+// done reports whether ctx has ended (its error is the caller's normal stop,
+// not a failure to report).
+func done(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// NodesSynced reports whether the node watch has delivered its initial list
+// in this leadership term (the absence of a Node is trusted only then).
+func (a *App) NodesSynced() bool { return a.nodes.isSynced() }

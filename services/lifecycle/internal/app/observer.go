@@ -20,6 +20,9 @@ type Observer interface {
 	Reconciled(orphansTerminated, vanishedClosed int)
 	// ConfigApplied is called after each application of the file.
 	ConfigApplied(err error)
+	// Replayed is called when a repeated request id is answered with the
+	// outcome of its first attempt instead of being applied again.
+	Replayed()
 }
 
 // NopObserver records nothing.
@@ -45,6 +48,9 @@ func (NopObserver) Reconciled(int, int) {}
 
 // ConfigApplied implements Observer.
 func (NopObserver) ConfigApplied(error) {}
+
+// Replayed implements Observer.
+func (NopObserver) Replayed() {}
 
 // GroupStats is a snapshot of one group for gauges.
 type GroupStats struct {

@@ -64,6 +64,11 @@ func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) 
 	return revs, err
 }
 
+// opaque keeps err's message but drops its chain: a partly applied
+// operation must not look like a plain conflict to op's retry loop (which
+// would run it again), nor report an inner error's code as its own.
+func opaque(err error) error { return errors.New(err.Error()) }
+
 func (a *App) groupLocked(id string) (*groupRec, error) {
 	g, ok := a.groups[id]
 	if !ok {
@@ -198,7 +203,7 @@ func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why s
 		a.restoreTargetLocked(ctx, g, len(errs), &revs)
 		return revs, &domain.Error{Code: domain.CodeUnavailable,
 			Msg: fmt.Sprintf("cancelling %d instances of %s failed", len(errs), g.g.ID),
-			Err: fmt.Errorf("%v", errors.Join(errs...))}
+			Err: opaque(errors.Join(errs...))}
 	}
 	return revs, nil
 }
@@ -332,7 +337,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 			a.restoreTargetLocked(ctx, g, len(errs), &revs)
 			return revs, &domain.Error{Code: domain.CodeUnavailable,
 				Msg: fmt.Sprintf("releasing %d of %d nodes of %s failed", len(errs), len(release), group),
-				Err: fmt.Errorf("%v", errors.Join(errs...))}
+				Err: opaque(errors.Join(errs...))}
 		}
 		return revs, nil
 	})
@@ -539,7 +544,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 			return revs, &domain.Error{Code: domain.CodeFailedPrecondition, Msg: "instance " + id, Err: err}
 		}
 		if err != nil {
-			return revs, &domain.Error{Code: domain.CodeUnavailable, Msg: "instance " + id, Err: fmt.Errorf("%v", err)}
+			return revs, &domain.Error{Code: domain.CodeUnavailable, Msg: "instance " + id, Err: opaque(err)}
 		}
 		revs.inst(rev)
 		return revs, nil

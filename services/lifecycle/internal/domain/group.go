@@ -231,6 +231,9 @@ func (g NodeGroup) Validate() []FieldError {
 			}
 		}
 	}
+	if g.AdoptExisting && len(g.NodeTemplate.Labels) == 0 {
+		add("adoptExisting", "needs at least one nodeTemplate label to recognise the group's Nodes")
+	}
 	for _, e := range g.Template.Validate() {
 		e.Field = "instanceTemplate." + e.Field
 		errs = append(errs, e)

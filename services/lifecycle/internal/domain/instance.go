@@ -115,6 +115,13 @@ func (i Instance) BlockedOnDeleteHook() bool {
 	return i.State == StatePendingDeletion && !i.InFlight && i.NextRetryAt.IsZero() && i.LastError != nil
 }
 
+// NodeLost reports whether the instance is Running but its Node was deleted
+// from the cluster: it waits (Deadline) for the Node to register again
+// before it is replaced.
+func (i Instance) NodeLost() bool {
+	return i.State == StateRunning && !i.Deadline.IsZero()
+}
+
 // Node returns the name of the instance's Node.
 func (i Instance) Node() string {
 	if i.NodeName != "" {

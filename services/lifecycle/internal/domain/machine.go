@@ -82,6 +82,14 @@ type Retry struct{}
 // VMGone reports that the reconciler no longer finds the instance's VM.
 type VMGone struct{ Reason string }
 
+// NodeGone reports that a Running instance's Node object is gone from the
+// cluster (deleted by someone else: an operator, a controller).
+type NodeGone struct{ NodeName string }
+
+// NodeBack reports that the Node of an instance whose Node was gone is
+// registered again.
+type NodeBack struct{ NodeName string }
+
 func (StartCreate) eventName() string          { return "StartCreate" }
 func (CloudCreated) eventName() string         { return "CloudCreated" }
 func (CloudCreateFailed) eventName() string    { return "CloudCreateFailed" }
@@ -96,6 +104,8 @@ func (StartDelete) eventName() string          { return "StartDelete" }
 func (Tick) eventName() string                 { return "Tick" }
 func (Retry) eventName() string                { return "Retry" }
 func (VMGone) eventName() string               { return "VMGone" }
+func (NodeGone) eventName() string             { return "NodeGone" }
+func (NodeBack) eventName() string             { return "NodeBack" }
 
 // EventName names an event for logs and metrics.
 func EventName(ev Event) string { return ev.eventName() }
@@ -265,6 +275,10 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 		err = m.retry()
 	case VMGone:
 		err = m.vmGone(e)
+	case NodeGone:
+		err = m.nodeGone(e)
+	case NodeBack:
+		err = m.nodeBack(e)
 	default:
 		err = fmt.Errorf("unknown event %T", ev)
 	}
@@ -494,7 +508,7 @@ func (m *machine) observed(e CloudObserved) error {
 	if m.stale(e.Attempt) {
 		return m.staleReason(e.Attempt)
 	}
-	if m.in.State != StateCreating || m.in.CloudID == "" || !(m.in.InFlight || m.in.CreationFailed) {
+	if m.in.State != StateCreating || m.in.CloudID == "" || (!m.in.InFlight && !m.in.CreationFailed) {
 		return invalid("not watching a launching VM")
 	}
 	if m.in.CreationFailed && e.State != CloudRunning {
@@ -787,6 +801,10 @@ func (m *machine) timeout() {
 		m.creationFailed("JoinTimeout", fmt.Sprintf("no Ready node with providerID %s within %s", m.in.ProviderID, p.JoinTimeout), ClassOther)
 	case StatePendingDeletion:
 		m.hookFailed(HookBeforeDelete, "no result within the deadline", true)
+	case StateRunning:
+		// The only deadline of a Running instance: its Node has been gone
+		// for the whole grace period.
+		m.replaceLostNode()
 	case StateDeleting:
 		if m.in.InFlight {
 			m.in.Retries++
@@ -892,6 +910,65 @@ func (m *machine) vmGone(e VMGone) error {
 		return nil
 	}
 	return m.ignore("not applicable in " + m.in.State.String())
+}
+
+// CodeNodeDeleted is the LastError code of a Running instance whose Node
+// object was deleted by someone else.
+const CodeNodeDeleted = "NodeDeleted"
+
+// nodeGone starts the grace period of a Running instance whose Node was
+// deleted by someone else: the Node may register again (a kubelet restart
+// re-registers it). When the period ends without it, the instance is
+// replaced (see replaceLostNode).
+func (m *machine) nodeGone(e NodeGone) error {
+	if m.in.State != StateRunning {
+		return m.ignore("the node of a " + m.in.State.String() + " instance is not watched")
+	}
+	if m.in.NodeLost() {
+		return m.ignore("already waiting for the node to register again")
+	}
+	grace := m.env.Policy.NodeDeletedGrace
+	name := e.NodeName
+	if name == "" {
+		name = m.in.Node()
+	}
+	if grace <= 0 {
+		m.setError(CodeNodeDeleted, "node "+name+" was deleted from the cluster", ClassOther, false)
+		m.replaceLostNode()
+		return nil
+	}
+	m.in.Deadline = m.env.Now.Add(grace)
+	m.setError(CodeNodeDeleted, fmt.Sprintf("node %s was deleted from the cluster; the instance is replaced unless the node registers again by %s",
+		name, m.in.Deadline.UTC().Format(time.RFC3339)), ClassOther, false)
+	return nil
+}
+
+func (m *machine) nodeBack(NodeBack) error {
+	if !m.in.NodeLost() {
+		return m.ignore("the node was not missing")
+	}
+	m.in.Deadline = time.Time{}
+	m.in.LastError = nil
+	m.changed = true
+	return nil
+}
+
+// replaceLostNode deletes an instance whose Node is gone through the normal
+// deletion path, without releasing it: the group's target still counts it,
+// so the dispatcher creates a replacement. The before_delete hook is
+// skipped: it prepares a Node's departure (drain), and the Node is gone.
+func (m *machine) replaceLostNode() {
+	reason := "node deleted from the cluster and not registered again"
+	if grace := m.env.Policy.NodeDeletedGrace; grace > 0 {
+		reason += " within " + grace.String()
+	}
+	m.in.Deadline = time.Time{}
+	// Released as every deletion is; the target is not lowered, so the
+	// group is one short and the dispatcher creates the replacement.
+	m.in.Released = true
+	m.move(StatePendingDeletion, reason+": replacing the instance")
+	m.move(StateDeleting, "before_delete hook skipped: the node is gone")
+	m.startTerminate()
 }
 
 func tail(s string, n int) string {

@@ -82,6 +82,8 @@ func events(in Instance) map[string]Event {
 		"TickNothingDue":  Tick{},
 		"Retry":           Retry{},
 		"VMGone":          VMGone{Reason: "not in inventory"},
+		"NodeGone":        NodeGone{NodeName: in.ID},
+		"NodeBack":        NodeBack{NodeName: in.ID},
 	}
 }
 
@@ -94,48 +96,56 @@ var want = map[State]map[string]string{
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "Deleted", "ForceDelete": "Deleted", "Cancel": "Deleted",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "invalid", "VMGone": "ignored",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateCreating: {
 		"StartCreate": "invalid", "CloudCreated": "Creating+watch", "CreateFailed": "Creating", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "PendingDeletion", "ForceDelete": "Deleting", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "Creating+create", "VMGone": "ignored",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateCreated: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "Joined", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "PendingDeletion", "ForceDelete": "Deleting+terminate", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "Created+hook", "VMGone": "Deleted",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateJoined: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "Running", "DeleteRequested": "PendingDeletion", "ForceDelete": "Deleting+terminate", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "invalid", "VMGone": "Deleted",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateRunning: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "PendingDeletion", "ForceDelete": "Deleting+terminate", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "invalid", "VMGone": "Deleted",
+		"NodeGone": "Running", "NodeBack": "ignored",
 	},
 	StatePendingDeletion: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "ignored", "ForceDelete": "Deleting+terminate", "Cancel": "invalid",
 		"StartDelete": "PendingDeletion+hook", "TickNothingDue": "ignored", "Retry": "invalid", "VMGone": "Deleted",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateDeleting: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "Deleted", "TerminateFailed": "Deleting", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "ignored", "ForceDelete": "ignored", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "Deleting+terminate", "VMGone": "Deleted",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateDeleted: {
 		"StartCreate": "invalid", "CloudCreated": "ignored", "CreateFailed": "ignored", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "ignored", "ForceDelete": "ignored", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "invalid", "VMGone": "ignored",
+		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 }
 
@@ -606,5 +616,114 @@ func TestPendingCommandIsDerivedFromTheRecord(t *testing.T) {
 		if c, ok := PendingCommand(fixture(st)); ok {
 			t.Errorf("%s has a command: %+v", st, c)
 		}
+	}
+}
+
+// The policy for a Running instance whose Node someone else deleted: wait
+// NodeDeletedGrace for it to register again, then replace the instance
+// (terminate its VM without the before_delete hook, target unchanged).
+func TestNodeDeletedBySomeoneElse(t *testing.T) {
+	grace := DefaultPolicy().NodeDeletedGrace
+	type step struct {
+		ev    Event
+		after time.Duration // since t0
+		// want: "ignored" or the state after, with "+lost" while waiting
+		// for the Node and "+terminate" when the VM's termination starts.
+		want string
+	}
+	tests := []struct {
+		name  string
+		grace time.Duration
+		steps []step
+	}{
+		{
+			name: "the node registers again within the grace period",
+			steps: []step{
+				{NodeGone{NodeName: "n"}, 0, "Running+lost"},
+				{NodeGone{NodeName: "n"}, time.Minute, "ignored"},
+				{Tick{}, grace - time.Second, "ignored"},
+				{NodeBack{NodeName: "n"}, grace - time.Second, "Running"},
+				{Tick{}, 2 * grace, "ignored"},
+			},
+		},
+		{
+			name: "the node stays away: replaced after the grace period",
+			steps: []step{
+				{NodeGone{NodeName: "n"}, 0, "Running+lost"},
+				{Tick{}, grace, "Deleting+terminate"},
+				{CloudTerminated{Attempt: 4}, grace + time.Minute, "Deleted"},
+			},
+		},
+		{
+			name:  "no grace period: replaced at once",
+			grace: -1,
+			steps: []step{
+				{NodeGone{NodeName: "n"}, 0, "Deleting+terminate"},
+			},
+		},
+		{
+			name: "the autoscaler deletes it while waiting: the normal deletion",
+			steps: []step{
+				{NodeGone{NodeName: "n"}, 0, "Running+lost"},
+				{DeleteRequested{Reason: "DeleteNodes"}, time.Minute, "PendingDeletion"},
+				{Tick{}, 2 * grace, "ignored"},
+			},
+		},
+		{
+			name: "a node back without having been missing changes nothing",
+			steps: []step{
+				{NodeBack{NodeName: "n"}, 0, "ignored"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fixture(StateRunning)
+			for i, s := range tc.steps {
+				e := env(t0.Add(s.after))
+				switch {
+				case tc.grace < 0:
+					e.Policy.NodeDeletedGrace = 0
+				case tc.grace > 0:
+					e.Policy.NodeDeletedGrace = tc.grace
+				}
+				res, err := Apply(in, s.ev, e)
+				if err != nil {
+					t.Fatalf("step %d %s: %v", i, EventName(s.ev), err)
+				}
+				got := "ignored"
+				if res.Changed {
+					got = res.Instance.State.String()
+					if res.Instance.NodeLost() {
+						got += "+lost"
+					}
+					if res.Command != nil {
+						got += "+" + res.Command.Kind.String()
+					}
+					checkInvariants(t, in, res)
+					in = res.Instance
+				}
+				if got != s.want {
+					t.Fatalf("step %d %s: got %s, want %s (ignored: %q)", i, EventName(s.ev), got, s.want, res.Ignored)
+				}
+				if in.NodeLost() {
+					if in.LastError == nil || in.LastError.Code != CodeNodeDeleted {
+						t.Errorf("step %d: waiting for the node without the NodeDeleted error: %+v", i, in.LastError)
+					}
+					if want := t0.Add(grace); !in.Deadline.Equal(want) {
+						t.Errorf("step %d: deadline %v, want %v (the grace period from the deletion)", i, in.Deadline, want)
+					}
+				}
+				if res.Changed && in.State == StateDeleting {
+					last := in.History[len(in.History)-2]
+					if last.To != StatePendingDeletion || !strings.Contains(last.Reason, "node deleted from the cluster") {
+						t.Errorf("replacement recorded as %+v", last)
+					}
+				}
+			}
+			if in.State == StateRunning && !in.NodeLost() && in.LastError != nil {
+				t.Errorf("a Running instance with its node back keeps the error %+v", in.LastError)
+			}
+		})
 	}
 }

@@ -27,6 +27,10 @@ type Policy struct {
 	Jitter float64
 	// HistoryLimit bounds Instance.History.
 	HistoryLimit int
+	// NodeDeletedGrace is how long a Running instance whose Node was
+	// deleted by someone else waits for the Node to register again before
+	// it is replaced (0: at once).
+	NodeDeletedGrace time.Duration
 }
 
 // DefaultPolicy returns the production defaults.
@@ -42,6 +46,7 @@ func DefaultPolicy() Policy {
 		BackoffMax:              5 * time.Minute,
 		Jitter:                  0.2,
 		HistoryLimit:            32,
+		NodeDeletedGrace:        5 * time.Minute,
 	}
 }
 

@@ -202,7 +202,7 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 				}}}); err != nil {
 					return err
 				}
-				if (st != cloudv1.CloudState_CLOUD_STATE_PENDING && !(st == cloudv1.CloudState_CLOUD_STATE_RUNNING && ip == "")) || time.Now().After(deadline) {
+				if (st != cloudv1.CloudState_CLOUD_STATE_PENDING && (st != cloudv1.CloudState_CLOUD_STATE_RUNNING || ip != "")) || time.Now().After(deadline) {
 					break
 				}
 				select {

@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func rpcs(srv pb.CloudProviderServer) []rpc {
 		return rpc{name: name, seed: seed, call: func(ctx context.Context, raw []byte) error {
 			req := newReq()
 			if err := proto.Unmarshal(raw, req); err != nil {
-				return nil // gRPC rejects it before any handler runs
+				return fmt.Errorf("undecodable request (gRPC rejects it before any handler runs): %w", err)
 			}
 			return h(ctx, req)
 		}}

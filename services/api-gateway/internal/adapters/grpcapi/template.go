@@ -121,7 +121,7 @@ func quantities(what string, in map[string]string) (corev1.ResourceList, error) 
 	for _, k := range slices.Sorted(maps.Keys(in)) {
 		q, err := resource.ParseQuantity(strings.TrimSpace(in[k]))
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: invalid quantity %q: %v", what, k, in[k], err)
+			return nil, fmt.Errorf("%s %s: invalid quantity %q: %w", what, k, in[k], err)
 		}
 		if q.Sign() < 0 {
 			return nil, fmt.Errorf("%s %s: negative quantity %q", what, k, in[k])

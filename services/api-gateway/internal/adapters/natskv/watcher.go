@@ -99,8 +99,8 @@ func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error 
 			w.metrics.restarts.WithLabelValues(b.String()).Inc()
 		}
 		err := w.watchOnce(ctx, b, bucket, log, func() { backoff = 100 * time.Millisecond })
-		if ctx.Err() != nil {
-			return nil
+		if stopped(ctx) {
+			return nil // the watch ended because we are shutting down
 		}
 		log.Warn("kv watch ended, re-establishing", "err", err, "in", backoff)
 		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
@@ -188,4 +188,14 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 		return
 	}
 	w.metrics.applied.WithLabelValues(b.String(), "put").Inc()
+}
+
+// stopped reports whether ctx has ended.
+func stopped(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }

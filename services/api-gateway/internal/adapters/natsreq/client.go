@@ -14,6 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -24,28 +28,30 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
-// HeaderRequestID carries one id per logical operation, the same on every
-// retry, so lifecycle can correlate (and could deduplicate) attempts.
-const HeaderRequestID = "Nodesmith-Request-Id"
+// TracerName names the tracer of the lifecycle client spans.
+const TracerName = "github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 
 // Options configure a Client.
 type Options struct {
 	// Subject defaults to messaging.SubjectLifecycleOps.
 	Subject string
-	// AttemptTimeout bounds one attempt of an operation that is safe to
-	// send twice; an unanswered attempt is then retried (a leader that
-	// died mid-request is bypassed). Other operations wait for their one
-	// delivered attempt until the caller's deadline.
+	// AttemptTimeout bounds one attempt; an unanswered attempt is retried
+	// with the same request id (a leader that died mid-request is
+	// bypassed, and lifecycle answers a repeat with the first outcome).
 	AttemptTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the jittered wait between attempts.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// TracerProvider creates the client span of each operation; nil means
+	// the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Client implements ports.Lifecycle over NATS request/reply.
 type Client struct {
-	nc  *nats.Conn
-	opt Options
+	nc     *nats.Conn
+	opt    Options
+	tracer trace.Tracer
 }
 
 var _ ports.Lifecycle = (*Client)(nil)
@@ -67,30 +73,55 @@ func New(nc *nats.Conn, o Options) *Client {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Client{nc: nc, opt: o}
+	tp := o.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Client{nc: nc, opt: o, tracer: tp.Tracer(TracerName)}
 }
 
-// Do implements ports.Lifecycle.
-func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+// Do implements ports.Lifecycle. Every attempt carries the same
+// Request.request_id (req's own, or a new one when it has none), which is
+// what makes retrying an unanswered attempt safe for every operation:
+// lifecycle applies an operation at most once per request id and answers
+// a repeat with the first outcome.
+func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.Revisions, err error) {
+	if req.GetRequestId() == "" {
+		req = proto.CloneOf(req)
+		req.RequestId = nuid.Next()
+	}
+	id := req.GetRequestId()
+	op := OpName(req)
+	ctx, span := c.tracer.Start(ctx, "lifecycle "+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.destination.name", c.opt.Subject),
+		attribute.String("nodesmith.lifecycle.op", op),
+		attribute.String("nodesmith.request_id", id),
+	))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(otelcodes.Error, domain.CodeOf(err).String())
+		}
+		span.End()
+	}()
+
 	data, err := proto.Marshal(req)
 	if err != nil {
 		return ports.Revisions{}, domain.Errorf(domain.CodeInternal, "encoding lifecycle request: %v", err)
 	}
-	retrySafe := RetrySafe(req)
-	id := nuid.Next()
 	backoff := c.opt.MinBackoff
 	// mayHaveApplied turns "nobody answered" into "outcome unknown" once an
 	// attempt reached a responder that then went quiet.
 	mayHaveApplied := false
 	for attempt := 1; ; attempt++ {
+		span.SetAttributes(attribute.Int("nodesmith.attempts", attempt))
 		msg := &nats.Msg{Subject: c.opt.Subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(HeaderRequestID, id)
+		// The span context travels with the request, so lifecycle's
+		// handling continues the trace of CA's (or an operator's) call.
 		tracing.Inject(ctx, msg.Header)
 
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if retrySafe {
-			actx, cancel = context.WithTimeout(ctx, c.opt.AttemptTimeout)
-		}
+		actx, cancel := context.WithTimeout(ctx, c.opt.AttemptTimeout)
 		resp, err := c.nc.RequestMsgWithContext(actx, msg)
 		cancel()
 		if err == nil {
@@ -104,16 +135,14 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisi
 		case ctx.Err() != nil:
 			// The caller's deadline ended an attempt that a leader may
 			// have received.
-			return ports.Revisions{}, c.giveUp(ctx, id, attempt, true, err)
+			return ports.Revisions{}, c.giveUp(ctx, id, op, attempt, true, err)
 		default:
-			// An unanswered attempt (only retry-safe operations have an
-			// attempt timeout) or a transport error.
+			// An unanswered attempt or a transport error: a leader may have
+			// received it (and applied it, in which case the retry gets
+			// the first outcome).
 			mayHaveApplied = true
-			if !retrySafe {
-				return ports.Revisions{}, c.giveUp(ctx, id, attempt, true, err)
-			}
 		}
-		c.opt.Logger.DebugContext(ctx, "lifecycle request not answered, retrying", "request_id", id, "attempt", attempt, "err", err)
+		c.opt.Logger.DebugContext(ctx, "lifecycle request not answered, retrying", "request_id", id, "op", op, "attempt", attempt, "err", err)
 		// Jitter keeps gateway replicas from retrying in lockstep
 		// while a new leader takes over.
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -122,16 +151,16 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisi
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ports.Revisions{}, c.giveUp(ctx, id, attempt, mayHaveApplied, err)
+			return ports.Revisions{}, c.giveUp(ctx, id, op, attempt, mayHaveApplied, err)
 		case <-t.C:
 		}
 	}
 }
 
-func (c *Client) giveUp(ctx context.Context, id string, attempts int, mayHaveApplied bool, last error) error {
-	c.opt.Logger.WarnContext(ctx, "lifecycle request gave up", "request_id", id, "attempts", attempts, "outcome_unknown", mayHaveApplied, "err", last)
+func (c *Client) giveUp(ctx context.Context, id, op string, attempts int, mayHaveApplied bool, last error) error {
+	c.opt.Logger.WarnContext(ctx, "lifecycle request gave up", "request_id", id, "op", op, "attempts", attempts, "outcome_unknown", mayHaveApplied, "err", last)
 	if mayHaveApplied {
-		return domain.Errorf(domain.CodeDeadlineExceeded, "lifecycle did not answer in time; the operation may still be applied (%d attempts)", attempts)
+		return domain.Errorf(domain.CodeDeadlineExceeded, "lifecycle did not answer in time; the operation may still be applied (request %s, %d attempts)", id, attempts)
 	}
 	return domain.Errorf(domain.CodeUnavailable, "no lifecycle leader answered (%d attempts): %v", attempts, last)
 }
@@ -155,14 +184,11 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision()}, nil
 }
 
-// RetrySafe reports whether sending req twice has the effect of sending it
-// once. Relative size changes are not (a duplicate would grow the group
-// twice), nor are revision-checked writes (a duplicate would report a
-// conflict for an operation that succeeded).
-func RetrySafe(req *lifecyclev1.Request) bool {
-	switch req.GetOp().(type) {
-	case *lifecyclev1.Request_SetTargetSize, *lifecyclev1.Request_DeleteNodes, *lifecyclev1.Request_InstanceAction:
-		return true
+// OpName is the operation's name in snake case ("increase_size"): the
+// name of the oneof field set, "unknown" for a request without one.
+func OpName(req *lifecyclev1.Request) string {
+	if f := req.ProtoReflect().WhichOneof(req.ProtoReflect().Descriptor().Oneofs().ByName("op")); f != nil {
+		return string(f.Name())
 	}
-	return false
+	return "unknown"
 }

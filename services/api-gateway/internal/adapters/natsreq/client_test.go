@@ -15,9 +15,11 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
 )
 
 var (
@@ -139,81 +141,134 @@ func TestReplyErrorsBecomeCodes(t *testing.T) {
 	}
 }
 
-// A leader that received a request and went quiet may have applied it:
-// an IncreaseSize is never sent twice, and the outcome is "unknown".
-func TestUnansweredNonIdempotentOpIsSentOnce(t *testing.T) {
-	env := natstest.Start(t)
-	leader, _ := env.Connect(t)
-	var deliveries atomic.Int32
-	if _, err := leader.Subscribe(messaging.SubjectLifecycleOps, func(*nats.Msg) { deliveries.Add(1) }); err != nil {
-		t.Fatal(err)
+// A leader that received a request, applied it and went quiet: the retry
+// carries the same request id, so a lifecycle that deduplicates by id
+// answers it with the first outcome and the group grows once. Every
+// operation is retried like this, IncreaseSize and DecreaseTargetSize
+// included.
+func TestUnansweredAttemptIsRetriedAndAppliedOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		// req is sent to a group "g" (min 0, max 10, target 2, with two
+		// PENDING instances); wantTarget is the target after it.
+		req        *lifecyclev1.Request
+		wantTarget int32
+	}{
+		{"increase size", &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 3}}}, 5},
+		{"decrease target size", &lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{Group: "g", Delta: -1}}}, 1},
+		{"set target size", &lifecyclev1.Request{Op: &lifecyclev1.Request_SetTargetSize{SetTargetSize: &lifecyclev1.SetTargetSize{Group: "g", TargetSize: 4}}}, 4},
 	}
-	if err := leader.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	c := natsreq.New(env.Conn, natsreq.Options{AttemptTimeout: 50 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	_, err := c.Do(ctx, increase)
-	if domain.CodeOf(err) != domain.CodeDeadlineExceeded {
-		t.Fatalf("err = %v, want deadline exceeded", err)
-	}
-	if n := deliveries.Load(); n != 1 {
-		t.Fatalf("IncreaseSize delivered %d times, want 1", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := natstest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			leaderConn, leaderJS := env.Connect(t)
+			lc, err := fakelifecycle.Start(ctx, leaderConn, leaderJS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lc.Stop()
+			if _, err := lc.PutGroup(ctx, &statev1.NodeGroup{Id: "g", MinSize: 0, MaxSize: 10, TargetSize: 2}); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"i-a", "i-b"} {
+				if _, err := lc.PutInstance(ctx, &statev1.Instance{Id: id, Group: "g", State: statev1.InstanceState_INSTANCE_STATE_PENDING}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lc.DropNextReplies(1) // the first attempt is applied, its answer lost
+
+			c := natsreq.New(env.Conn, natsreq.Options{AttemptTimeout: 200 * time.Millisecond})
+			revs, err := c.Do(ctx, tt.req)
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			if revs.Groups == 0 {
+				t.Errorf("revisions = %+v, want the first attempt's writes", revs)
+			}
+			reqs := lc.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("lifecycle received %d attempts, want 2", len(reqs))
+			}
+			if id := reqs[0].GetRequestId(); id == "" || reqs[1].GetRequestId() != id {
+				t.Fatalf("request ids over attempts = %q, %q; want two equal non-empty ids", id, reqs[1].GetRequestId())
+			}
+			if n := lc.Applied(); n != 1 {
+				t.Fatalf("applied %d times, want once", n)
+			}
+			e, err := leaderJS.KeyValue(ctx, messaging.BucketGroups)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entry, err := e.Get(ctx, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g statev1.NodeGroup
+			if err := proto.Unmarshal(entry.Value(), &g); err != nil {
+				t.Fatal(err)
+			}
+			if g.GetTargetSize() != tt.wantTarget {
+				t.Fatalf("target size = %d, want %d (applied exactly once)", g.GetTargetSize(), tt.wantTarget)
+			}
+			if entry.Revision() != revs.Groups {
+				t.Errorf("group at revision %d, Do reported %d", entry.Revision(), revs.Groups)
+			}
+		})
 	}
 }
 
-// A retry-safe operation bypasses a leader that went quiet, with the same
-// request id on every attempt.
-func TestRetrySafeOpIsRetriedAfterAnUnansweredAttempt(t *testing.T) {
+// A request id set by the caller is kept; the old header is gone.
+func TestRequestIDTravelsInTheRequest(t *testing.T) {
 	env := natstest.Start(t)
 	leader, _ := env.Connect(t)
-	var mu sync.Mutex
-	var ids []string
+	got := make(chan *nats.Msg, 1)
 	if _, err := leader.Subscribe(messaging.SubjectLifecycleOps, func(m *nats.Msg) {
-		mu.Lock()
-		ids = append(ids, m.Header.Get(natsreq.HeaderRequestID))
-		first := len(ids) == 1
-		mu.Unlock()
-		if !first {
-			reply(t, m, &lifecyclev1.Reply{GroupsRevision: 5})
-		}
+		got <- m
+		reply(t, m, &lifecyclev1.Reply{GroupsRevision: 1})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := leader.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c := natsreq.New(env.Conn, natsreq.Options{AttemptTimeout: 100 * time.Millisecond})
+	c := natsreq.New(env.Conn, natsreq.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	revs, err := c.Do(ctx, setSize)
-	if err != nil || revs.Groups != 5 {
-		t.Fatalf("Do = %+v, %v", revs, err)
+	req := proto.CloneOf(increase)
+	req.RequestId = "req-123"
+	if _, err := c.Do(ctx, req); err != nil {
+		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
-		t.Fatalf("request ids over attempts = %q, want two equal non-empty ids", ids)
+	m := <-got
+	var sent lifecyclev1.Request
+	if err := proto.Unmarshal(m.Data, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.GetRequestId() != "req-123" {
+		t.Errorf("request_id = %q, want the caller's", sent.GetRequestId())
+	}
+	if v := m.Header.Get("Nodesmith-Request-Id"); v != "" {
+		t.Errorf("the request id still travels in a header too: %q", v)
+	}
+	if increase.GetRequestId() != "" {
+		t.Errorf("Do modified a shared request")
 	}
 }
 
-func TestRetrySafe(t *testing.T) {
-	tests := map[string]struct {
-		req  *lifecyclev1.Request
-		safe bool
-	}{
-		"increase":  {increase, false},
-		"decrease":  {&lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{}}}, false},
-		"put group": {&lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{}}}, false},
-		"set size":  {setSize, true},
-		"delete":    {&lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteNodes{DeleteNodes: &lifecyclev1.DeleteNodes{}}}, true},
-		"action":    {&lifecyclev1.Request{Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{}}}, true},
-		"empty":     {&lifecyclev1.Request{}, false},
+func TestOpName(t *testing.T) {
+	tests := map[string]*lifecyclev1.Request{
+		"increase_size":        increase,
+		"decrease_target_size": {Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{}}},
+		"put_group":            {Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{}}},
+		"set_target_size":      setSize,
+		"instance_action":      {Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{}}},
+		"unknown":              {},
 	}
-	for name, tt := range tests {
-		if got := natsreq.RetrySafe(tt.req); got != tt.safe {
-			t.Errorf("%s: RetrySafe = %v, want %v", name, got, tt.safe)
+	for want, req := range tests {
+		if got := natsreq.OpName(req); got != want {
+			t.Errorf("OpName = %q, want %q", got, want)
 		}
 	}
 }

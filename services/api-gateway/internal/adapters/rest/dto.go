@@ -203,11 +203,8 @@ func groupJSON(g app.GroupView, counts map[domain.InstanceState]int) Group {
 		UpdatedAt: ts(r.GetUpdatedAt()), Instances: countsJSON(counts),
 	}
 	if t := r.GetInstanceTemplate(); t != nil {
-		out.InstanceTemplate = &InstanceTemplate{
-			Name: t.GetName(), Provider: t.GetProvider(), Account: t.GetAccount(), Region: t.GetRegion(),
-			Zone: t.GetZone(), InstanceType: t.GetInstanceType(), Arch: t.GetArch(), OS: t.GetOs(),
-			HourlyPrice: t.GetHourlyPrice(), SSHPort: t.GetSshPort(),
-		}
+		it := templateJSON(t)
+		out.InstanceTemplate = &it
 	}
 	if n := r.GetNodeTemplate(); n != nil {
 		nt := &NodeTemplate{Labels: n.GetLabels(), Annotations: n.GetAnnotations(), Capacity: n.GetCapacity(), Allocatable: n.GetAllocatable()}
@@ -233,11 +230,7 @@ func groupJSON(g app.GroupView, counts map[domain.InstanceState]int) Group {
 			if spec == nil {
 				continue
 			}
-			hk := Hook{Name: spec.GetName(), Timeout: dur(spec.GetTimeout()), HasScript: spec.GetScript() != ""}
-			if spec.GetOnFailure() != statev1.OnFailure_ON_FAILURE_UNSPECIFIED {
-				hk.OnFailure = spec.GetOnFailure().String()
-			}
-			out.Hooks[name] = hk
+			out.Hooks[name] = hookJSON(spec)
 		}
 	}
 	if p := r.GetParallelism(); p != nil {

@@ -98,13 +98,16 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	query := app.InstanceQuery{Group: q.Get("group"), Limit: DefaultPageSize}
-	if s := q.Get("state"); s != "" {
-		st, ok := domain.ParseInstanceState(s)
-		if !ok {
-			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown state %q", s)).with("parameter", "state").with("allowed", stateNames()))
-			return
+	// state may be repeated or comma separated: state=PENDING,CREATING.
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			st, ok := domain.ParseInstanceState(s)
+			if !ok {
+				h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown state %q", s)).with("parameter", "state").with("allowed", stateNames()))
+				return
+			}
+			query.States = append(query.States, st)
 		}
-		query.State = st
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

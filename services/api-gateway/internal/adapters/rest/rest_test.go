@@ -62,7 +62,7 @@ func (f *fixture) seed() {
 	f.rm.PutGroup("web", f.rev, &statev1.NodeGroup{
 		Id: "web", MinSize: 1, MaxSize: 10, TargetSize: 2,
 		Hooks:            &statev1.Hooks{AfterCreated: &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
-		InstanceTemplate: &statev1.InstanceTemplate{Name: "tpl", ParametersJson: `{"LoginSettings":{"Password":"p4ssw0rd"}}`},
+		InstanceTemplate: &statev1.InstanceTemplate{Name: "tpl", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", ParametersJson: `{"LoginSettings":{"Password":"p4ssw0rd"}}`, HookEnv: map[string]string{"JOIN": "hunter2"}, ProviderIdTemplate: "tencentcloud:///{{.Region}}/{{.CloudID}}"},
 	})
 	for _, id := range []string{"i-1", "i-2", "i-3"} {
 		f.rev++
@@ -195,6 +195,21 @@ func TestAuthAndErrors(t *testing.T) {
 		{"list: huge limit", call{method: "GET", path: "/api/v1/instances?limit=100000", token: readOnlyToken}, 400, "invalid_argument"},
 		{"list: bad state", call{method: "GET", path: "/api/v1/instances?state=SLEEPING", token: readOnlyToken}, 400, "invalid_argument"},
 		{"list: bad continue", call{method: "GET", path: "/api/v1/instances?continue=%25%25", token: readOnlyToken}, 400, "invalid_argument"},
+		{"list: several states", call{method: "GET", path: "/api/v1/instances?state=running,PENDING&state=DELETED", token: readOnlyToken}, 200, ""},
+		{"list: one bad state of several", call{method: "GET", path: "/api/v1/instances?state=RUNNING,SLEEPING", token: readOnlyToken}, 400, "invalid_argument"},
+		{"templates", call{method: "GET", path: "/api/v1/templates", token: readOnlyToken}, 200, ""},
+		{"template", call{method: "GET", path: "/api/v1/templates/tpl", token: readOnlyToken}, 200, ""},
+		{"unknown template", call{method: "GET", path: "/api/v1/templates/nope", token: readOnlyToken}, 404, "not_found"},
+		{"templates: anonymous", call{method: "GET", path: "/api/v1/templates"}, 401, "unauthenticated"},
+		{"templates: write", call{method: "POST", path: "/api/v1/templates", token: adminToken, body: `{}`}, 405, "unimplemented"},
+		{"accounts", call{method: "GET", path: "/api/v1/accounts", token: readOnlyToken}, 200, ""},
+		{"account", call{method: "GET", path: "/api/v1/accounts/prod", token: readOnlyToken}, 200, ""},
+		{"unknown account", call{method: "GET", path: "/api/v1/accounts/nope", token: readOnlyToken}, 404, "not_found"},
+		{"accounts: write", call{method: "PUT", path: "/api/v1/accounts/prod", token: adminToken, body: `{"secretKey":"x"}`}, 405, "unimplemented"},
+		{"hooks", call{method: "GET", path: "/api/v1/hooks", token: readOnlyToken}, 200, ""},
+		{"transitions", call{method: "GET", path: "/api/v1/transitions?group=web&limit=5", token: readOnlyToken}, 200, ""},
+		{"transitions: bad limit", call{method: "GET", path: "/api/v1/transitions?limit=0", token: readOnlyToken}, 400, "invalid_argument"},
+		{"transitions: huge limit", call{method: "GET", path: "/api/v1/transitions?limit=1001", token: readOnlyToken}, 400, "invalid_argument"},
 		{"retry", call{method: "POST", path: "/api/v1/instances/i-3/retry", token: adminToken}, 200, ""},
 		{"force delete", call{method: "DELETE", path: "/api/v1/instances/i-2", token: adminToken}, 202, ""},
 	}
@@ -297,6 +312,53 @@ func TestGroupViewRedactsSecretsAndHasETag(t *testing.T) {
 	r = f.do(t, call{method: "GET", path: "/api/v1/nodegroups/web", token: readOnlyToken, header: map[string]string{"If-None-Match": tag}})
 	if r.status != http.StatusNotModified {
 		t.Fatalf("If-None-Match current: %d", r.status)
+	}
+}
+
+// Templates, accounts and hooks are shown without their secrets.
+func TestCatalogViews(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	get := func(path string, v any) {
+		t.Helper()
+		r := f.do(t, call{method: "GET", path: path, token: readOnlyToken})
+		if r.status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		for _, secret := range []string{"s3cr3t-join-token", "hunter2", "p4ssw0rd", "kubeadm", "LoginSettings", "{{.CloudID}}"} {
+			if strings.Contains(string(r.body), secret) {
+				t.Errorf("GET %s leaks %q: %s", path, secret, r.body)
+			}
+		}
+		if err := json.Unmarshal(r.body, v); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	var tpls rest.TemplateList
+	get("/api/v1/templates", &tpls)
+	if len(tpls.Items) != 1 || tpls.Items[0].Name != "tpl" || tpls.Items[0].Account != "prod" || !tpls.Items[0].HasParameters ||
+		!slices.Equal(tpls.Items[0].Groups, []string{"web"}) {
+		t.Errorf("templates = %+v", tpls.Items)
+	}
+	var accts rest.AccountList
+	get("/api/v1/accounts", &accts)
+	if len(accts.Items) != 1 || accts.Items[0].Name != "prod" || !slices.Equal(accts.Items[0].Regions, []string{"ap-guangzhou"}) {
+		t.Errorf("accounts = %+v", accts.Items)
+	}
+	var acct rest.Account
+	get("/api/v1/accounts/prod", &acct)
+	if acct.Provider != "tencentcloud" || !slices.Equal(acct.Templates, []string{"tpl"}) {
+		t.Errorf("account = %+v", acct)
+	}
+	var hooks rest.HookList
+	get("/api/v1/hooks", &hooks)
+	if len(hooks.Items) != 1 || hooks.Items[0].Name != "join" || hooks.Items[0].Phase != "afterCreated" || !hooks.Items[0].HasScript {
+		t.Errorf("hooks = %+v", hooks.Items)
+	}
+	var trs rest.TransitionList
+	get("/api/v1/transitions?limit=2", &trs)
+	if len(trs.Items) != 2 || trs.Items[0].Group != "web" || trs.Items[0].To != "CREATING" || trs.Items[0].Reason != "dispatched" {
+		t.Errorf("transitions = %+v", trs.Items)
 	}
 }
 

@@ -6,6 +6,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
@@ -98,6 +101,12 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Get("/instances/{id}", h.getInstance)
 		r.Post("/instances/{id}/retry", h.instanceAction(lifecyclev1.InstanceAction_ACTION_RETRY, http.StatusOK))
 		r.Delete("/instances/{id}", h.instanceAction(lifecyclev1.InstanceAction_ACTION_FORCE_DELETE, http.StatusAccepted))
+		r.Get("/templates", h.listTemplates)
+		r.Get("/templates/{name}", h.getTemplate)
+		r.Get("/accounts", h.listAccounts)
+		r.Get("/accounts/{name}", h.getAccount)
+		r.Get("/hooks", h.listHooks)
+		r.Get("/transitions", h.listTransitions)
 		r.Get("/status", h.status)
 		r.Get("/openapi.json", h.openAPI)
 	})
@@ -174,7 +183,7 @@ func (h *handler) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(p)
 				}
 				h.log.ErrorContext(r.Context(), "panic in REST handler", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
@@ -223,6 +232,13 @@ func (h *handler) observe(next http.Handler) http.Handler {
 		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
 		default:
 			method = "OTHER" // clients choose methods; keep the label set bounded
+		}
+		if route != "unmatched" {
+			// The server span (otelhttp, outside the router) is named
+			// after the route pattern only now that routing happened.
+			span := trace.SpanFromContext(r.Context())
+			span.SetName(method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
 		}
 		h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()

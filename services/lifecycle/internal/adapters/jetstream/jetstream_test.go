@@ -82,6 +82,13 @@ type fakeOps struct {
 	calls []string
 	nodes []app.NodeRef
 	put   app.PutGroupRequest
+	// once records the request ids and fingerprints Handle passed.
+	once [][2]string
+}
+
+func (f *fakeOps) Once(ctx context.Context, id, fp string, op func(context.Context) (app.Revisions, error)) (app.Revisions, error) {
+	f.once = append(f.once, [2]string{id, fp})
+	return op(ctx)
 }
 
 func (f *fakeOps) rec(name string) (app.Revisions, error) {
@@ -154,6 +161,32 @@ func TestHandleMapsRequestsAndErrors(t *testing.T) {
 	}
 	if jsadapter.Code(errors.New("x")) != codes.Internal {
 		t.Errorf("unclassified error not Internal")
+	}
+}
+
+// Handle hands the request id and a fingerprint of the operation (its
+// arguments, not its id) to Once.
+func TestHandlePassesRequestIDAndFingerprint(t *testing.T) {
+	ctx := context.Background()
+	enc := func(id string, delta int32) []byte {
+		b, _ := proto.Marshal(&lifecyclev1.Request{RequestId: id, Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: delta}}})
+		return b
+	}
+	ops := &fakeOps{}
+	jsadapter.Handle(ctx, ops, enc("r1", 1))
+	jsadapter.Handle(ctx, ops, enc("r2", 1))
+	jsadapter.Handle(ctx, ops, enc("r1", 2))
+	if len(ops.once) != 3 {
+		t.Fatalf("Once calls %v", ops.once)
+	}
+	if ops.once[0][0] != "r1" || ops.once[1][0] != "r2" || ops.once[0][1] == "" {
+		t.Errorf("ids %v", ops.once)
+	}
+	if ops.once[0][1] != ops.once[1][1] {
+		t.Errorf("the same operation under two ids has two fingerprints")
+	}
+	if ops.once[0][1] == ops.once[2][1] {
+		t.Errorf("different operations share a fingerprint")
 	}
 }
 

@@ -2,6 +2,8 @@ package jetstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,6 +29,8 @@ type Ops interface {
 	DeleteGroup(ctx context.Context, id string, expectedRevision uint64) (app.Revisions, error)
 	SetTargetSize(ctx context.Context, group string, target int) (app.Revisions, error)
 	ActOnInstance(ctx context.Context, id string, action app.InstanceAction) (app.Revisions, error)
+	// Once runs f at most once per request id (see app.App.Once).
+	Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (app.Revisions, error)) (app.Revisions, error)
 }
 
 var _ Ops = (*app.App)(nil)
@@ -68,40 +72,63 @@ func ServeOps(ctx context.Context, nc *nats.Conn, ops Ops, timeout time.Duration
 }
 
 // Handle decodes and runs one request; it never fails: errors travel in
-// Reply.error.
+// Reply.error. A request with a request_id is applied at most once per id
+// (app.App.Once): a repeat is answered with the first outcome.
 func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
 	var req lifecyclev1.Request
 	if err := proto.Unmarshal(data, &req); err != nil {
 		return errReply(codes.InvalidArgument, "decoding request: "+err.Error())
 	}
-	var (
-		revs app.Revisions
-		err  error
-	)
+	revs, err := ops.Once(ctx, req.GetRequestId(), fingerprint(&req), func(ctx context.Context) (app.Revisions, error) {
+		return dispatch(ctx, ops, &req)
+	})
+	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances}
+	if err != nil {
+		reply.Error = &lifecyclev1.Status{Code: int32(Code(err)), Message: err.Error()}
+	}
+	return reply
+}
+
+// fingerprint identifies a request's operation and arguments (everything
+// but its id), so an id reused for another operation is recognised.
+func fingerprint(req *lifecyclev1.Request) string {
+	op := proto.Clone(req).(*lifecyclev1.Request)
+	op.RequestId = ""
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(op)
+	if err != nil {
+		// Unreachable for a message that was just decoded; an empty
+		// fingerprint still deduplicates by id.
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revisions, error) {
 	switch op := req.GetOp().(type) {
 	case *lifecyclev1.Request_IncreaseSize:
-		revs, err = ops.IncreaseSize(ctx, op.IncreaseSize.GetGroup(), int(op.IncreaseSize.GetDelta()))
+		return ops.IncreaseSize(ctx, op.IncreaseSize.GetGroup(), int(op.IncreaseSize.GetDelta()))
 	case *lifecyclev1.Request_DecreaseTargetSize:
-		revs, err = ops.DecreaseTargetSize(ctx, op.DecreaseTargetSize.GetGroup(), int(op.DecreaseTargetSize.GetDelta()))
+		return ops.DecreaseTargetSize(ctx, op.DecreaseTargetSize.GetGroup(), int(op.DecreaseTargetSize.GetDelta()))
 	case *lifecyclev1.Request_DeleteNodes:
 		var nodes []app.NodeRef
 		for _, n := range op.DeleteNodes.GetNodes() {
 			nodes = append(nodes, app.NodeRef{ProviderID: n.GetProviderId(), Name: n.GetName()})
 		}
-		revs, err = ops.DeleteNodes(ctx, op.DeleteNodes.GetGroup(), nodes)
+		return ops.DeleteNodes(ctx, op.DeleteNodes.GetGroup(), nodes)
 	case *lifecyclev1.Request_PutGroup:
 		if op.PutGroup.GetGroup() == nil {
-			return errReply(codes.InvalidArgument, "put_group without a group")
+			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "put_group without a group")
 		}
-		revs, err = ops.PutGroup(ctx, app.PutGroupRequest{
+		return ops.PutGroup(ctx, app.PutGroupRequest{
 			Group:            protoconv.GroupFromProto(op.PutGroup.GetGroup()),
 			ExpectedRevision: op.PutGroup.GetExpectedRevision(),
 			Upsert:           op.PutGroup.GetUpsert(),
 		})
 	case *lifecyclev1.Request_DeleteGroup:
-		revs, err = ops.DeleteGroup(ctx, op.DeleteGroup.GetId(), op.DeleteGroup.GetExpectedRevision())
+		return ops.DeleteGroup(ctx, op.DeleteGroup.GetId(), op.DeleteGroup.GetExpectedRevision())
 	case *lifecyclev1.Request_SetTargetSize:
-		revs, err = ops.SetTargetSize(ctx, op.SetTargetSize.GetGroup(), int(op.SetTargetSize.GetTargetSize()))
+		return ops.SetTargetSize(ctx, op.SetTargetSize.GetGroup(), int(op.SetTargetSize.GetTargetSize()))
 	case *lifecyclev1.Request_InstanceAction:
 		var action app.InstanceAction
 		switch op.InstanceAction.GetAction() {
@@ -112,17 +139,11 @@ func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
 		case lifecyclev1.InstanceAction_ACTION_CANCEL:
 			action = app.ActionCancel
 		default:
-			return errReply(codes.InvalidArgument, "unknown instance action")
+			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "unknown instance action")
 		}
-		revs, err = ops.ActOnInstance(ctx, op.InstanceAction.GetInstanceId(), action)
-	default:
-		return errReply(codes.InvalidArgument, "request without an operation")
+		return ops.ActOnInstance(ctx, op.InstanceAction.GetInstanceId(), action)
 	}
-	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances}
-	if err != nil {
-		reply.Error = &lifecyclev1.Status{Code: int32(Code(err)), Message: err.Error()}
-	}
-	return reply
+	return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "request without an operation")
 }
 
 func errReply(c codes.Code, msg string) *lifecyclev1.Reply {

@@ -28,7 +28,7 @@ func (a *Always) Run(ctx context.Context, lead func(ctx context.Context) error) 
 	for {
 		start := time.Now()
 		err := lead(ctx)
-		if ctx.Err() != nil {
+		if done(ctx) {
 			return nil
 		}
 		if time.Since(start) > time.Minute {
@@ -41,5 +41,16 @@ func (a *Always) Run(ctx context.Context, lead func(ctx context.Context) error) 
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// done reports whether ctx has ended (its error is the caller's normal stop,
+// not a failure to report).
+func done(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
 	}
 }

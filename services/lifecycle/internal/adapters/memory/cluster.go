@@ -22,6 +22,9 @@ type Cluster struct {
 	// PatchErr and DeleteErr, when set, fail the calls.
 	PatchErr  error
 	DeleteErr error
+	// NoSyncedEvent makes Watch omit NodesSynced after the initial list
+	// (as an adapter that cannot tell when it is complete).
+	NoSyncedEvent bool
 }
 
 // NewCluster returns an empty cluster.
@@ -49,6 +52,9 @@ func (c *Cluster) Watch(ctx context.Context, fn func(ports.NodeEvent)) error {
 	names := slices.Sorted(maps.Keys(c.nodes))
 	for _, n := range names {
 		ch <- ports.NodeEvent{Type: ports.NodeAdded, Node: clone(c.nodes[n])}
+	}
+	if !c.NoSyncedEvent {
+		ch <- ports.NodeEvent{Type: ports.NodesSynced}
 	}
 	c.watchers[ch] = struct{}{}
 	c.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +24,7 @@ var _ ports.Store = (*Store)(nil)
 
 // Store is the ports.Store over the groups and instances buckets.
 type Store struct {
+	js        jetstream.JetStream
 	groups    jetstream.KeyValue
 	instances jetstream.KeyValue
 }
@@ -36,7 +39,7 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketInstances, err)
 	}
-	return &Store{groups: g, instances: i}, nil
+	return &Store{js: js, groups: g, instances: i}, nil
 }
 
 // Ping checks the instances bucket is reachable (readiness).
@@ -51,42 +54,103 @@ func mapErr(op, key string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		return fmt.Errorf("%s %s: %w: %v", op, key, ports.ErrConflict, err)
+		return fmt.Errorf("%s %s: %w: %w", op, key, ports.ErrConflict, err)
 	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 		return fmt.Errorf("%s %s: %w", op, key, ports.ErrNotFound)
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-func list[T any](ctx context.Context, kv jetstream.KeyValue, decode func([]byte) (T, error)) ([]T, []uint64, error) {
+// list returns the current value of every key. The watcher's "initial
+// values done" signals cannot be trusted while keys are being written: a
+// key whose last value is superseded between the watch's start and its
+// delivery is skipped and delivered only after the signal (a record
+// missed at load would be re-created by the new leader). So the watched
+// values are completed with the keys the stream holds once the watch is
+// done (the server's own list of subjects), read one by one.
+func list[T any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, decode func([]byte) (T, error)) ([]T, []uint64, error) {
+	latest, err := watchAll(ctx, kv)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := streamKeys(ctx, js, kv.Bucket())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range keys {
+		if _, ok := latest[k]; ok {
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("listing %s: reading %s: %w", kv.Bucket(), k, err)
+		}
+		latest[k] = e
+	}
+	sorted := make([]string, 0, len(latest))
+	for k := range latest {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	out := make([]T, 0, len(sorted))
+	revs := make([]uint64, 0, len(sorted))
+	for _, k := range sorted {
+		e := latest[k]
+		v, err := decode(e.Value())
+		if err != nil {
+			return nil, nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), k, err)
+		}
+		out = append(out, v)
+		revs = append(revs, e.Revision())
+	}
+	return out, revs, nil
+}
+
+// watchAll reads the bucket's values with a watcher until it says the
+// initial values are delivered, keeping the latest value of each key.
+func watchAll(ctx context.Context, kv jetstream.KeyValue) (map[string]jetstream.KeyValueEntry, error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
+		return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
 	}
 	defer func() { _ = w.Stop() }()
-	var (
-		out  []T
-		revs []uint64
-	)
+	latest := map[string]jetstream.KeyValueEntry{}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), ctx.Err())
+			return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, nil, fmt.Errorf("listing %s: watcher closed", kv.Bucket())
+				return nil, fmt.Errorf("listing %s: watcher closed", kv.Bucket())
 			}
-			if e == nil { // all current values delivered
-				return out, revs, nil
+			if e == nil {
+				return latest, nil
 			}
-			v, err := decode(e.Value())
-			if err != nil {
-				return nil, nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), e.Key(), err)
-			}
-			out = append(out, v)
-			revs = append(revs, e.Revision())
+			latest[e.Key()] = e
 		}
 	}
+}
+
+// streamKeys lists the keys that have a message in the bucket's stream
+// (deleted keys' markers included), from the server's subject index.
+func streamKeys(ctx context.Context, js jetstream.JetStream, bucket string) ([]string, error) {
+	stream, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", bucket, err)
+	}
+	prefix := "$KV." + bucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", bucket, err)
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	return keys, nil
 }
 
 func decodeGroup(b []byte) (domain.NodeGroup, error) {
@@ -120,7 +184,7 @@ func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
 
 // ListGroups implements ports.Store.
 func (s *Store) ListGroups(ctx context.Context) ([]ports.VersionedGroup, error) {
-	gs, revs, err := list(ctx, s.groups, decodeGroup)
+	gs, revs, err := list(ctx, s.js, s.groups, decodeGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +238,7 @@ func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (ui
 
 // ListInstances implements ports.Store.
 func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
-	is, revs, err := list(ctx, s.instances, decodeInstance)
+	is, revs, err := list(ctx, s.js, s.instances, decodeInstance)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ type Metrics struct {
 	orphans        prometheus.Counter
 	vanished       prometheus.Counter
 	configApplied  *prometheus.CounterVec
+	replayed       prometheus.Counter
 }
 
 // New registers the metrics on reg.
@@ -69,6 +70,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "nodesmith_lifecycle_config_applied_total",
 			Help: "Applications of the configuration file, by result (ok, error).",
 		}, []string{"result"}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_replayed_requests_total",
+			Help: "Repeated operation request ids answered with their first outcome instead of being applied again.",
+		}),
 	}
 	// A host that runs the service again on the same registry (an
 	// in-process restart) gets the already registered collectors back.
@@ -81,6 +86,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.orphans = register(reg, m.orphans)
 	m.vanished = register(reg, m.vanished)
 	m.configApplied = register(reg, m.configApplied)
+	m.replayed = register(reg, m.replayed)
 	return m
 }
 
@@ -188,3 +194,39 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(s.CreationFailed), group)
 	}
 }
+
+// Replayed implements app.Observer.
+func (m *Metrics) Replayed() { m.replayed.Inc() }
+
+// ServiceMetrics are the service's metrics outside the App: leadership and
+// Kubernetes Events.
+type ServiceMetrics struct {
+	leading       prometheus.Gauge
+	eventsDropped prometheus.Counter
+}
+
+// NewServiceMetrics registers them on reg.
+func NewServiceMetrics(reg prometheus.Registerer) *ServiceMetrics {
+	return &ServiceMetrics{
+		leading: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodesmith_lifecycle_leader",
+			Help: "1 while this process leads (writes state and drives work), else 0.",
+		})),
+		eventsDropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_kube_events_dropped_total",
+			Help: "Notices not recorded as Kubernetes Events because of the rate limit.",
+		})),
+	}
+}
+
+// SetLeading records whether this process leads.
+func (m *ServiceMetrics) SetLeading(v bool) {
+	if v {
+		m.leading.Set(1)
+	} else {
+		m.leading.Set(0)
+	}
+}
+
+// EventDropped counts a dropped notice.
+func (m *ServiceMetrics) EventDropped() { m.eventsDropped.Inc() }

@@ -198,7 +198,16 @@ func Parse(name string, data []byte, baseDir string) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return &Config{Warnings: []string{name + " is empty: no node groups are defined by the file"}}, nil
 		}
-		return nil, &Error{File: name, Problems: []Problem{yamlProblem(err, c.lines)}}
+		pr := yamlProblem(err, c.lines)
+		if pr.Line == 0 {
+			// The parser does not always say where: an unexpected end of
+			// the stream is at the end of the file.
+			pr.Msg = "malformed YAML: " + pr.Msg
+			if strings.Contains(pr.Msg, "end of stream") {
+				pr.Line = 1 + bytes.Count(bytes.TrimRight(data, "\n"), []byte("\n"))
+			}
+		}
+		return nil, &Error{File: name, Problems: []Problem{pr}}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -265,7 +274,7 @@ func (c *checker) add(path string, line int, format string, args ...any) {
 	c.problems = append(c.problems, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var lineRE = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
 
 // yamlProblem turns a decoder message into a Problem with a path when the
 // line is known.
@@ -548,6 +557,36 @@ func (c *checker) hasProblem(path string) bool {
 	return false
 }
 
+// MaxHookScript bounds a hook script: it travels in every hook command and
+// is stored in the group's record.
+const MaxHookScript = 256 << 10
+
+// readHookFile reads a hook script file: a regular file (symbolic links,
+// as in ConfigMap volumes, are followed) of at most MaxHookScript bytes.
+func readHookFile(path string) ([]byte, error) {
+	// Checked before opening: opening a FIFO or a device may block.
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, MaxHookScript+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxHookScript {
+		return nil, fmt.Errorf("%s is larger than %d KiB", path, MaxHookScript>>10)
+	}
+	return b, nil
+}
+
 func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete bool) *domain.HookSpec {
 	if h == nil {
 		return nil
@@ -563,7 +602,7 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(baseDir, path)
 		}
-		b, err := os.ReadFile(path)
+		b, err := readHookFile(path)
 		switch {
 		case err != nil:
 			c.add(p+".file", 0, "cannot read hook script: %v", err)
@@ -572,6 +611,13 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 		}
 		spec.Script = string(b)
 		spec.Name = filepath.Base(h.File)
+	}
+	if len(spec.Script) > MaxHookScript {
+		field := p + ".script"
+		if h.File != "" {
+			field = p + ".file"
+		}
+		c.add(field, 0, "hook script is larger than %d KiB", MaxHookScript>>10)
 	}
 	switch strings.ToLower(h.OnFailure) {
 	case "":

@@ -1,0 +1,180 @@
+package app_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// catalogFixture defines three groups: web and web2 share template
+// "small" (web2's snapshot is older and differs) on account "prod";
+// gpu uses "large" on "prod" in another region; adhoc has an unnamed
+// template on account "dev".
+func catalogFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	at := func(min int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC))
+	}
+	join := &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t", Env: map[string]string{"T": "x"}, Timeout: durationpb.New(time.Minute)}
+	drain := &statev1.HookSpec{Name: "drain", Script: "kubectl drain", OnFailure: statev1.OnFailure_ON_FAILURE_BLOCK}
+	put := func(id string, updated int, tpl *statev1.InstanceTemplate, hooks *statev1.Hooks) {
+		f.rm.PutGroup(id, f.next(), &statev1.NodeGroup{Id: id, MaxSize: 5, InstanceTemplate: tpl, Hooks: hooks, UpdatedAt: at(updated)})
+	}
+	put("web", 10, &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJson: `{"LoginSettings":{"Password":"p"}}`},
+		&statev1.Hooks{AfterCreated: join, BeforeDelete: drain})
+	put("web2", 5, &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.SMALL2"},
+		&statev1.Hooks{AfterCreated: join})
+	put("gpu", 7, &statev1.InstanceTemplate{Name: "large", Provider: "tencentcloud", Account: "prod", Region: "ap-shanghai", InstanceType: "GN7.LARGE20"}, nil)
+	put("adhoc", 1, &statev1.InstanceTemplate{Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou"},
+		&statev1.Hooks{AfterCreated: &statev1.HookSpec{Script: "true"}})
+	return f
+}
+
+func TestTemplates(t *testing.T) {
+	f := catalogFixture(t)
+	got, err := f.svc.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range got {
+		names = append(names, fmt.Sprintf("%s%v divergent=%v", v.Name, v.Groups, v.Divergent))
+	}
+	want := []string{"large[gpu] divergent=false", "small[web web2] divergent=true"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("Templates = %v, want %v", names, want)
+	}
+	// The newest group's snapshot represents the template.
+	if it := got[1].Template.GetInstanceType(); it != "S5.MEDIUM4" {
+		t.Errorf("small shows instance type %q, want web's (the newest) S5.MEDIUM4", it)
+	}
+	if v, err := f.svc.Template("large"); err != nil || v.Template.GetRegion() != "ap-shanghai" {
+		t.Errorf("Template(large) = %+v, %v", v, err)
+	}
+	if _, err := f.svc.Template("nope"); codeOf(err) != domain.CodeNotFound {
+		t.Errorf("unknown template: %v, want not found", err)
+	}
+}
+
+func TestAccounts(t *testing.T) {
+	f := catalogFixture(t)
+	got, err := f.svc.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc []string
+	for _, v := range got {
+		desc = append(desc, fmt.Sprintf("%s/%s regions=%v templates=%v groups=%v", v.Name, v.Provider, v.Regions, v.Templates, v.Groups))
+	}
+	want := []string{
+		"dev/tencentcloud regions=[ap-guangzhou] templates=[] groups=[adhoc]",
+		"prod/tencentcloud regions=[ap-guangzhou ap-shanghai] templates=[large small] groups=[gpu web web2]",
+	}
+	if !slices.Equal(desc, want) {
+		t.Fatalf("Accounts =\n%v\nwant\n%v", desc, want)
+	}
+	if _, err := f.svc.Account("prod"); err != nil {
+		t.Errorf("Account(prod): %v", err)
+	}
+	if _, err := f.svc.Account("nope"); codeOf(err) != domain.CodeNotFound {
+		t.Errorf("unknown account: %v, want not found", err)
+	}
+}
+
+func TestHooks(t *testing.T) {
+	f := catalogFixture(t)
+	got, err := f.svc.Hooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc []string
+	for _, v := range got {
+		desc = append(desc, fmt.Sprintf("%s/%s%v divergent=%v", v.Phase, v.Name, v.Groups, v.Divergent))
+	}
+	want := []string{"afterCreated/join[web web2] divergent=false", "beforeDelete/drain[web] divergent=false"}
+	if !slices.Equal(desc, want) {
+		t.Fatalf("Hooks = %v, want %v", desc, want)
+	}
+}
+
+func TestCatalogNeedsSync(t *testing.T) {
+	svc := app.NewService(app.NewReadModel(), nil, app.Config{}, nil)
+	if _, err := svc.Templates(); codeOf(err) != domain.CodeUnavailable {
+		t.Errorf("Templates before sync: %v", err)
+	}
+	if _, err := svc.RecentTransitions("", 10); codeOf(err) != domain.CodeUnavailable {
+		t.Errorf("RecentTransitions before sync: %v", err)
+	}
+}
+
+func TestRecentTransitions(t *testing.T) {
+	f := newFixture(t)
+	f.group("a", 0, 10, 0)
+	f.group("b", 0, 10, 0)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := func(sec int, to statev1.InstanceState) *statev1.Transition {
+		return &statev1.Transition{To: to, Reason: fmt.Sprint(sec), At: timestamppb.New(base.Add(time.Duration(sec) * time.Second))}
+	}
+	// Interleaved histories: the answer merges them by time.
+	f.instance("a", "i-1", statev1.InstanceState_INSTANCE_STATE_RUNNING, func(in *statev1.Instance) {
+		in.History = []*statev1.Transition{tr(1, 2), tr(4, 3), tr(9, 5)}
+	})
+	f.instance("a", "i-2", statev1.InstanceState_INSTANCE_STATE_DELETED, func(in *statev1.Instance) {
+		in.History = []*statev1.Transition{tr(2, 2), tr(3, 8)}
+	})
+	f.instance("b", "i-3", statev1.InstanceState_INSTANCE_STATE_CREATING, func(in *statev1.Instance) {
+		in.History = []*statev1.Transition{tr(5, 2), tr(7, 2)}
+	})
+	reasons := func(group string, limit int) []string {
+		t.Helper()
+		got, err := f.svc.RecentTransitions(group, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, v := range got {
+			out = append(out, v.Instance+"@"+v.Transition.GetReason())
+		}
+		return out
+	}
+	if got, want := reasons("", 4), []string{"i-1@9", "i-3@7", "i-3@5", "i-1@4"}; !slices.Equal(got, want) {
+		t.Errorf("newest 4 = %v, want %v", got, want)
+	}
+	if got, want := reasons("a", 100), []string{"i-1@9", "i-1@4", "i-2@3", "i-2@2", "i-1@1"}; !slices.Equal(got, want) {
+		t.Errorf("group a = %v, want %v", got, want)
+	}
+	for _, limit := range []int{0, app.MaxTransitions + 1} {
+		if _, err := f.svc.RecentTransitions("", limit); codeOf(err) != domain.CodeInvalidArgument {
+			t.Errorf("limit %d: %v, want invalid argument", limit, err)
+		}
+	}
+}
+
+func TestListInstancesByStates(t *testing.T) {
+	f := newFixture(t)
+	f.group("a", 0, 10, 0)
+	for i, st := range []statev1.InstanceState{1, 2, 5, 5, 8} {
+		f.instance("a", fmt.Sprintf("i-%d", i), st)
+	}
+	page, err := f.svc.ListInstances(app.InstanceQuery{States: []domain.InstanceState{domain.StatePending, domain.StateRunning}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, v := range page.Items {
+		keys = append(keys, v.Key)
+	}
+	if want := []string{"a.i-0", "a.i-2", "a.i-3"}; !slices.Equal(keys, want) {
+		t.Fatalf("PENDING or RUNNING = %v, want %v", keys, want)
+	}
+}

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// adoption is a Node that exactly one group recognises (see the rules in
+// domain/adopt.go).
+type adoption struct {
+	node    ports.Node
+	group   string
+	cloudID string
+}
+
+// adoptionsLocked finds the Nodes to adopt: Ready, with a providerID, owned
+// by no instance (by providerID, name, cloud id or our instance label), and
+// recognised by exactly one group that adopts. A Node that several groups
+// recognise, or whose group is at its max size, is reported once (log and
+// notice) and left alone.
+func (a *App) adoptionsLocked() []adoption {
+	if a.cluster == nil || !a.nodes.isSynced() {
+		return nil
+	}
+	var adopters []domain.NodeGroup
+	for _, id := range a.sortedGroupIDsLocked() {
+		if g := a.groups[id].g; g.CanAdopt() {
+			adopters = append(adopters, g)
+		}
+	}
+	if len(adopters) == 0 {
+		return nil
+	}
+	nodeNames := make(map[string]bool, len(a.insts))
+	cloudIDs := make(map[string]bool, len(a.insts))
+	for _, r := range a.insts {
+		nodeNames[r.inst.Node()] = true
+		if r.inst.CloudID != "" {
+			cloudIDs[r.inst.CloudID] = true
+		}
+	}
+	nodes := a.nodes.all()
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	seen := make(map[string]bool, len(nodes))
+	var out []adoption
+	for _, n := range nodes {
+		seen[n.Name] = true
+		if !n.Ready || n.ProviderID == "" || nodeNames[n.Name] {
+			continue
+		}
+		if _, owned := a.byProvider[n.ProviderID]; owned {
+			continue
+		}
+		if id := n.Labels[LabelInstance]; id != "" {
+			if _, owned := a.insts[id]; owned {
+				continue
+			}
+		}
+		var groups []string
+		var cloudID string
+		for _, g := range adopters {
+			taints := make([]domain.Taint, len(n.Taints))
+			for i, t := range n.Taints {
+				taints[i] = domain.Taint(t)
+			}
+			if !g.NodeTemplate.MatchesNode(n.Labels, n.Annotations, taints) {
+				continue
+			}
+			if id, ok := g.CloudIDFromProviderID(n.ProviderID); ok {
+				groups = append(groups, g.ID)
+				cloudID = id
+			}
+		}
+		switch {
+		case len(groups) == 0:
+			continue
+		case len(groups) > 1:
+			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionAmbiguous,
+				fmt.Sprintf("Node matches node groups %s, which all adopt existing nodes; adopt it explicitly by making exactly one group's node template match", strings.Join(groups, ", ")))
+			continue
+		case cloudIDs[cloudID]:
+			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
+				fmt.Sprintf("Node names VM %s, which instance records already own under another providerID or name (a join script without --provider-id?)", cloudID))
+			continue
+		}
+		g := a.groups[groups[0]].g
+		if g.TargetSize >= g.MaxSize {
+			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
+				fmt.Sprintf("Node group %s is at its max size %d: not adopted", g.ID, g.MaxSize))
+			continue
+		}
+		out = append(out, adoption{node: n, group: g.ID, cloudID: cloudID})
+	}
+	// Forget reports about Nodes that are gone.
+	for name := range a.adoptReported {
+		if !seen[name] {
+			delete(a.adoptReported, name)
+		}
+	}
+	return out
+}
+
+// reportAdoptionLocked logs and notifies a Node that cannot be adopted, once
+// per reason.
+func (a *App) reportAdoptionLocked(node string, warning bool, reason, msg string) {
+	if a.adoptReported[node] == msg {
+		return
+	}
+	a.adoptReported[node] = msg
+	a.log.Warn("node not adopted", "node", node, "reason", reason, "detail", msg)
+	if a.notify != nil {
+		a.notify.Notify(ports.Notice{Node: node, Warning: warning, Reason: reason, Message: msg})
+	}
+}
+
+// adopt makes an adoption's Node a Running instance of its group: our labels
+// on the Node first (idempotent), then the record (its id derived from the
+// providerID, so a retry after a partial failure finds it), then the
+// group's target is raised by one, so the autoscaler's target counts it.
+// Nothing else is applied to the Node: adding the template's taints to a
+// Node that carries pods could evict them.
+func (a *App) adopt(ctx context.Context, ad adoption) {
+	id := domain.AdoptedInstanceID(ad.group, ad.node.ProviderID)
+	log := a.log.With("node", ad.node.Name, "group", ad.group, "instance", id, "provider_id", ad.node.ProviderID)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := a.cluster.PatchNode(pctx, ad.node.Name, map[string]string{LabelGroup: ad.group, LabelInstance: id}, nil, nil)
+	cancel()
+	if err != nil {
+		log.Warn("labelling a node to adopt failed; retrying at the next pass", "err", err)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g, ok := a.groups[ad.group]
+	if !a.loaded || !ok || !g.g.CanAdopt() || g.g.TargetSize >= g.g.MaxSize {
+		return
+	}
+	if _, owned := a.byProvider[ad.node.ProviderID]; owned {
+		return
+	}
+	in := domain.NewAdoptedInstance(g.g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP, a.clock.Now())
+	rev, err := a.store.CreateInstance(ctx, in)
+	if err != nil {
+		// A conflict is our own earlier attempt (or another leader's): the
+		// refreshed record owns the Node now.
+		a.refreshInstLocked(ctx, in.Group, in.ID)
+		log.Warn("recording an adopted node failed", "err", err)
+		return
+	}
+	a.setInstLocked(in, rev)
+	delete(a.adoptReported, ad.node.Name)
+	var revs Revisions
+	if err := a.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {
+		// The instance is recorded (Running instances above the target are
+		// left alone); the target stays one short until the next change.
+		log.Error("raising the target for an adopted node failed", "err", err)
+	}
+	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted"})
+	log.Info("existing node adopted", "cloud_id", ad.cloudID, "target", g.g.TargetSize)
+	if a.notify != nil {
+		a.notify.Notify(ports.Notice{Node: ad.node.Name, Reason: ReasonAdopted,
+			Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s)", in.Group, in.ID, ad.cloudID)})
+	}
+}

@@ -1,0 +1,148 @@
+package domain
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Adoption (a group's opt-in adoptExisting): a Node that nodesmith did not
+// create joins a group as a Running instance when
+//   - the group's node template recognises it: the Node's labels and
+//     annotations include the template's, and each of its taints is one of
+//     the template's (system taints under node.kubernetes.io/ and
+//     node.cloudprovider.kubernetes.io/ aside: they come and go with the
+//     Node's condition);
+//   - its providerID names a VM the group's cloud account manages (see
+//     NodeGroup.CloudIDFromProviderID);
+//   - exactly one group qualifies (several: reported, never guessed).
+// A group adopts only if its node template has at least one label, so an
+// empty template cannot claim every Node of the account (control planes
+// included).
+
+// AdoptedBatch is the BatchID of an adopted instance: it was not created
+// by a create batch, and its VM does not carry nodesmith's cluster tag (the
+// reconciler's inventory does not list it).
+const AdoptedBatch = "adopted"
+
+// Adopted reports whether the instance was adopted from an existing Node.
+func (i Instance) Adopted() bool { return i.BatchID == AdoptedBatch }
+
+var systemTaintPrefixes = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
+
+// MatchesNode reports whether a Node with these labels, annotations and
+// taints is one of the template's (see Adoption above).
+func (t NodeTemplate) MatchesNode(labels, annotations map[string]string, taints []Taint) bool {
+	for k, v := range t.Labels {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for k, v := range t.Annotations {
+		if got, ok := annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+next:
+	for _, nt := range taints {
+		for _, p := range systemTaintPrefixes {
+			if strings.HasPrefix(nt.Key, p) {
+				continue next
+			}
+		}
+		for _, tt := range t.Taints {
+			if tt == nt {
+				continue next
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// CanAdopt reports whether the group adopts existing Nodes: opted in, with
+// a node template that has at least one label.
+func (g NodeGroup) CanAdopt() bool { return g.AdoptExisting && len(g.NodeTemplate.Labels) > 0 }
+
+var (
+	// qcloudProviderID is the Tencent cloud-controller-manager's (TKE's)
+	// format: qcloud:///<zone>/<instance id>.
+	qcloudProviderID = regexp.MustCompile(`^qcloud:///([a-z0-9-]+)/(ins-[a-z0-9]+)$`)
+	cloudIDPattern   = `([A-Za-z0-9][A-Za-z0-9._-]*)`
+)
+
+// CloudIDFromProviderID returns the id of the VM that a Node's providerID
+// names when it is a VM of the group's cloud account and region:
+//   - the group's own providerID template (default
+//     externalgrpc://<provider>/<account>/<region>/<cloud id>), which names
+//     the account;
+//   - for Tencent, qcloud:///<zone>/<ins-id> with the zone in the template's
+//     region. It names no account: the group's account is assumed.
+func (g NodeGroup) CloudIDFromProviderID(providerID string) (string, bool) {
+	t := g.Template
+	if re, err := g.providerIDPattern(); err == nil {
+		if m := re.FindStringSubmatch(providerID); m != nil {
+			return m[1], true
+		}
+	}
+	if t.Provider == "tencentcloud" {
+		if m := qcloudProviderID.FindStringSubmatch(providerID); m != nil && strings.HasPrefix(m[1], t.Region+"-") {
+			return m[2], true
+		}
+	}
+	return "", false
+}
+
+// providerIDPattern turns the group's providerID template into a pattern
+// capturing the cloud id: the template is rendered with markers in place of
+// the fields an adopted Node's providerID may carry any value for.
+func (g NodeGroup) providerIDPattern() (*regexp.Regexp, error) {
+	const cloudMark, instMark = "\x00cloud\x00", "\x00instance\x00"
+	t := g.Template
+	out, err := RenderProviderID(t.ProviderIDTemplate, ProviderIDFields{
+		Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
+		CloudID: cloudMark, InstanceID: instMark, Group: g.ID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if strings.Count(out, cloudMark) != 1 {
+		return nil, fmt.Errorf("providerID template does not name the cloud id once: %q", t.ProviderIDTemplate)
+	}
+	p := regexp.QuoteMeta(out)
+	p = strings.Replace(p, cloudMark, cloudIDPattern, 1)
+	p = strings.ReplaceAll(p, instMark, `[a-z0-9-]+`)
+	return regexp.Compile("^" + p + "$")
+}
+
+// AdoptedInstanceID is the id of the instance adopting a Node: derived from
+// the group and the Node's providerID, so a retried adoption (after a
+// partial failure) finds its own record instead of creating a second one.
+func AdoptedInstanceID(group, providerID string) string {
+	// FNV-1a 64 rendered in IDAlphabet: stable, and 50 bits make a
+	// collision between two Nodes of one group negligible.
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(providerID))
+	h := f.Sum64()
+	var b [InstanceIDRandomLength]byte
+	for i := range b {
+		b[i] = IDAlphabet[h&31]
+		h >>= 5
+	}
+	return NewInstanceID(group, string(b[:]))
+}
+
+// NewAdoptedInstance returns the Running record of an adopted Node.
+func NewAdoptedInstance(g NodeGroup, nodeName, providerID, cloudID, privateIP string, now time.Time) Instance {
+	in := NewInstance(AdoptedInstanceID(g.ID, providerID), g.ID, now)
+	in.State = StateRunning
+	in.CloudID = cloudID
+	in.ProviderID = providerID
+	in.NodeName = nodeName
+	in.PrivateIP = privateIP
+	in.BatchID = AdoptedBatch
+	in.History = []Transition{{From: StateUnknown, To: StateRunning, Reason: "adopted existing node " + nodeName, At: now}}
+	return in
+}

@@ -1,0 +1,455 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/nodesmith/nodesmith/libs/natstest"
+	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/fakeworkers"
+	"github.com/nodesmith/nodesmith/services/lifecycle/service"
+	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
+)
+
+// Acceptance tests against a real kube-apiserver (tools/kube/kubetest),
+// as the lifecycle ServiceAccount with the RBAC of deploy/rbac.yaml: what a
+// pod would be allowed to do, nothing more.
+func TestKubernetes(t *testing.T) {
+	c := kubetest.Start(t) // skips under -short
+	admin := c.Clientset(t)
+	t.Run("a registering node becomes Running and gets the group's labels and taints despite concurrent writers", func(t *testing.T) {
+		testNodeJoins(t, c, admin)
+	})
+	t.Run("leader hand-over between two processes loses and doubles no work", func(t *testing.T) {
+		testLeaderHandOver(t, c, admin)
+	})
+}
+
+// kubeEnv is one namespace with lifecycle's RBAC and a kubeconfig for its
+// ServiceAccount.
+type kubeEnv struct {
+	ns         string
+	kubeconfig string
+	admin      kubernetes.Interface
+}
+
+func newKubeEnv(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface) kubeEnv {
+	t.Helper()
+	ns := c.Namespace(t)
+	applyRBAC(t, admin, ns)
+	cfg := c.ServiceAccountConfig(t, ns, "lifecycle")
+	return kubeEnv{ns: ns, kubeconfig: writeKubeconfig(t, cfg), admin: admin}
+}
+
+// applyRBAC creates the objects of deploy/rbac.yaml in ns (cluster-scoped
+// ones get the namespace as a suffix, so tests do not share them).
+func applyRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var meta metav1.TypeMeta
+		mustUnmarshal(t, raw, &meta)
+		var createErr error
+		switch meta.Kind {
+		case "ServiceAccount":
+			continue // kubetest creates it with its token
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			mustUnmarshal(t, raw, &o)
+			o.Name += "-" + ns
+			_, createErr = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			mustUnmarshal(t, raw, &o)
+			o.Name += "-" + ns
+			o.RoleRef.Name += "-" + ns
+			o.Subjects[0].Namespace = ns
+			_, createErr = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			mustUnmarshal(t, raw, &o)
+			if o.Namespace == "default" {
+				o.Name += "-" + ns
+				_, createErr = cs.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				break
+			}
+			o.Namespace = ns
+			_, createErr = cs.RbacV1().Roles(ns).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			mustUnmarshal(t, raw, &o)
+			o.Subjects[0].Namespace = ns
+			if o.Namespace == "default" {
+				o.Name += "-" + ns
+				o.RoleRef.Name += "-" + ns
+				_, createErr = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				break
+			}
+			o.Namespace = ns
+			o.Subjects[0].Namespace = ns
+			_, createErr = cs.RbacV1().RoleBindings(ns).Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("unexpected kind %q in rbac.yaml", meta.Kind)
+		}
+		if createErr != nil {
+			t.Fatalf("creating %s: %v", meta.Kind, createErr)
+		}
+	}
+}
+
+func mustUnmarshal(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeKubeconfig writes cfg (a bearer token) as a kubeconfig file, which
+// is how the service is configured outside a pod.
+func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["lifecycle"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "lifecycle"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func kubeConfig(env kubeEnv, identity string) service.Config {
+	cfg := fastConfig(testConfig)
+	cfg.Cluster = service.ClusterKubernetes
+	cfg.Kubeconfig = env.kubeconfig
+	cfg.Namespace = env.ns
+	cfg.LeaderElectIdentity = identity
+	cfg.LeaderElectLeaseDuration = 6 * time.Second
+	cfg.LeaderElectRenewDeadline = 4 * time.Second
+	cfg.LeaderElectRetryPeriod = time.Second
+	cfg.StatusInterval = 200 * time.Millisecond
+	return cfg
+}
+
+// registerNode plays kubelet for an instance whose after_created hook ran:
+// the Node registers with the providerID the hook was given, then reports
+// Ready.
+func registerNode(t *testing.T, cs kubernetes.Interface, r *hookv1.RunHook) {
+	if r.GetHook() != hookv1.HookKind_HOOK_KIND_AFTER_CREATED {
+		return
+	}
+	ctx := context.Background()
+	name := r.GetEnv()["NODE_NAME"]
+	n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Spec: corev1.NodeSpec{ProviderID: r.GetEnv()["PROVIDER_ID"],
+			Taints: []corev1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}}},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return
+	}
+	if err != nil {
+		t.Errorf("registering node %s: %v", name, err)
+		return
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: r.GetEnv()["NODE_IP"]}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("node %s Ready: %v", name, err)
+	}
+}
+
+// kubeletWriter plays a kubelet and another controller writing a Node
+// while lifecycle patches it: status heartbeats, a label and a taint of
+// its own (full updates with the resourceVersion read, as kubelet does).
+func kubeletWriter(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
+	for i := 0; ctx.Err() == nil; i++ {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for j := range n.Status.Conditions {
+				n.Status.Conditions[j].LastHeartbeatTime = metav1.Now()
+			}
+			if n, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			n.Labels["kubelet-heartbeat"] = fmt.Sprint(i)
+			has := false
+			for _, tt := range n.Spec.Taints {
+				has = has || tt.Key == "theirs"
+			}
+			if !has {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "theirs", Value: "x", Effect: corev1.TaintEffectPreferNoSchedule})
+			}
+			_, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+			t.Errorf("concurrent writer of node %s: %v", name, err)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func testNodeJoins(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface) {
+	env := newKubeEnv(t, c, admin)
+	ctx := context.Background()
+
+	// The concurrent writer starts as soon as the Node registers, before
+	// lifecycle sees it Ready and patches it.
+	wctx, stopWriters := context.WithCancel(ctx)
+	var writers sync.WaitGroup
+	defer func() { stopWriters(); writers.Wait() }()
+	onNode := func(r *hookv1.RunHook) {
+		registerNode(t, admin, r)
+		if r.GetHook() == hookv1.HookKind_HOOK_KIND_AFTER_CREATED {
+			writers.Add(1)
+			go func() { defer writers.Done(); kubeletWriter(wctx, t, admin, r.GetEnv()["NODE_NAME"]) }()
+		}
+	}
+
+	s := newStack(t, kubeConfig(env, "lifecycle-0"), service.Deps{})
+	s.workers.Hooks.Set(func(h *fakeworkers.Hooks) { h.OnSuccess = onNode })
+	mustOK(t, s.increase("workers", 2))
+	eventually(t, "2 Running", func() bool { return countIn(s.instances("workers"), domain.StateRunning) == 2 })
+	// Let the writers race with lifecycle's patches a little more.
+	time.Sleep(200 * time.Millisecond)
+	stopWriters()
+	writers.Wait()
+
+	for _, in := range s.instances("workers") {
+		n, err := admin.CoreV1().Nodes().Get(ctx, in.Node(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Labels["role"] != "worker" || n.Labels["nodesmith.io/node-group"] != "workers" || n.Labels["nodesmith.io/instance-id"] != in.ID {
+			t.Errorf("node %s labels %v", n.Name, n.Labels)
+		}
+		if n.Labels["kubelet-heartbeat"] == "" {
+			t.Errorf("node %s lost the concurrent writer's label: %v", n.Name, n.Labels)
+		}
+		taints := map[string]string{}
+		for _, tt := range n.Spec.Taints {
+			taints[tt.Key] = tt.Value + ":" + string(tt.Effect)
+		}
+		if taints["dedicated"] != "workers:NoSchedule" || taints["theirs"] != "x:PreferNoSchedule" {
+			t.Errorf("node %s taints %v: want the group's and the concurrent writer's", n.Name, taints)
+		}
+	}
+
+	// Events on the Nodes (in "default", the only namespace the API server
+	// accepts them in), the status ConfigMap and the Lease (in the
+	// namespace).
+	running := s.instances("workers")[0]
+	eventually(t, "an InstanceRunning event on the node", func() bool {
+		evs, err := admin.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "InstanceRunning" && ev.InvolvedObject.Kind == "Node" && ev.InvolvedObject.Name == running.Node() {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, "the status ConfigMap", func() bool {
+		cm, err := admin.CoreV1().ConfigMaps(env.ns).Get(ctx, "nodegroup-status", metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data["status.json"], `"id":"workers"`) &&
+			strings.Contains(cm.Data["status.json"], `"Running":2`)
+	})
+	lease, err := admin.CoordinationV1().Leases(env.ns).Get(ctx, "nodesmith-lifecycle", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "lifecycle-0" {
+		t.Errorf("lease %+v: %v", lease.Spec, err)
+	}
+
+	// Scale-down deletes the Node object after the VM.
+	mustOK(t, s.deleteNodes("workers", running.ProviderID))
+	eventually(t, "the node deleted", func() bool {
+		_, err := admin.CoreV1().Nodes().Get(ctx, running.Node(), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface) {
+	env := newKubeEnv(t, c, admin)
+	ctx := context.Background()
+	nats := natstest.Start(t)
+
+	// One set of workers (one simulated cloud) for both processes.
+	_, wjs := nats.Connect(t)
+	workers := fakeworkers.New(wjs, nil)
+	workers.Cloud.Set(func(c *fakeworkers.Cloud) { c.Latency = 50 * time.Millisecond })
+	workers.Hooks.Set(func(h *fakeworkers.Hooks) {
+		h.Latency = 50 * time.Millisecond
+		h.OnSuccess = func(r *hookv1.RunHook) { registerNode(t, admin, r) }
+	})
+	wctx, wcancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		if err := workers.Run(wctx); err != nil {
+			t.Errorf("fake workers: %v", err)
+		}
+	}()
+	t.Cleanup(func() { wcancel(); <-wdone })
+
+	a := startProcess(t, nats, kubeConfig(env, "lifecycle-a"))
+	eventually(t, "a leads", func() bool { return a.leading() })
+	b := startProcess(t, nats, kubeConfig(env, "lifecycle-b"))
+	// b is a healthy follower: it neither leads nor answers operations.
+	probe := &stack{t: t, env: nats, store: openStore(t, nats)}
+	mustOK(t, probe.increase("workers", 4))
+	eventually(t, "scale-up under way", func() bool {
+		for _, in := range probe.instances("") {
+			if in.State >= domain.StateCreated {
+				return true
+			}
+		}
+		return false
+	})
+	if b.leading() {
+		t.Fatal("b leads while a holds the lease")
+	}
+	// Its only subscription is the JetStream API's reply inbox: no
+	// operations, no results consumer.
+	if n := b.nc.NumSubscriptions(); n > 1 {
+		t.Errorf("the follower has %d NATS subscriptions, want at most the JetStream reply inbox", n)
+	}
+	if n := a.nc.NumSubscriptions(); n < 2 {
+		t.Errorf("the leader has %d NATS subscriptions, want operations and results too", n)
+	}
+
+	// a stops in the middle of the scale-up: it drains and releases the
+	// lease, b takes over and finishes the work.
+	a.stop(t)
+	stoppedAt := time.Now()
+	eventually(t, "b holds the lease", func() bool {
+		l, err := admin.CoordinationV1().Leases(env.ns).Get(ctx, "nodesmith-lifecycle", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "lifecycle-b"
+	})
+	cfg := kubeConfig(env, "")
+	if took, limit := time.Since(stoppedAt), cfg.LeaderElectLeaseDuration+cfg.LeaderElectRetryPeriod; took > limit {
+		t.Errorf("hand-over took %s, more than lease duration + retry period (%s)", took, limit)
+	}
+	eventually(t, "b leads", func() bool { return b.leading() })
+	mustOK(t, probe.increase("workers", 1)) // answered by b
+	eventually(t, "5 Running", func() bool { return countIn(probe.instances(""), domain.StateRunning) == 5 })
+
+	// No work lost: 5 live instances, all Running with a Node. None
+	// doubled: one VM per instance, no other record.
+	is := probe.instances("")
+	if len(is) != 5 {
+		t.Errorf("records %s, want 5", summary(is))
+	}
+	if vms := workers.Cloud.VMs(); len(vms) != 5 {
+		t.Errorf("VMs %d, want 5 (one per instance)", len(vms))
+	}
+	for _, in := range is {
+		if _, err := admin.CoreV1().Nodes().Get(ctx, in.Node(), metav1.GetOptions{}); err != nil {
+			t.Errorf("node of %s: %v", in.ID, err)
+		}
+	}
+	if g := probe.group("workers"); g.TargetSize != 5 {
+		t.Errorf("target %d, want 5", g.TargetSize)
+	}
+}
+
+// process is one lifecycle service on its own NATS connection and metrics.
+type process struct {
+	nc     *nats.Conn
+	reg    *prometheus.Registry
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startProcess(t *testing.T, env *natstest.Env, cfg service.Config) *process {
+	t.Helper()
+	nc, _ := env.Connect(t)
+	p := &process{nc: nc, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() {
+		p.done <- service.Run(ctx, cfg, service.Deps{Conn: nc, Registry: p.reg, Logger: testLogger(t).With("identity", cfg.LeaderElectIdentity)})
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+func (p *process) leading() bool {
+	mfs, _ := p.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "nodesmith_lifecycle_leader" {
+			return mf.GetMetric()[0].GetGauge().GetValue() == 1
+		}
+	}
+	return false
+}
+
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	p.cancel = nil
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("service.Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("service did not stop")
+	}
+}
+
+func openStore(t *testing.T, env *natstest.Env) *natskv.Store {
+	t.Helper()
+	store, err := natskv.Open(context.Background(), env.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
