@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
+)
+
+// floorMain is `bench floor`: the minimal CloudProvider server in its own
+// process (as the gateway is), answering the seeded state rebuilt from
+// the same deterministic seed. It prints its address and serves until
+// stdin closes or it is signalled.
+func floorMain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench floor", flag.ContinueOnError)
+	groups := fs.Int("groups", 100, "groups")
+	instances := fs.Int("instances", 1000, "instances")
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := harness.StartFloor(harness.BuildSeed(*groups, *instances, b1Seed), *addr)
+	if err != nil {
+		return err
+	}
+	defer f.Stop()
+	fmt.Println(f.Addr)
+	<-ctx.Done()
+	return nil
+}
+
+// startFloorProcess runs `bench floor` as a child process on a free port.
+func startFloorProcess(ctx context.Context, e *env, groups, instances int) (*harness.Process, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	logFile := filepath.Join(e.tmp, "floor.log")
+	p, err := harness.StartProcess("floor", self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr}, nil, logFile)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := harness.WaitGRPCReachable(ctx, addr, time.Minute, func() error { return p.ExitedError(logFile) }); err != nil {
+		p.Kill()
+		return nil, "", err
+	}
+	return p, addr, nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsembed"
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+)
+
+// Go benchmarks of the hot paths reachable from outside the services
+// (benchstat-compatible: go test -run '^$' -bench . -count 6). The
+// services' own benchmarks cover their internals (e.g. the gateway's
+// BenchmarkNodeGroupForNode on its read model).
+
+// BenchmarkInstanceRecord is what every KV write (lifecycle) and every
+// watched update (gateway, lifecycle at load) pays per instance.
+func BenchmarkInstanceRecord(b *testing.B) {
+	in := harness.BuildSeed(1, 1, 1).Instances[0]
+	raw, err := proto.Marshal(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := proto.Marshal(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			var out statev1.Instance
+			if err := proto.Unmarshal(raw, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGroupRecordUnmarshal is paid per group update.
+func BenchmarkGroupRecordUnmarshal(b *testing.B) {
+	raw, err := proto.Marshal(harness.BuildSeed(1, 1, 1).Groups[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		var out statev1.NodeGroup
+		if err := proto.Unmarshal(raw, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNodeGroupForNodeGRPC is CA's hottest call end to end over
+// loopback gRPC, against the api-gateway (in-process, read model loaded
+// from 10k seeded KV records) and against the minimal server from maps.
+func BenchmarkNodeGroupForNodeGRPC(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts NATS and the gateway")
+	}
+	const groups, instances = 100, 10_000
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
+		b.Fatal(err)
+	}
+	seed := harness.BuildSeed(groups, instances, b1Seed)
+	if err := seed.Write(ctx, js); err != nil {
+		b.Fatal(err)
+	}
+	stack, err := harness.StartStack(ctx, harness.OnNATS(ns.ClientURL()), harness.StackConfig{Lifecycle: -1, CloudAdapters: -1, HookRunners: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = stack.Stop() }()
+	floor, err := harness.StartFloor(seed, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer floor.Stop()
+	for name, addr := range map[string]string{"gateway": stack.GRPCAddr, "floor": floor.Addr} {
+		b.Run(fmt.Sprintf("server=%s/instances=%d", name, instances), func(b *testing.B) {
+			conn, err := harness.Dial(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			c := pb.NewCloudProviderClient(conn)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				n := i % len(seed.Nodes)
+				res, err := c.NodeGroupForNode(ctx, &pb.NodeGroupForNodeRequest{Node: seed.Nodes[n]})
+				if err != nil || res.GetNodeGroup().GetId() != seed.Want[n] {
+					b.Fatalf("NodeGroupForNode(%s) = %v, %v; want %q", seed.Nodes[n].GetProviderID(), res, err, seed.Want[n])
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkKVInstanceUpdate is one lifecycle state write: encode the
+// record and compare-and-set it in the instances bucket (embedded NATS,
+// file storage, as `make run` and the benchmarks use), one at a time, as
+// lifecycle's writes are.
+func BenchmarkKVInstanceUpdate(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts NATS")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
+		b.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, messaging.BucketInstances)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := harness.BuildSeed(1, 1, 1).Instances[0]
+	key := messaging.InstanceKey(in.GetGroup(), in.GetId())
+	raw, err := proto.Marshal(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rev, err := kv.Create(ctx, key, raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		in.Attempt++
+		raw, err := proto.Marshal(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rev, err = kv.Update(ctx, key, raw, rev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+// Command bench measures nodesmith on this machine (issue #9): the CA read
+// path against a gRPC floor (B1), orchestration overhead (B2), a realistic
+// scale-up against its lower bound (B3), hook-runner horizontal scaling
+// (B4) and resident memory (B5). It prints a table and writes a JSON
+// report; `make bench` runs it. Numbers come from here, never from timed
+// assertions in tests.
+//
+//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5] [-quick] [-out bench/results.json]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
+)
+
+type scenario struct {
+	name, what string
+	run        func(ctx context.Context, e *env) error
+}
+
+var scenarios = []scenario{
+	{"B1", "CA read path over gRPC vs a minimal gRPC server", runB1},
+	{"B2", "orchestration overhead: IncreaseSize to all Running, zero-latency cloud", runB2},
+	{"B3", "realistic scale-up vs its lower bound", runB3},
+	{"B4", "hook-runner horizontal scaling", runB4},
+	{"B5", "resident memory of lifecycle and gateway", runB5},
+}
+
+// env is what every scenario gets.
+type env struct {
+	quick   bool
+	log     *slog.Logger      // the services' logs (warnings and errors by default)
+	bins    map[string]string // service binaries by name, built once
+	report  *Report
+	tmp     string
+	verbose bool
+}
+
+func (e *env) progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	name, run := "bench", realMain
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		name, run = "bench floor", func(ctx context.Context) error { return floorMain(ctx, os.Args[2:]) }
+	}
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+func realMain(ctx context.Context) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.name)
+	}
+	sel := fs.String("scenarios", strings.Join(names, ","), "scenarios to run, comma separated: "+strings.Join(names, ","))
+	quick := fs.Bool("quick", false, "small sizes only (a smoke run, not the numbers of record)")
+	out := fs.String("out", "bench/results.json", "where the JSON report goes (written atomically)")
+	verbose := fs.Bool("v", false, "show the services' info logs")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each scenario to <this>-<scenario>.pprof (in-process services only)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(*sel, ",") {
+		n = strings.ToUpper(strings.TrimSpace(n))
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(names, n) {
+			return fmt.Errorf("unknown scenario %q (have %s)", n, strings.Join(names, ","))
+		}
+		want[n] = true
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	tmp, err := os.MkdirTemp("", "nodesmith-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	e := &env{
+		quick:   *quick,
+		verbose: *verbose,
+		log:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
+		tmp:     tmp,
+	}
+	for _, s := range scenarios {
+		if !want[s.name] {
+			continue
+		}
+		e.report.Scenarios = append(e.report.Scenarios, s.name)
+		e.report.Load[s.name] = loadAvg()
+		e.progress("%s: %s", s.name, s.what)
+		start := time.Now()
+		stopProfile, err := startProfile(*cpuProfile, s.name)
+		if err != nil {
+			return err
+		}
+		err = s.run(ctx, e)
+		stopProfile()
+		if err != nil {
+			e.report.Failures[s.name] = err.Error()
+			e.progress("%s FAILED after %s: %v", s.name, time.Since(start).Round(time.Second), err)
+		} else {
+			e.progress("%s done in %s", s.name, time.Since(start).Round(time.Second))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	e.report.Seconds = time.Since(e.report.Started).Seconds()
+	fmt.Println()
+	e.report.printTable(os.Stdout)
+	if err := e.report.write(*out); err != nil {
+		return fmt.Errorf("writing %s: %w", *out, err)
+	}
+	fmt.Printf("\nwrote %s\n", *out)
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	if len(e.report.Failures) > 0 {
+		return fmt.Errorf("%d scenario(s) failed", len(e.report.Failures))
+	}
+	return nil
+}
+
+// binary returns the path of a service command, building all of them on
+// first use.
+func (e *env) binary(ctx context.Context, name string) (string, error) {
+	if e.bins == nil {
+		e.progress("building the service binaries")
+		bins, err := harness.BuildServices(ctx, filepath.Join(e.tmp, "bin"), harness.Services...)
+		if err != nil {
+			return "", err
+		}
+		e.bins = bins
+	}
+	return e.bins[name], nil
+}
+
+// startProfile starts a CPU profile to <prefix>-<name>.pprof; prefix ""
+// profiles nothing.
+func startProfile(prefix, name string) (func(), error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// scratch returns a fresh directory for one run.
+func (e *env) scratch(name string) (string, error) {
+	return os.MkdirTemp(e.tmp, name+"-")
+}

@@ -1,0 +1,328 @@
+// Command chaos runs nodesmith as separate processes on loopback (lifecycle,
+// api-gateway, two cloud-adapters, two hook-runners; NATS, the CVM
+// emulator and SSH-able VMs in this process) and injects faults during a
+// scale-up and a scale-down: kill -9 of lifecycle (twice), of a
+// cloud-adapter and of a hook-runner in the middle of hooks; a NATS server
+// restart; 20% cloud API errors (creates and terminates failing after
+// they took effect); RequestLimitExceeded bursts; an exhausted quota;
+// VMs that never boot; hooks that hang; VMs whose SSH is unreachable.
+//
+// At the end it checks the invariants: every requested instance is Running
+// or reported failed to Cluster Autoscaler, no duplicate VM, no orphan VM
+// after a reconcile period, no record lost, targets consistent. It prints
+// a table (fault, injected, survived, lost) and exits non-zero when an
+// invariant is violated. `make chaos` runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
+)
+
+// config sizes the run.
+type config struct {
+	// groups are the scale-up per group (alpha: hanging hooks; beta: SSH
+	// unreachable; gamma: quota exhausted).
+	alpha, beta, gamma int
+	// gammaQuota is the per-zone instance quota (the emulator's quota is
+	// the same for every zone: gamma alone asks for more).
+	gammaQuota int
+	// gammaParallelism keeps gamma's batches small, so the quota cuts a
+	// batch boundary instead of failing one large batch.
+	gammaParallelism int
+	// scaleDown is how many Running instances CA deletes (half alpha, half beta).
+	scaleDown int
+	// sshUnreachable is how many beta VMs lose SSH right after booting.
+	sshUnreachable int
+	// hangRate is the fraction of VMs that never boot.
+	hangRate float64
+	// errorRate is the fraction of cloud API calls answering InternalError.
+	errorRate float64
+
+	launchTimeout, reconcile, orphanGrace time.Duration
+	settle                                time.Duration
+	keep, plantOrphan                     bool
+}
+
+func defaults(quick bool) config {
+	c := config{
+		alpha: 90, beta: 80, gamma: 130, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, sshUnreachable: 5,
+		hangRate: 0.02, errorRate: 0.2,
+		launchTimeout: 40 * time.Second, reconcile: 15 * time.Second, orphanGrace: 30 * time.Second,
+		settle: 8 * time.Minute,
+	}
+	if quick {
+		c.alpha, c.beta, c.gamma, c.gammaQuota, c.gammaParallelism, c.scaleDown, c.sshUnreachable = 20, 20, 30, 24, 6, 20, 2
+		c.hangRate = 0.05
+	}
+	return c
+}
+
+// run is one chaos run.
+type run struct {
+	cfg        config
+	dir        string
+	configFile string
+	w          *harness.World
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	ca         pb.CloudProviderClient
+	gwAddr     string
+
+	lifecycle, gateway *svc
+	cloud, hooks       []*svc
+
+	faults *faults
+	// seen are the instance ids (CA's providerIDs) CA saw at any time.
+	seenMu sync.Mutex
+	seen   map[string]string // providerID -> group
+	start  time.Time
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%6.1fs  %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code, err := realMain(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// realMain returns exit code 2 when an invariant is violated, 1 when the
+// run itself failed.
+func realMain(ctx context.Context) (int, error) {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "a small run (80 instances) for a smoke test")
+	keep := fs.Bool("keep", false, "keep the run directory (logs, NATS storage, VM sandboxes)")
+	plant := fs.Bool("plant-orphan", false, "create a VM behind nodesmith's back before the checks (the run must then fail: a check of the checks)")
+	dirFlag := fs.String("dir", "", "run directory (default: a new temporary one)")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 1, err
+	}
+	cfg := defaults(*quick)
+	cfg.keep = *keep || *dirFlag != ""
+	cfg.plantOrphan = *plant
+	dir := *dirFlag
+	if dir == "" {
+		d, err := os.MkdirTemp("", "nodesmith-chaos-")
+		if err != nil {
+			return 1, err
+		}
+		dir = d
+	}
+	if !cfg.keep {
+		defer os.RemoveAll(dir)
+	}
+	r := &run{cfg: cfg, dir: dir, seen: map[string]string{}, start: time.Now()}
+	r.logf("run directory %s (logs in %s)", dir, filepath.Join(dir, "logs"))
+	violations, err := r.run(ctx)
+	if err != nil {
+		r.logf("FAILED: %v (service logs: %s; run with -keep to keep them)", err, filepath.Join(dir, "logs"))
+		return 1, err
+	}
+	if len(violations) > 0 {
+		fmt.Println("\nINVARIANTS VIOLATED:")
+		for _, v := range violations {
+			fmt.Println("  -", v)
+		}
+		return 2, fmt.Errorf("%d invariant(s) violated", len(violations))
+	}
+	fmt.Println("\nall invariants hold")
+	return 0, nil
+}
+
+func (r *run) run(ctx context.Context) ([]string, error) {
+	var err error
+	if err := os.MkdirAll(filepath.Join(r.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	worldLog := slog.New(slog.NewTextHandler(mustCreate(filepath.Join(r.dir, "logs", "world.log")), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	natsPort, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r.w, err = harness.StartWorld(harness.WorldConfig{
+		Dir: r.dir, NATSPort: portOfAddr(natsPort), BootDelay: 3 * time.Second, NoCluster: true,
+		RateLimits: harness.TencentRateLimits(), Logger: worldLog,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer r.w.Close()
+	r.faults = newFaults(r)
+
+	r.configFile = filepath.Join(r.dir, "nodegroups.yaml")
+	if err := os.WriteFile(r.configFile, r.groupsConfig(), 0o644); err != nil {
+		return nil, err
+	}
+	r.logf("building the four service binaries")
+	if err := r.services(ctx); err != nil {
+		return nil, err
+	}
+	r.logf("starting lifecycle, api-gateway, 2 cloud-adapters, 2 hook-runners")
+	if err := r.startAll(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, e := range r.stopAll() {
+			r.logf("stopping: %v", e)
+		}
+	}()
+	conn, err := harness.Dial(r.gwAddr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	r.ca = pb.NewCloudProviderClient(conn)
+	if r.nc, err = nats.Connect(r.w.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond)); err != nil {
+		return nil, err
+	}
+	defer r.nc.Close()
+	if r.js, err = jetstream.New(r.nc); err != nil {
+		return nil, err
+	}
+	if err := r.waitGroups(ctx); err != nil {
+		return nil, err
+	}
+
+	mctx, stopMonitor := context.WithCancel(ctx)
+	var mwg sync.WaitGroup
+	mwg.Add(1)
+	go func() { defer mwg.Done(); r.monitor(mctx) }()
+	defer func() { stopMonitor(); mwg.Wait() }()
+
+	if err := r.scaleUp(ctx); err != nil {
+		return nil, fmt.Errorf("scale-up: %w", err)
+	}
+	if err := r.scaleDown(ctx); err != nil {
+		return nil, fmt.Errorf("scale-down: %w", err)
+	}
+	r.w.Emulator.ClearFaults()
+	wait := r.cfg.reconcile + r.cfg.orphanGrace + 10*time.Second
+	r.logf("faults off; waiting %s (a reconcile period past the orphan grace) before checking", wait)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(wait):
+	}
+	for _, s := range r.all() {
+		if err := s.alive(); err != nil {
+			return nil, err
+		}
+	}
+	if r.cfg.plantOrphan {
+		id, err := r.plantOrphan()
+		if err != nil {
+			return nil, err
+		}
+		r.logf("planted VM %s behind nodesmith's back: the orphan check must report it", id)
+	}
+	violations, err := r.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.faults.print(os.Stdout)
+	return violations, nil
+}
+
+// groupsConfig is lifecycle's configuration: three groups in three zones.
+func (r *run) groupsConfig() []byte {
+	join := `[ -e "$HOME/var/lib/kubelet/joined" ] || kubeadm join --node-name "$NODE_NAME" --provider-id "$PROVIDER_ID"`
+	// Instance ids end in a random base32 character: about one alpha
+	// instance in sixteen hangs in its first hook run.
+	hang := `case "$INSTANCE_ID" in *[ab]) if [ ! -e "$HOME/.hung-once" ]; then touch "$HOME/.hung-once"; sleep 3600; fi ;; esac`
+	drain := `kubectl drain "$NODE_NAME" --ignore-daemonsets || true; kubeadm reset -f`
+	return harness.ConfigYAML([]harness.GroupSpec{
+		{ID: "alpha", Max: r.cfg.alpha, Zone: "ap-guangzhou-3", AfterCreated: "set -eu\n" + hang + "\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
+		{ID: "beta", Max: r.cfg.beta, Zone: "ap-guangzhou-4", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
+		{ID: "gamma", Max: r.cfg.gamma, Zone: "ap-guangzhou-5", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.gammaParallelism},
+	})
+}
+
+func (r *run) waitGroups(ctx context.Context) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res, err := callCA(ctx, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
+			return r.ca.NodeGroups(ctx, &pb.NodeGroupsRequest{})
+		})
+		if err == nil && len(res.GetNodeGroups()) == 3 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("groups %v", res.GetNodeGroups())
+			}
+			return fmt.Errorf("lifecycle has not applied its 3 groups after 1m: %w", err)
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// callCA makes one call with CA's 5s deadline.
+func callCA[T any](ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return f(cctx)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func mustCreate(path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		return os.Stderr
+	}
+	return f
+}
+
+func portOfAddr(addr string) int {
+	i := strings.LastIndexByte(addr, ':')
+	var p int
+	_, _ = fmt.Sscanf(addr[i+1:], "%d", &p)
+	return p
+}
+
+var errNotSettled = errors.New("not settled")
+
+// groups in order.
+var groupIDs = []string{"alpha", "beta", "gamma"}
+
+func (r *run) requested(group string) int {
+	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma}[group]
+}
+
+var _ = cvmemu.ActionRunInstances

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
+)
+
+// svc is one service replica run as its own OS process, restartable with
+// the same flags (and so the same addresses).
+type svc struct {
+	name    string
+	bin     string
+	args    []string
+	logFile string
+	// metrics is its /metrics URL ("" when it serves none).
+	metrics string
+
+	mu       sync.Mutex
+	p        *harness.Process
+	kills    int
+	restarts int
+}
+
+func (s *svc) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := harness.StartProcess(s.name, s.bin, s.args, nil, s.logFile)
+	if err != nil {
+		return err
+	}
+	s.p = p
+	return nil
+}
+
+// kill9 kills the process with SIGKILL: no shutdown, no drain, in-flight
+// work abandoned, exactly like an OOM kill or a node failure.
+func (s *svc) kill9() {
+	s.mu.Lock()
+	p := s.p
+	s.p = nil // down on purpose: not an unexpected exit
+	s.kills++
+	s.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+}
+
+func (s *svc) restart() error {
+	s.mu.Lock()
+	s.restarts++
+	s.mu.Unlock()
+	return s.start()
+}
+
+// stop ends the process gracefully (SIGTERM).
+func (s *svc) stop() error {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Stop(30 * time.Second)
+}
+
+// alive reports an unexpected exit.
+func (s *svc) alive() error {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.ExitedError(s.logFile)
+}
+
+// services builds the argument lists of every replica.
+func (r *run) services(ctx context.Context) error {
+	bins, err := harness.BuildServices(ctx, filepath.Join(r.dir, "bin"), harness.Services...)
+	if err != nil {
+		return err
+	}
+	// Every service ensures the topology at start: they must agree on it.
+	js := []string{"--js-cloud-ack-wait", "10s", "--js-hook-ack-wait", "10s"}
+	common := func(string) []string {
+		return append([]string{"--nats-url", r.w.NATSURL(), "--log-format", "text", "--log-level", "info"}, js...)
+	}
+	addr := harness.FreeAddr
+	logf := func(name string) string { return filepath.Join(r.dir, "logs", name+".log") }
+
+	lcAddr, err := addr()
+	if err != nil {
+		return err
+	}
+	r.lifecycle = &svc{name: "lifecycle", bin: bins["lifecycle"], logFile: logf("lifecycle"), metrics: "http://" + lcAddr + "/metrics",
+		args: append(common("lifecycle"),
+			"--config-file", r.configFile, "--cluster-id", "chaos", "--health-addr", lcAddr, "--cluster=none",
+			"--launch-timeout", r.cfg.launchTimeout.String(), "--after-created-hook-timeout", "60s",
+			"--before-delete-hook-timeout", "60s", "--terminate-timeout", "60s",
+			"--max-retries", "3", "--retry-backoff", "1s", "--retry-backoff-max", "4s",
+			"--reconcile-interval", r.cfg.reconcile.String(), "--orphan-grace", r.cfg.orphanGrace.String(),
+			"--op-timeout", "10s", "--shutdown-grace", "5s",
+		)}
+	if r.gwAddr, err = addr(); err != nil {
+		return err
+	}
+	r.gateway = &svc{name: "api-gateway", bin: bins["api-gateway"], logFile: logf("api-gateway"),
+		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr=", "--health-addr=")}
+	for i := range 2 {
+		name := "cloud-adapter-" + strconv.Itoa(i)
+		r.cloud = append(r.cloud, &svc{name: name, bin: bins["cloud-adapter"], logFile: logf(name),
+			args: append(common(name), "--health-addr=", "--tencent-endpoint", r.w.Emulator.Endpoint(), "--tencent-scheme", "http",
+				"--credentials-dir", r.w.CredentialsDir, "--watch-poll-interval", "1s", "--heartbeat", "3s", "--shutdown-grace", "5s",
+				"--watch-not-found-grace", "10s")})
+	}
+	for i := range 2 {
+		name := "hook-runner-" + strconv.Itoa(i)
+		a, err := addr()
+		if err != nil {
+			return err
+		}
+		r.hooks = append(r.hooks, &svc{name: name, bin: bins["hook-runner"], logFile: logf(name), metrics: "http://" + a + "/metrics",
+			args: append(common(name), "--health-addr", a, "--runner-id", name, "--concurrency", "20",
+				"--ssh-key-file", r.w.ClientKeyFile, "--ssh-known-hosts", r.w.KnownHosts, "--ssh-port", strconv.Itoa(r.w.SSHPort),
+				"--ssh-connect-timeout", "3s", "--shutdown-grace", "5s")})
+	}
+	return nil
+}
+
+func (r *run) all() []*svc {
+	out := []*svc{r.lifecycle, r.gateway}
+	out = append(out, r.cloud...)
+	return append(out, r.hooks...)
+}
+
+// startAll starts every replica and waits for the gateway to serve.
+func (r *run) startAll(ctx context.Context) error {
+	for _, s := range r.all() {
+		if err := s.start(); err != nil {
+			return err
+		}
+	}
+	return harness.WaitGRPCServing(ctx, r.gwAddr, 2*time.Minute, r.gateway.alive)
+}
+
+// stopAll stops every replica gracefully; a replica that does not stop in
+// time is an error worth reporting.
+func (r *run) stopAll() []error {
+	var errs []error
+	for _, s := range r.all() {
+		if err := s.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
+	}
+	return errs
+}
