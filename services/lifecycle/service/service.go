@@ -55,6 +55,8 @@ const (
 	NodeAdded   = ports.NodeAdded
 	NodeUpdated = ports.NodeUpdated
 	NodeDeleted = ports.NodeDeleted
+	// NodesSynced follows the initial list of a watch (see ports.Cluster).
+	NodesSynced = ports.NodesSynced
 )
 
 // Leader elects the replica that writes state (see ports.Leader).
