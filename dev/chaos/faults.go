@@ -320,4 +320,10 @@ func (f *faults) print(w io.Writer) {
 	for _, e := range f.events {
 		fmt.Fprintln(w, "  "+e)
 	}
+	f.r.crashMu.Lock()
+	defer f.r.crashMu.Unlock()
+	fmt.Fprintf(w, "\nunplanned service exits (restarted as kubelet would): %d\n", len(f.r.crashes))
+	for _, c := range f.r.crashes {
+		fmt.Fprintln(w, "  "+c)
+	}
 }

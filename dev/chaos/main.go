@@ -94,6 +94,22 @@ type run struct {
 	seenMu sync.Mutex
 	seen   map[string]string // providerID -> group
 	start  time.Time
+	// crashes are the services' unplanned exits (restarted like kubelet
+	// would): not an invariant, but a finding.
+	crashMu sync.Mutex
+	crashes []string
+}
+
+func (r *run) recordCrash(name string, err error, tail string) {
+	msg := fmt.Sprintf("%6.1fs %s exited on its own (%v), restarted; its log ended with:\n%s", time.Since(r.start).Seconds(), name, err, indent(tail))
+	r.crashMu.Lock()
+	r.crashes = append(r.crashes, msg)
+	r.crashMu.Unlock()
+	r.logf("CRASH %s", msg)
+}
+
+func indent(s string) string {
+	return "        " + strings.ReplaceAll(s, "\n", "\n        ")
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -231,7 +247,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	case <-time.After(wait):
 	}
 	for _, s := range r.all() {
-		if err := s.alive(); err != nil {
+		if err := s.supervise(r); err != nil {
 			return nil, err
 		}
 	}

@@ -100,7 +100,7 @@ func (r *run) settle(ctx context.Context, what string, done func(map[string]grou
 			return fmt.Errorf("%s: CA calls still failing after %s: %w", what, r.cfg.settle, verr)
 		}
 		for _, s := range r.all() {
-			if err := s.alive(); err != nil {
+			if err := s.supervise(r); err != nil {
 				return err
 			}
 		}
@@ -169,13 +169,18 @@ func (r *run) scaleUp(ctx context.Context) error {
 // deletes instances that report errorInfo), with more faults.
 func (r *run) scaleDown(ctx context.Context) error {
 	expect := map[string]int{}
+	views, err := r.views(ctx)
+	if err != nil {
+		return err
+	}
+	plan, err := r.deletionPlan(views)
+	if err != nil {
+		return err
+	}
 	var batches []deleteBatch
 	for _, g := range groupIDs {
-		v, err := r.view(ctx, g)
-		if err != nil {
-			return err
-		}
-		want := map[string]int{"alpha": r.cfg.scaleDown / 2, "beta": r.cfg.scaleDown - r.cfg.scaleDown/2}[g]
+		v := views[g]
+		want := plan[g]
 		var running, failed []*pb.Instance
 		for _, in := range v.instances {
 			if in.GetStatus().GetInstanceState() == pb.InstanceStatus_instanceRunning {
@@ -221,6 +226,28 @@ func (r *run) scaleDown(ctx context.Context) error {
 		}
 		return ok, describe(views)
 	})
+}
+
+// deletionPlan spreads the Running instances to delete over the groups:
+// half from alpha, half from beta, shifting to the other (then to gamma)
+// when faults left a group with fewer Running instances.
+func (r *run) deletionPlan(views map[string]groupView) (map[string]int, error) {
+	plan := map[string]int{"alpha": r.cfg.scaleDown / 2, "beta": r.cfg.scaleDown - r.cfg.scaleDown/2, "gamma": 0}
+	short := 0
+	for _, g := range []string{"beta", "alpha"} {
+		plan[g] += short
+		short = max(plan[g]-views[g].running, 0)
+		plan[g] -= short
+	}
+	for _, g := range []string{"beta", "gamma"} {
+		add := min(short, views[g].running-plan[g])
+		plan[g] += add
+		short -= add
+	}
+	if short > 0 {
+		return nil, fmt.Errorf("only %d instances Running, want to delete %d", r.cfg.scaleDown-short, r.cfg.scaleDown)
+	}
+	return plan, nil
 }
 
 type deleteBatch struct {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,8 @@ type svc struct {
 	p        *harness.Process
 	kills    int
 	restarts int
+	// crashes counts exits nobody asked for.
+	crashes int
 }
 
 func (s *svc) start() error {
@@ -69,15 +73,44 @@ func (s *svc) stop() error {
 	return p.Stop(30 * time.Second)
 }
 
-// alive reports an unexpected exit.
-func (s *svc) alive() error {
+// maxCrashes is how many unplanned exits of one replica the run tolerates
+// (restarting it each time, as kubelet restarts a crashed container).
+const maxCrashes = 5
+
+// supervise restarts the replica if it exited on its own, as kubelet
+// would restart a crashed container, and records why (the tail of its
+// log). It fails only when the replica keeps crashing.
+func (s *svc) supervise(r *run) error {
 	s.mu.Lock()
 	p := s.p
 	s.mu.Unlock()
 	if p == nil {
 		return nil
 	}
-	return p.ExitedError(s.logFile)
+	err := p.ExitedError(s.logFile)
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.crashes++
+	n := s.crashes
+	s.p = nil
+	s.mu.Unlock()
+	r.recordCrash(s.name, err, lastLines(s.logFile, 2))
+	if n > maxCrashes {
+		return fmt.Errorf("%s crashed %d times: %w", s.name, n, err)
+	}
+	return s.start()
+}
+
+// lastLines returns the last n lines of a file.
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 // services builds the argument lists of every replica.
@@ -146,7 +179,7 @@ func (r *run) startAll(ctx context.Context) error {
 			return err
 		}
 	}
-	return harness.WaitGRPCServing(ctx, r.gwAddr, 2*time.Minute, r.gateway.alive)
+	return harness.WaitGRPCServing(ctx, r.gwAddr, 2*time.Minute, func() error { return r.gateway.supervise(r) })
 }
 
 // stopAll stops every replica gracefully; a replica that does not stop in
