@@ -8,14 +8,15 @@ import (
 	"github.com/nodesmith/nodesmith/tools/simcluster"
 )
 
-// simCluster adapts the simulated cluster to lifecycle's Cluster port: the
-// embedded stack's stand-in for the client-go adapter.
-type simCluster struct{ c *simcluster.Cluster }
+// SimCluster adapts the simulated cluster to lifecycle's Cluster port: the
+// embedded stack's (and the benchmarks') stand-in for the client-go adapter.
+type SimCluster struct{ C *simcluster.Cluster }
 
-var _ lifecycle.Cluster = simCluster{}
+var _ lifecycle.Cluster = SimCluster{}
 
-func (s simCluster) Watch(ctx context.Context, fn func(lifecycle.NodeEvent)) error {
-	for ev := range s.c.Watch(ctx) {
+// Watch implements lifecycle.Cluster.
+func (s SimCluster) Watch(ctx context.Context, fn func(lifecycle.NodeEvent)) error {
+	for ev := range s.C.Watch(ctx) {
 		t := lifecycle.NodeUpdated
 		switch ev.Type {
 		case simcluster.Added:
@@ -28,16 +29,18 @@ func (s simCluster) Watch(ctx context.Context, fn func(lifecycle.NodeEvent)) err
 	return ctx.Err()
 }
 
-func (s simCluster) PatchNode(_ context.Context, name string, labels, annotations map[string]string, taints []lifecycle.Taint) error {
+// PatchNode implements lifecycle.Cluster.
+func (s SimCluster) PatchNode(_ context.Context, name string, labels, annotations map[string]string, taints []lifecycle.Taint) error {
 	ts := make([]simcluster.Taint, len(taints))
 	for i, t := range taints {
 		ts[i] = simcluster.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect}
 	}
-	return s.c.Patch(name, labels, annotations, ts)
+	return s.C.Patch(name, labels, annotations, ts)
 }
 
-func (s simCluster) DeleteNode(_ context.Context, name string) error {
-	if err := s.c.Delete(name); err != nil && !errors.Is(err, simcluster.ErrNotFound) {
+// DeleteNode implements lifecycle.Cluster.
+func (s SimCluster) DeleteNode(_ context.Context, name string) error {
+	if err := s.C.Delete(name); err != nil && !errors.Is(err, simcluster.ErrNotFound) {
 		return err
 	}
 	return nil

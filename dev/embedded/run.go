@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	deps := func(name string) (*slog.Logger, *component) { return log.With("service", name), comps[name] }
 	g.Go("lifecycle", func(ctx context.Context) error {
 		l, c := deps("lifecycle")
-		return lifecycle.Run(ctx, lc, lifecycle.Deps{Logger: l, Registry: c.registry, Health: c.checks, Cluster: simCluster{cluster}})
+		return lifecycle.Run(ctx, lc, lifecycle.Deps{Logger: l, Registry: c.registry, Health: c.checks, Cluster: SimCluster{C: cluster}})
 	})
 	g.Go("cloud-adapter", func(ctx context.Context) error {
 		l, c := deps("cloud-adapter")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/dev/embedded"
 	"github.com/nodesmith/nodesmith/libs/health"
 	gateway "github.com/nodesmith/nodesmith/services/api-gateway/service"
 	cloudadapter "github.com/nodesmith/nodesmith/services/cloud-adapter/service"
@@ -130,7 +131,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 		}
 		var cluster lifecycle.Cluster
 		if w.Cluster != nil {
-			cluster = SimCluster{C: w.Cluster}
+			cluster = embedded.SimCluster{C: w.Cluster}
 		} else {
 			lc.Cluster = lifecycle.ClusterNone
 		}

@@ -4,9 +4,9 @@
 package prom
 
 import (
-	"errors"
-	"fmt"
 	"strconv"
+
+	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -77,31 +77,17 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	// A host that runs the service again on the same registry (an
 	// in-process restart) gets the already registered collectors back.
-	m.transitions = register(reg, m.transitions)
-	m.stateSeconds = register(reg, m.stateSeconds)
-	m.creationFailed = register(reg, m.creationFailed)
-	m.ops = register(reg, m.ops)
-	m.published = register(reg, m.published)
-	m.purged = register(reg, m.purged)
-	m.orphans = register(reg, m.orphans)
-	m.vanished = register(reg, m.vanished)
-	m.configApplied = register(reg, m.configApplied)
-	m.replayed = register(reg, m.replayed)
+	m.transitions = libmetrics.Register(reg, m.transitions)
+	m.stateSeconds = libmetrics.Register(reg, m.stateSeconds)
+	m.creationFailed = libmetrics.Register(reg, m.creationFailed)
+	m.ops = libmetrics.Register(reg, m.ops)
+	m.published = libmetrics.Register(reg, m.published)
+	m.purged = libmetrics.Register(reg, m.purged)
+	m.orphans = libmetrics.Register(reg, m.orphans)
+	m.vanished = libmetrics.Register(reg, m.vanished)
+	m.configApplied = libmetrics.Register(reg, m.configApplied)
+	m.replayed = libmetrics.Register(reg, m.replayed)
 	return m
-}
-
-// register registers c or returns the equal collector already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("registering lifecycle metrics: %v", err))
-	}
-	return c
 }
 
 // Transition implements app.Observer.
@@ -208,11 +194,11 @@ type ServiceMetrics struct {
 // NewServiceMetrics registers them on reg.
 func NewServiceMetrics(reg prometheus.Registerer) *ServiceMetrics {
 	return &ServiceMetrics{
-		leading: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		leading: libmetrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodesmith_lifecycle_leader",
 			Help: "1 while this process leads (writes state and drives work), else 0.",
 		})),
-		eventsDropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		eventsDropped: libmetrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodesmith_lifecycle_kube_events_dropped_total",
 			Help: "Notices not recorded as Kubernetes Events because of the rate limit.",
 		})),
