@@ -65,7 +65,7 @@ kube-apiserver: ## build the kube-apiserver the Kubernetes tests run (once per m
 	@cd tools/kube && go run ./cmd/kube-apiserver-ensure
 
 # Container images. Docker is not needed to check them: `make images` builds the
-# same static binaries the Dockerfiles build and prints the docker commands.
+# same static binaries the Dockerfile builds and prints the docker commands.
 IMAGE_REGISTRY ?= ghcr.io/nodesmith
 IMAGE_TAG      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
@@ -80,7 +80,7 @@ images: ## static (CGO_ENABLED=0) service binaries into ./bin/images, checked st
 	done
 	@echo "# To build and push the images (from the repository root):"
 	@for s in $(SERVICES); do \
-	  echo "docker build -f services/$$s/Dockerfile -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) . && docker push $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
+	  echo "docker build --build-arg SERVICE=$$s -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) . && docker push $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
 	done
 
 .PHONY: lint

@@ -1,13 +1,9 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,7 +16,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,10 +29,11 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/fakeworkers"
 	"github.com/nodesmith/nodesmith/services/lifecycle/service"
 	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
+	"github.com/nodesmith/nodesmith/tools/kube/manifests"
 )
 
 // Acceptance tests against a real kube-apiserver (tools/kube/kubetest),
-// as the lifecycle ServiceAccount with the RBAC of deploy/rbac.yaml: what a
+// as the lifecycle ServiceAccount with the kustomize base's RBAC: what a
 // pod would be allowed to do, nothing more.
 func TestKubernetes(t *testing.T) {
 	c := kubetest.Start(t) // skips under -short
@@ -66,29 +62,29 @@ func newKubeEnv(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface) k
 	return kubeEnv{ns: ns, kubeconfig: writeKubeconfig(t, cfg), admin: admin}
 }
 
-// applyRBAC creates the objects of deploy/rbac.yaml in ns (cluster-scoped
-// ones get the namespace as a suffix, so tests do not share them).
+// applyRBAC creates lifecycle's RBAC objects as the kustomize base
+// renders them (what a deployment gets, not a copy that could drift) in
+// ns: namespaced objects move from the base's namespace to ns, those in
+// "default" (Node events) stay there, and names outside ns get the
+// namespace as a suffix, so tests do not share them.
 func applyRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "deploy", "rbac.yaml"))
+	objs, err := manifests.Render(filepath.Join("..", "..", "..", "deploy", "kustomize", "base"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
+	applied := 0
+	for _, obj := range objs {
+		if obj.GetLabels()["app.kubernetes.io/name"] != "lifecycle" {
+			continue
+		}
+		raw, err := obj.MarshalJSON()
+		if err != nil {
 			t.Fatal(err)
 		}
-		var meta metav1.TypeMeta
-		mustUnmarshal(t, raw, &meta)
 		var createErr error
-		switch meta.Kind {
-		case "ServiceAccount":
-			continue // kubetest creates it with its token
+		switch obj.GetKind() {
 		case "ClusterRole":
 			var o rbacv1.ClusterRole
 			mustUnmarshal(t, raw, &o)
@@ -125,11 +121,17 @@ func applyRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
 			o.Subjects[0].Namespace = ns
 			_, createErr = cs.RbacV1().RoleBindings(ns).Create(ctx, &o, metav1.CreateOptions{})
 		default:
-			t.Fatalf("unexpected kind %q in rbac.yaml", meta.Kind)
+			// The ServiceAccount (kubetest creates it with its token)
+			// and the workload objects.
+			continue
 		}
 		if createErr != nil {
-			t.Fatalf("creating %s: %v", meta.Kind, createErr)
+			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), createErr)
 		}
+		applied++
+	}
+	if applied == 0 {
+		t.Fatal("the kustomize base has no RBAC objects labelled app.kubernetes.io/name=lifecycle")
 	}
 }
 

@@ -7,51 +7,36 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/nodesmith/nodesmith/libs/config"
-	"github.com/nodesmith/nodesmith/libs/logging"
+	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/services/lifecycle/service"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := realMain(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
+	cfg := service.DefaultConfig()
+	var checkOnly bool
+	command.Main("lifecycle", func(fs *flag.FlagSet) {
+		cfg.RegisterFlags(fs)
+		fs.BoolVar(&checkOnly, "check-config", false, "validate --config-file and exit")
+	}, func(ctx context.Context, h command.Host) error {
+		if checkOnly {
+			return checkConfig(cfg.ConfigFile, os.Stdout)
 		}
-		fmt.Fprintln(os.Stderr, "lifecycle:", err)
-		os.Exit(1)
-	}
+		return service.Run(ctx, cfg, service.Deps{Logger: h.Logger, Registry: h.Registry, Health: h.Health})
+	})
 }
 
-func realMain(ctx context.Context, args []string) error {
-	cfg := service.DefaultConfig()
-	logOpts := logging.Options{Service: "lifecycle"}
-	fs := flag.NewFlagSet("lifecycle", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
-	logOpts.RegisterFlags(fs)
-	checkOnly := fs.Bool("check-config", false, "validate --config-file and exit")
-	if err := config.Parse(fs, args, nil); err != nil {
+// checkConfig validates the configuration file without starting anything
+// (a CI or pre-deploy check), reporting every problem at once.
+func checkConfig(file string, out io.Writer) error {
+	if file == "" {
+		return errors.New("--check-config needs --config-file")
+	}
+	if err := service.ValidateConfigFile(file); err != nil {
 		return err
 	}
-	if *checkOnly {
-		if cfg.ConfigFile == "" {
-			return errors.New("--check-config needs --config-file")
-		}
-		if err := service.ValidateConfigFile(cfg.ConfigFile); err != nil {
-			return err
-		}
-		fmt.Println(cfg.ConfigFile, "is valid")
-		return nil
-	}
-	log, err := logging.New(logOpts)
-	if err != nil {
-		return err
-	}
-	return service.Run(ctx, cfg, service.Deps{Logger: log})
+	_, err := fmt.Fprintln(out, file, "is valid")
+	return err
 }
