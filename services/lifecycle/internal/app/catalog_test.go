@@ -319,6 +319,11 @@ func TestCatalogChangeConvergesAfterAGroupWriteFails(t *testing.T) {
 	if g, _ := a.Group("g1"); g.Template.InstanceType != "v2" {
 		t.Errorf("after converging the group has %q", g.Template.InstanceType)
 	}
+	// Converged is a fixed point: another pass writes nothing.
+	writes := s.Writes()
+	if err := a.ConvergeCatalog(ctx); err != nil || s.Writes() != writes {
+		t.Errorf("a converged catalog was written again (%d writes, %v)", s.Writes()-writes, err)
+	}
 }
 
 // The file's accounts and templates are catalog entries owned by the
@@ -335,6 +340,17 @@ func TestCatalogFromTheConfigurationFile(t *testing.T) {
 		e, _, ok := a.CatalogEntry(domain.CatalogRef{Kind: domain.KindTemplate, Name: "small"})
 		if !ok || e.Source != domain.SourceConfig || e.Template.InstanceType != "S5.SMALL1" {
 			t.Fatalf("file template not in the catalog: %+v", e)
+		}
+		// Applying the same file again writes nothing.
+		if ms, ok := s.(*memory.Store); ok {
+			writes := ms.Writes()
+			a.SetConfigCatalog(file)
+			if err := a.SetConfig(ctx, []domain.NodeGroup{fileGroup}); err != nil {
+				t.Fatal(err)
+			}
+			if ms.Writes() != writes {
+				t.Errorf("re-applying an unchanged file wrote %d records", ms.Writes()-writes)
+			}
 		}
 		// An API entry with a name the file later defines wins.
 		mustPut(t, a, hook("join", "api"))
