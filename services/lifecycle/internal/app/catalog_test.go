@@ -198,6 +198,8 @@ func TestCatalogOperationErrors(t *testing.T) {
 				domain.CodeNotFound, "not found"},
 			{"invalid name", func() error { _, err := put(t, a, hook("bad name", "x"), 0, false); return err },
 				domain.CodeInvalidArgument, "invalid hook"},
+			{"empty key token in the name", func() error { _, err := put(t, a, hook("a..b", "x"), 0, false); return err },
+				domain.CodeInvalidArgument, `must not contain ".."`},
 			{"hook without script", func() error { _, err := put(t, a, hook("empty", ""), 0, false); return err },
 				domain.CodeInvalidArgument, "script"},
 			{"changing a file entry", func() error { _, err := put(t, a, account("file-acct"), 0, true); return err },

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -137,6 +138,11 @@ func (r CatalogRef) String() string { return fmt.Sprintf("%s %q", r.Kind, r.Name
 
 // Validate returns every problem with the entry.
 func (e CatalogEntry) Validate() []FieldError {
+	// The name is a token of a KV key ("<kind>.<name>"): dots are fine,
+	// an empty token ("a..b") is not.
+	if n := e.Name(); strings.Contains(n, "..") {
+		return []FieldError{{Field: "name", Problem: fmt.Sprintf("%q must not contain \"..\"", n)}}
+	}
 	switch e.Kind() {
 	case KindTemplate:
 		return e.Template.Validate()

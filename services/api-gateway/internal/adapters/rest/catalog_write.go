@@ -57,9 +57,9 @@ var catalogName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$
 // catalogNameParam returns the {name} path parameter if it is a valid name.
 func catalogNameParam(r *http.Request) (string, error) {
 	name := chi.URLParam(r, "name")
-	if len(name) > 63 || !catalogName.MatchString(name) {
+	if len(name) > 63 || !catalogName.MatchString(name) || strings.Contains(name, "..") {
 		return "", newError(http.StatusBadRequest, domain.CodeInvalidArgument,
-			fmt.Sprintf("invalid name %q: at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit", name)).with("field", "name")
+			fmt.Sprintf("invalid name %q: at most 63 letters, digits, '-', '_' and '.' (not two in a row), starting and ending with a letter or digit", name)).with("field", "name")
 	}
 	return name, nil
 }
@@ -178,7 +178,10 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 	}
 	var obj map[string]any
 	if raw != nil {
-		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		// UseNumber keeps numbers as written (no float64 round trip).
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil || obj == nil {
 			return "", invalid("parameters", "must be a JSON object")
 		}
 	}

@@ -133,13 +133,13 @@ func TestCatalogWrites(t *testing.T) {
 
 	// A template on it: zone and instance type go into the parameters.
 	r = admin("PUT", "/api/v1/templates/big", `{"account":"team","zone":"ap-shanghai-2","instanceType":"S5.LARGE8","hourlyPrice":0.5,
-		"parameters":{"ImageId":"img-1","LoginSettings":{"Password":"p4ssw0rd"}}}`)
+		"parameters":{"ImageId":"img-1","LoginSettings":{"Password":"p4ssw0rd"},"SystemDisk":{"DiskSize":9007199254740993}}}`)
 	if r.status != http.StatusCreated || strings.Contains(string(r.body), "p4ssw0rd") {
 		t.Fatalf("create template: %d %s", r.status, r.body)
 	}
 	tm := lastCatalogPut(t, f).GetEntry().GetTemplate()
 	if tm.GetProvider() != "tencentcloud" || tm.GetAccount() != "team" ||
-		tm.GetParametersJson() != `{"ImageId":"img-1","InstanceType":"S5.LARGE8","LoginSettings":{"Password":"p4ssw0rd"},"Placement":{"Zone":"ap-shanghai-2"}}` {
+		tm.GetParametersJson() != `{"ImageId":"img-1","InstanceType":"S5.LARGE8","LoginSettings":{"Password":"p4ssw0rd"},"Placement":{"Zone":"ap-shanghai-2"},"SystemDisk":{"DiskSize":9007199254740993}}` {
 		t.Errorf("template sent: %v", tm)
 	}
 	var info rest.TemplateInfo
@@ -223,6 +223,8 @@ func TestCatalogWriteErrors(t *testing.T) {
 		{"read-only token", f, call{method: "PUT", path: "/api/v1/hooks/h", token: readOnlyToken, body: `{"script":"x"}`}, 403, "permission_denied"},
 		{"read-only delete", f, call{method: "DELETE", path: "/api/v1/hooks/join", token: readOnlyToken}, 403, "permission_denied"},
 		{"invalid name", f, call{method: "PUT", path: "/api/v1/hooks/-bad-", token: adminToken, body: `{"script":"x"}`}, 400, "invalid_argument"},
+		{"empty token in the name", f, call{method: "PUT", path: "/api/v1/hooks/a..b", token: adminToken, body: `{"script":"x"}`}, 400, "invalid_argument"},
+		{"parameters: a string", f, call{method: "PUT", path: "/api/v1/templates/t", token: adminToken, body: `{"account":"team","parameters":"{}"}`}, 400, "invalid_argument"},
 		{"name too long", f, call{method: "PUT", path: "/api/v1/accounts/" + strings.Repeat("a", 64), token: adminToken, body: `{}`}, 400, "invalid_argument"},
 		{"body too large", f, call{method: "PUT", path: "/api/v1/hooks/h", token: adminToken, body: big}, 413, "invalid_argument"},
 		{"not JSON", f, call{method: "PUT", path: "/api/v1/hooks/h", token: adminToken, body: `script=x`, contentType: "text/plain"}, 415, "invalid_argument"},
