@@ -62,12 +62,15 @@ type CatalogWatcher struct {
 	key    *sealed.Key
 	js     jetstream.JetStream
 	synced chan struct{}
+	// unusable holds the accounts whose sealed credentials cannot be
+	// opened (only the watch goroutine touches it).
+	unusable map[string]bool
 }
 
 // NewCatalogWatcher returns a watcher; key may be nil (sealed credentials
 // then cannot be used and are reported).
 func NewCatalogWatcher(s *Store, js jetstream.JetStream, key *sealed.Key) *CatalogWatcher {
-	return &CatalogWatcher{store: s, key: key, js: js, synced: make(chan struct{})}
+	return &CatalogWatcher{store: s, key: key, js: js, synced: make(chan struct{}), unusable: map[string]bool{}}
 }
 
 // Synced is closed once the catalog's accounts are loaded for the first time.
@@ -118,6 +121,12 @@ func (w *CatalogWatcher) watchOnce(ctx context.Context, ok func()) error {
 		if e == nil {
 			// Initial values done: forget accounts deleted while the watch was down.
 			w.store.pruneCatalog(seen)
+			for a := range w.unusable {
+				if !seen[a] {
+					delete(w.unusable, a)
+				}
+			}
+			w.report()
 			seen = nil
 			ok()
 			select {
@@ -132,11 +141,23 @@ func (w *CatalogWatcher) watchOnce(ctx context.Context, ok func()) error {
 			seen[account] = true
 		}
 		w.apply(account, e)
+		if seen == nil {
+			w.report()
+		}
 	}
+}
+
+// report updates the catalog credentials gauge.
+func (w *CatalogWatcher) report() {
+	w.store.mu.RLock()
+	inUse := len(w.store.catalog)
+	w.store.mu.RUnlock()
+	w.store.o.Metrics.CatalogCredentials(inUse, len(w.unusable))
 }
 
 func (w *CatalogWatcher) apply(account string, e jetstream.KeyValueEntry) {
 	log := w.store.log.With("account", account)
+	delete(w.unusable, account)
 	if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
 		w.store.SetCatalogCredential(account, nil)
 		return
@@ -154,6 +175,7 @@ func (w *CatalogWatcher) apply(account string, e jetstream.KeyValueEntry) {
 	}
 	if w.key == nil {
 		w.store.SetCatalogCredential(account, nil)
+		w.unusable[account] = true
 		log.Error("catalog account has sealed credentials but this cloud adapter has no --secrets-key-file; using files and environment instead",
 			"sealed_with_key", a.GetKeyId())
 		return
@@ -161,6 +183,7 @@ func (w *CatalogWatcher) apply(account string, e jetstream.KeyValueEntry) {
 	c, err := w.key.OpenCredentials(account, a.GetSealedCredentials(), a.GetKeyId())
 	if err != nil {
 		w.store.SetCatalogCredential(account, nil)
+		w.unusable[account] = true
 		log.Error("cannot open the catalog account's credentials; using files and environment instead",
 			"sealed_with_key", a.GetKeyId(), "our_key", w.key.ID(), "err", err)
 		return

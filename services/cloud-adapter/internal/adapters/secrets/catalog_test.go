@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -18,6 +19,7 @@ import (
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -84,7 +86,8 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	file := filepath.Join(dir, "creds.yaml")
 	write(t, file, "accounts:\n  team: {secretId: file-id, secretKey: file-key}\n  other: {secretId: o-id, secretKey: o-key}\n")
 	logs := &lockedBuffer{ch: make(chan struct{}, 1)}
-	s, err := secrets.New(secrets.Options{File: file, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	reg := prometheus.NewRegistry()
+	s, err := secrets.New(secrets.Options{File: file, Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New(reg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +122,12 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	// A new account that only the catalog knows.
 	put("fresh", key, &sealed.Credentials{SecretID: "fresh-id", SecretKey: "fresh-secret"})
 	eventuallyID("fresh", "fresh-id")
+	eventuallyGauge(t, reg, "in_use", 2)
 	// Sealed under another key: not usable, files apply, the error says why.
 	put("team", mustKey(t, 2), &sealed.Credentials{SecretID: "x", SecretKey: "other-key-secret"})
 	eventuallyID("team", "file-id")
+	eventuallyGauge(t, reg, "unusable", 1)
+	eventuallyGauge(t, reg, "in_use", 1)
 	// Credentials cleared: files apply.
 	put("other", key, &sealed.Credentials{SecretID: "o-cat", SecretKey: "o-cat-secret"})
 	eventuallyID("other", "o-cat")
@@ -150,6 +156,39 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Errorf("a log line holds the secret %q", secret)
 		}
+	}
+}
+
+// eventuallyGauge waits until nodesmith_cloud_catalog_credentials{state}
+// equals want.
+func eventuallyGauge(t *testing.T, reg *prometheus.Registry, state string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := -1.0
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "nodesmith_cloud_catalog_credentials" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "state" && l.GetValue() == state {
+						got = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog credentials gauge %s = %v, want %v", state, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
