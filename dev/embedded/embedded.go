@@ -45,6 +45,18 @@ type Config struct {
 	ReadyDelay time.Duration
 	// Quiet hides the banner (tests).
 	Quiet bool
+	// EmulatorKeys are more API keys the CVM emulator accepts, each for a
+	// named emulator account (e.g. for accounts created through the admin
+	// API with their own credentials). The built-in "dev" key is always
+	// accepted.
+	EmulatorKeys []EmulatorKey
+}
+
+// EmulatorKey is one API key of the CVM emulator.
+type EmulatorKey struct {
+	SecretID, SecretKey string
+	// Account is the emulator account the key acts as (its VMs, quotas).
+	Account string
 }
 
 // DefaultConfig is what `make run` uses.

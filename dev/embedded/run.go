@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/natsembed"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	gateway "github.com/nodesmith/nodesmith/services/api-gateway/service"
 	cloudadapter "github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 	hookrunner "github.com/nodesmith/nodesmith/services/hook-runner/service"
@@ -85,6 +86,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretKey"), []byte(emulatorSecret), 0o600); err != nil {
 		return err
 	}
+	// The key the gateway seals credentials written through the admin API
+	// with, and the cloud adapter opens them with.
+	secretsKeyFile := cfg.path("keys", "secrets.key")
+	if _, err := sealed.GenerateKeyFile(secretsKeyFile); err != nil {
+		return err
+	}
 	adminToken := cfg.AdminToken
 	if adminToken == "" {
 		adminToken = os.Getenv("ADMIN_TOKEN")
@@ -120,6 +127,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	emuCfg := cvmemu.DefaultConfig()
 	emuCfg.Credentials = map[string]string{emulatorSecretID: emulatorSecret}
 	emuCfg.Accounts = map[string]string{emulatorSecretID: "dev"}
+	for _, k := range cfg.EmulatorKeys {
+		emuCfg.Credentials[k.SecretID] = k.SecretKey
+		emuCfg.Accounts[k.SecretID] = k.Account
+	}
 	emuCfg.BootDelay = cfg.BootDelay
 	emuCfg.StateFile = cfg.path("emulator-state.json")
 	emuCfg.Logger = log.With("component", "cvmemu")
@@ -152,6 +163,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	ca.TencentEndpoint = emu.Endpoint()
 	ca.TencentScheme = "http"
 	ca.CredentialsDir = credDir
+	ca.SecretsKeyFile = secretsKeyFile
 	ca.WatchPollInterval = time.Second
 
 	hr := hookrunner.DefaultConfig()
@@ -167,6 +179,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	gw.GRPCAddr, gw.RESTAddr = cfg.GRPCAddr, cfg.RESTAddr
 	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates
 	gw.AdminTokens = []string{adminToken}
+	gw.SecretsKeyFile = secretsKeyFile
 
 	ops, err := serveOps(ctx, cfg.OpsAddr, []*component{comps["lifecycle"], comps["api-gateway"], comps["cloud-adapter"], comps["hook-runner"]}, log)
 	if err != nil {

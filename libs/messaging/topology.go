@@ -22,6 +22,9 @@ const (
 	BucketGroups = "nodesmith_groups"
 	// BucketInstances holds one statev1.Instance per key "<group>.<instance id>".
 	BucketInstances = "nodesmith_instances"
+	// BucketCatalog holds one statev1.CatalogEntry per key
+	// "<kind>.<name>": CatalogKeyTemplate, CatalogKeyAccount, CatalogKeyHook.
+	BucketCatalog = "nodesmith_catalog"
 
 	// CommandStream carries commands to workers; work-queue retention deletes
 	// a command once a worker acks it.
@@ -201,6 +204,7 @@ func KeyValueConfigs(o Options) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketGroups, Description: "nodesmith node groups", History: 1, Storage: o.Storage, Replicas: o.Replicas},
 		{Bucket: BucketInstances, Description: "nodesmith instances", History: 1, Storage: o.Storage, Replicas: o.Replicas},
+		{Bucket: BucketCatalog, Description: "nodesmith instance templates, cloud accounts and hooks", History: 1, Storage: o.Storage, Replicas: o.Replicas},
 	}
 }
 
@@ -232,3 +236,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 
 // InstanceKey is the instances-bucket key of an instance.
 func InstanceKey(group, instanceID string) string { return group + "." + instanceID }
+
+// Key prefixes of the catalog bucket: a key is "<prefix>.<name>".
+const (
+	CatalogKeyTemplate = "templates"
+	CatalogKeyAccount  = "accounts"
+	CatalogKeyHook     = "hooks"
+)
+
+// CatalogKey is the key of the catalog entry of kind (a CatalogKey*
+// prefix) named name.
+func CatalogKey(kind, name string) string { return kind + "." + name }

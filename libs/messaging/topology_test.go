@@ -57,7 +57,7 @@ func TestEnsureIsIdempotentAndComplete(t *testing.T) {
 	if _, err := ev.Consumer(ctx, messaging.ConsumerLifecycle); err != nil {
 		t.Fatalf("lifecycle consumer: %v", err)
 	}
-	for _, b := range []string{messaging.BucketGroups, messaging.BucketInstances} {
+	for _, b := range []string{messaging.BucketGroups, messaging.BucketInstances, messaging.BucketCatalog} {
 		if _, err := env.JS.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}

@@ -50,6 +50,11 @@ type Config struct {
 	AdminTokens, ReadOnlyTokens []string
 	// RESTMaxBodyBytes bounds admin API request bodies.
 	RESTMaxBodyBytes int64
+	// SecretsKeyFile holds the key (base64 of 32 random bytes) that seals
+	// cloud credentials written through the admin API; the cloud adapters
+	// need the same file. Empty: account writes that carry credentials
+	// are refused (503), others work.
+	SecretsKeyFile string
 
 	// LifecycleTimeout bounds a mutation end to end (lifecycle round trip
 	// with retries plus the read-your-writes wait). Keep it below CA's
@@ -102,6 +107,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminTokenFile, "rest-admin-token-file", c.AdminTokenFile, "file of REST admin bearer tokens, one per line (also "+EnvAdminTokens+")")
 	fs.StringVar(&c.ReadOnlyTokenFile, "rest-readonly-token-file", c.ReadOnlyTokenFile, "file of REST read-only bearer tokens, one per line (also "+EnvReadOnlyTokens+")")
 	fs.Int64Var(&c.RESTMaxBodyBytes, "rest-max-body-bytes", c.RESTMaxBodyBytes, "largest REST request body accepted, in bytes")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "file with the key (base64 of 32 random bytes) that seals cloud credentials written to /api/v1/accounts; the cloud adapters need the same file")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", c.LifecycleTimeout, "deadline of a mutation (lifecycle round trip and read-your-writes wait); keep below CA's grpc_timeout")
 	fs.DurationVar(&c.LifecycleAttemptTimeout, "lifecycle-attempt-timeout", c.LifecycleAttemptTimeout, "deadline of one attempt of a lifecycle operation; an unanswered attempt is retried with the same request id")
 	fs.StringVar(&c.GPULabel, "gpu-label", c.GPULabel, "node label whose value is the node's GPU type")

@@ -33,6 +33,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/tracing"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 
@@ -139,6 +140,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if cfg.RESTAddr != "" && !auth.Configured() {
 		log.Warn("no REST tokens configured: the admin API rejects every request")
 	}
+	var secretsKey *sealed.Key
+	if cfg.SecretsKeyFile != "" {
+		if secretsKey, err = sealed.LoadKeyFile(cfg.SecretsKeyFile); err != nil {
+			return err
+		}
+		log.Info("cloud credentials written through the admin API are sealed", "key_id", secretsKey.ID())
+	} else if cfg.RESTAddr != "" {
+		log.Info("no --secrets-key-file: accounts can be written through the admin API, but not with credentials")
+	}
 
 	nc := deps.Conn
 	if nc == nil {
@@ -212,7 +222,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			return err
 		}
 		addrs.REST = restL.Addr().String()
-		api := rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg})
+		api := rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey})
 		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
 			otelhttp.WithTracerProvider(tp),
 			otelhttp.WithPropagators(tracing.Propagator),

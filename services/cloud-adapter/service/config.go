@@ -66,6 +66,10 @@ type Config struct {
 	CredentialsFile string
 	// CredentialsReloadInterval is how often the files are re-read.
 	CredentialsReloadInterval time.Duration
+	// SecretsKeyFile holds the key (base64 of 32 bytes) the gateway seals
+	// accounts' credentials with; the same file as the gateway's. Empty:
+	// sealed catalog credentials are not used (files and environment are).
+	SecretsKeyFile string
 }
 
 // DefaultConfig returns production defaults.
@@ -111,6 +115,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TencentScheme, "tencent-scheme", c.TencentScheme, "CVM API scheme: https or http")
 	fs.StringVar(&c.CredentialsDir, "credentials-dir", c.CredentialsDir, "directory of <account>/secretId and <account>/secretKey files")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "YAML/JSON file: accounts: {<account>: {secretId, secretKey, token}}")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "file with the key (base64 of 32 bytes) that opens credentials stored with accounts through the admin API; the gateway's file")
 	fs.DurationVar(&c.CredentialsReloadInterval, "credentials-reload-interval", c.CredentialsReloadInterval, "how often credential files are re-read")
 }
 

@@ -7,6 +7,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/jetstream"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
@@ -112,6 +114,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err != nil {
 		return fmt.Errorf("loading cloud credentials: %w", err)
 	}
+	var secretsKey *sealed.Key
+	if cfg.SecretsKeyFile != "" {
+		if secretsKey, err = sealed.LoadKeyFile(cfg.SecretsKeyFile); err != nil {
+			return err
+		}
+	}
+	catalogCreds := secrets.NewCatalogWatcher(creds, js, secretsKey)
 	clouds := map[string]ports.Cloud{}
 	for name, build := range providers {
 		c, err := build(providerEnv{cfg: cfg, creds: creds, metrics: m, log: log})
@@ -128,6 +137,14 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		}
 		return nil
 	})
+	checks.Add(Name+"-catalog", func(context.Context) error {
+		select {
+		case <-catalogCreds.Synced():
+			return nil
+		default:
+			return errors.New("catalog credentials not loaded yet")
+		}
+	})
 	checks.Add(Name+"-consumer", func(ctx context.Context) error {
 		_, err := cons.Info(ctx)
 		return err
@@ -141,6 +158,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	}
 
 	g, gctx := run.NewGroup(ctx)
+	g.Go("catalog credentials", catalogCreds.Run)
 	svc := app.New(clouds, jetstream.NewEvents(js, m), app.Options{
 		PollInterval:  cfg.WatchPollInterval,
 		MaxWatch:      cfg.WatchMaxDuration,
@@ -149,6 +167,14 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		Logger:        log,
 	})
 	g.Go("consumer", func(ctx context.Context) error {
+		// Commands are taken only once the catalog's credentials are
+		// known: an account whose credentials exist only there would
+		// otherwise fail its first commands.
+		select {
+		case <-catalogCreds.Synced():
+		case <-ctx.Done():
+			return nil
+		}
 		return jetstream.Consume(ctx, cons, svc, worker.Options{
 			Name:          messaging.ConsumerCloudAdapter,
 			Concurrency:   cfg.Concurrency,

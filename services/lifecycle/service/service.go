@@ -183,6 +183,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	defer reg.Unregister(gauges)
 	workerMetrics := worker.NewMetrics(reg)
 	if fileCfg != nil {
+		a.SetConfigCatalog(fileCfg.Catalog)
 		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {
 			return err
 		}
@@ -212,6 +213,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		g.Go("node watcher", a.RunNodeWatcher)
 		g.Go("reconciler", a.RunReconciler)
 		g.Go("status", a.RunStatusReporter)
+		g.Go("catalog", a.RunCatalogConverger)
 		g.Go("ops", func(ctx context.Context) error {
 			return jsadapter.ServeOps(ctx, nc, a, cfg.OpTimeout, log)
 		})
@@ -281,6 +283,7 @@ func watchConfig(ctx context.Context, path string, applied []byte, every time.Du
 			continue
 		}
 		log.Info("configuration file changed; applying", "path", path, "groups", len(cfg.Groups))
+		a.SetConfigCatalog(cfg.Catalog)
 		if err := a.SetConfig(ctx, cfg.Groups); err != nil && !errors.Is(err, app.ErrNotLeader) {
 			log.Error("applying the reloaded configuration", "err", err)
 		}

@@ -25,6 +25,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CatalogKind names the kind of a catalog entry.
+type CatalogKind int32
+
+const (
+	CatalogKind_CATALOG_KIND_UNSPECIFIED CatalogKind = 0
+	CatalogKind_CATALOG_KIND_TEMPLATE    CatalogKind = 1
+	CatalogKind_CATALOG_KIND_ACCOUNT     CatalogKind = 2
+	CatalogKind_CATALOG_KIND_HOOK        CatalogKind = 3
+)
+
+// Enum value maps for CatalogKind.
+var (
+	CatalogKind_name = map[int32]string{
+		0: "CATALOG_KIND_UNSPECIFIED",
+		1: "CATALOG_KIND_TEMPLATE",
+		2: "CATALOG_KIND_ACCOUNT",
+		3: "CATALOG_KIND_HOOK",
+	}
+	CatalogKind_value = map[string]int32{
+		"CATALOG_KIND_UNSPECIFIED": 0,
+		"CATALOG_KIND_TEMPLATE":    1,
+		"CATALOG_KIND_ACCOUNT":     2,
+		"CATALOG_KIND_HOOK":        3,
+	}
+)
+
+func (x CatalogKind) Enum() *CatalogKind {
+	p := new(CatalogKind)
+	*p = x
+	return p
+}
+
+func (x CatalogKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CatalogKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[0].Descriptor()
+}
+
+func (CatalogKind) Type() protoreflect.EnumType {
+	return &file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[0]
+}
+
+func (x CatalogKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CatalogKind.Descriptor instead.
+func (CatalogKind) EnumDescriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{0}
+}
+
 type InstanceAction_Action int32
 
 const (
@@ -64,11 +117,11 @@ func (x InstanceAction_Action) String() string {
 }
 
 func (InstanceAction_Action) Descriptor() protoreflect.EnumDescriptor {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[0].Descriptor()
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[1].Descriptor()
 }
 
 func (InstanceAction_Action) Type() protoreflect.EnumType {
-	return &file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[0]
+	return &file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[1]
 }
 
 func (x InstanceAction_Action) Number() protoreflect.EnumNumber {
@@ -526,6 +579,134 @@ func (x *InstanceAction) GetAction() InstanceAction_Action {
 	return InstanceAction_ACTION_UNSPECIFIED
 }
 
+// PutCatalogEntry creates or replaces a named instance template, cloud
+// account or hook (admin API). Groups referencing a changed template or
+// hook by name get the new version for the VMs they create from then on.
+type PutCatalogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *v1.CatalogEntry       `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// Zero: create only if absent (unless upsert). Otherwise the revision
+	// the caller read.
+	ExpectedRevision uint64 `protobuf:"varint,2,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	// Allow replacing an existing entry without a revision check.
+	Upsert        bool `protobuf:"varint,3,opt,name=upsert,proto3" json:"upsert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutCatalogEntry) Reset() {
+	*x = PutCatalogEntry{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutCatalogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutCatalogEntry) ProtoMessage() {}
+
+func (x *PutCatalogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutCatalogEntry.ProtoReflect.Descriptor instead.
+func (*PutCatalogEntry) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PutCatalogEntry) GetEntry() *v1.CatalogEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *PutCatalogEntry) GetExpectedRevision() uint64 {
+	if x != nil {
+		return x.ExpectedRevision
+	}
+	return 0
+}
+
+func (x *PutCatalogEntry) GetUpsert() bool {
+	if x != nil {
+		return x.Upsert
+	}
+	return false
+}
+
+// DeleteCatalogEntry deletes a catalog entry no group (or, for an account,
+// no template) references.
+type DeleteCatalogEntry struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Kind             CatalogKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=nodesmith.lifecycle.v1.CatalogKind" json:"kind,omitempty"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ExpectedRevision uint64                 `protobuf:"varint,3,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeleteCatalogEntry) Reset() {
+	*x = DeleteCatalogEntry{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCatalogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCatalogEntry) ProtoMessage() {}
+
+func (x *DeleteCatalogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCatalogEntry.ProtoReflect.Descriptor instead.
+func (*DeleteCatalogEntry) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteCatalogEntry) GetKind() CatalogKind {
+	if x != nil {
+		return x.Kind
+	}
+	return CatalogKind_CATALOG_KIND_UNSPECIFIED
+}
+
+func (x *DeleteCatalogEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteCatalogEntry) GetExpectedRevision() uint64 {
+	if x != nil {
+		return x.ExpectedRevision
+	}
+	return 0
+}
+
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -537,6 +718,8 @@ type Request struct {
 	//	*Request_DeleteGroup
 	//	*Request_SetTargetSize
 	//	*Request_InstanceAction
+	//	*Request_PutCatalogEntry
+	//	*Request_DeleteCatalogEntry
 	Op isRequest_Op `protobuf_oneof:"op"`
 	// Identifies the caller's operation across retries: the same id on every
 	// attempt. Lifecycle applies an operation at most once per id (within a
@@ -550,7 +733,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +745,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[8]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +758,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{8}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Request) GetOp() isRequest_Op {
@@ -648,6 +831,24 @@ func (x *Request) GetInstanceAction() *InstanceAction {
 	return nil
 }
 
+func (x *Request) GetPutCatalogEntry() *PutCatalogEntry {
+	if x != nil {
+		if x, ok := x.Op.(*Request_PutCatalogEntry); ok {
+			return x.PutCatalogEntry
+		}
+	}
+	return nil
+}
+
+func (x *Request) GetDeleteCatalogEntry() *DeleteCatalogEntry {
+	if x != nil {
+		if x, ok := x.Op.(*Request_DeleteCatalogEntry); ok {
+			return x.DeleteCatalogEntry
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -687,6 +888,14 @@ type Request_InstanceAction struct {
 	InstanceAction *InstanceAction `protobuf:"bytes,7,opt,name=instance_action,json=instanceAction,proto3,oneof"`
 }
 
+type Request_PutCatalogEntry struct {
+	PutCatalogEntry *PutCatalogEntry `protobuf:"bytes,9,opt,name=put_catalog_entry,json=putCatalogEntry,proto3,oneof"`
+}
+
+type Request_DeleteCatalogEntry struct {
+	DeleteCatalogEntry *DeleteCatalogEntry `protobuf:"bytes,10,opt,name=delete_catalog_entry,json=deleteCatalogEntry,proto3,oneof"`
+}
+
 func (*Request_IncreaseSize) isRequest_Op() {}
 
 func (*Request_DecreaseTargetSize) isRequest_Op() {}
@@ -701,6 +910,10 @@ func (*Request_SetTargetSize) isRequest_Op() {}
 
 func (*Request_InstanceAction) isRequest_Op() {}
 
+func (*Request_PutCatalogEntry) isRequest_Op() {}
+
+func (*Request_DeleteCatalogEntry) isRequest_Op() {}
+
 // Status is an error in gRPC terms: code is a google.golang.org/grpc/codes value.
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -712,7 +925,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +937,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[9]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +950,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{9}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Status) GetCode() int32 {
@@ -763,14 +976,16 @@ type Reply struct {
 	// Set when the operation failed. Usually nothing was written; when a
 	// multi-record operation failed midway (a store outage), the revisions
 	// above say what was written and lifecycle's dispatcher converges the rest.
-	Error         *Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error *Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Revision written in the catalog bucket (0 = nothing written there).
+	CatalogRevision uint64 `protobuf:"varint,4,opt,name=catalog_revision,json=catalogRevision,proto3" json:"catalog_revision,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +997,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +1010,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reply) GetGroupsRevision() uint64 {
@@ -817,6 +1032,13 @@ func (x *Reply) GetError() *Status {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *Reply) GetCatalogRevision() uint64 {
+	if x != nil {
+		return x.CatalogRevision
+	}
+	return 0
 }
 
 var File_nodesmith_lifecycle_v1_lifecycle_proto protoreflect.FileDescriptor
@@ -864,7 +1086,15 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_RETRY\x10\x01\x12\x17\n" +
 	"\x13ACTION_FORCE_DELETE\x10\x02\x12\x11\n" +
-	"\rACTION_CANCEL\x10\x03\"\xd4\x04\n" +
+	"\rACTION_CANCEL\x10\x03\"\x8e\x01\n" +
+	"\x0fPutCatalogEntry\x126\n" +
+	"\x05entry\x18\x01 \x01(\v2 .nodesmith.state.v1.CatalogEntryR\x05entry\x12+\n" +
+	"\x11expected_revision\x18\x02 \x01(\x04R\x10expectedRevision\x12\x16\n" +
+	"\x06upsert\x18\x03 \x01(\bR\x06upsert\"\x8e\x01\n" +
+	"\x12DeleteCatalogEntry\x127\n" +
+	"\x04kind\x18\x01 \x01(\x0e2#.nodesmith.lifecycle.v1.CatalogKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x8b\x06\n" +
 	"\aRequest\x12K\n" +
 	"\rincrease_size\x18\x01 \x01(\v2$.nodesmith.lifecycle.v1.IncreaseSizeH\x00R\fincreaseSize\x12^\n" +
 	"\x14decrease_target_size\x18\x02 \x01(\v2*.nodesmith.lifecycle.v1.DecreaseTargetSizeH\x00R\x12decreaseTargetSize\x12H\n" +
@@ -872,17 +1102,26 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\tput_group\x18\x04 \x01(\v2 .nodesmith.lifecycle.v1.PutGroupH\x00R\bputGroup\x12H\n" +
 	"\fdelete_group\x18\x05 \x01(\v2#.nodesmith.lifecycle.v1.DeleteGroupH\x00R\vdeleteGroup\x12O\n" +
 	"\x0fset_target_size\x18\x06 \x01(\v2%.nodesmith.lifecycle.v1.SetTargetSizeH\x00R\rsetTargetSize\x12Q\n" +
-	"\x0finstance_action\x18\a \x01(\v2&.nodesmith.lifecycle.v1.InstanceActionH\x00R\x0einstanceAction\x12\x1d\n" +
+	"\x0finstance_action\x18\a \x01(\v2&.nodesmith.lifecycle.v1.InstanceActionH\x00R\x0einstanceAction\x12U\n" +
+	"\x11put_catalog_entry\x18\t \x01(\v2'.nodesmith.lifecycle.v1.PutCatalogEntryH\x00R\x0fputCatalogEntry\x12^\n" +
+	"\x14delete_catalog_entry\x18\n" +
+	" \x01(\v2*.nodesmith.lifecycle.v1.DeleteCatalogEntryH\x00R\x12deleteCatalogEntry\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestIdB\x04\n" +
 	"\x02op\"6\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x95\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xc0\x01\n" +
 	"\x05Reply\x12'\n" +
 	"\x0fgroups_revision\x18\x01 \x01(\x04R\x0egroupsRevision\x12-\n" +
 	"\x12instances_revision\x18\x02 \x01(\x04R\x11instancesRevision\x124\n" +
-	"\x05error\x18\x03 \x01(\v2\x1e.nodesmith.lifecycle.v1.StatusR\x05errorBIZGgithub.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1;lifecyclev1b\x06proto3"
+	"\x05error\x18\x03 \x01(\v2\x1e.nodesmith.lifecycle.v1.StatusR\x05error\x12)\n" +
+	"\x10catalog_revision\x18\x04 \x01(\x04R\x0fcatalogRevision*w\n" +
+	"\vCatalogKind\x12\x1c\n" +
+	"\x18CATALOG_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CATALOG_KIND_TEMPLATE\x10\x01\x12\x18\n" +
+	"\x14CATALOG_KIND_ACCOUNT\x10\x02\x12\x15\n" +
+	"\x11CATALOG_KIND_HOOK\x10\x03BIZGgithub.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1;lifecyclev1b\x06proto3"
 
 var (
 	file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescOnce sync.Once
@@ -896,44 +1135,52 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescData
 }
 
-var file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_nodesmith_lifecycle_v1_lifecycle_proto_goTypes = []any{
-	(InstanceAction_Action)(0), // 0: nodesmith.lifecycle.v1.InstanceAction.Action
-	(*IncreaseSize)(nil),       // 1: nodesmith.lifecycle.v1.IncreaseSize
-	(*DecreaseTargetSize)(nil), // 2: nodesmith.lifecycle.v1.DecreaseTargetSize
-	(*NodeRef)(nil),            // 3: nodesmith.lifecycle.v1.NodeRef
-	(*DeleteNodes)(nil),        // 4: nodesmith.lifecycle.v1.DeleteNodes
-	(*PutGroup)(nil),           // 5: nodesmith.lifecycle.v1.PutGroup
-	(*DeleteGroup)(nil),        // 6: nodesmith.lifecycle.v1.DeleteGroup
-	(*SetTargetSize)(nil),      // 7: nodesmith.lifecycle.v1.SetTargetSize
-	(*InstanceAction)(nil),     // 8: nodesmith.lifecycle.v1.InstanceAction
-	(*Request)(nil),            // 9: nodesmith.lifecycle.v1.Request
-	(*Status)(nil),             // 10: nodesmith.lifecycle.v1.Status
-	(*Reply)(nil),              // 11: nodesmith.lifecycle.v1.Reply
-	nil,                        // 12: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	nil,                        // 13: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
-	(*v1.NodeGroup)(nil),       // 14: nodesmith.state.v1.NodeGroup
+	(CatalogKind)(0),           // 0: nodesmith.lifecycle.v1.CatalogKind
+	(InstanceAction_Action)(0), // 1: nodesmith.lifecycle.v1.InstanceAction.Action
+	(*IncreaseSize)(nil),       // 2: nodesmith.lifecycle.v1.IncreaseSize
+	(*DecreaseTargetSize)(nil), // 3: nodesmith.lifecycle.v1.DecreaseTargetSize
+	(*NodeRef)(nil),            // 4: nodesmith.lifecycle.v1.NodeRef
+	(*DeleteNodes)(nil),        // 5: nodesmith.lifecycle.v1.DeleteNodes
+	(*PutGroup)(nil),           // 6: nodesmith.lifecycle.v1.PutGroup
+	(*DeleteGroup)(nil),        // 7: nodesmith.lifecycle.v1.DeleteGroup
+	(*SetTargetSize)(nil),      // 8: nodesmith.lifecycle.v1.SetTargetSize
+	(*InstanceAction)(nil),     // 9: nodesmith.lifecycle.v1.InstanceAction
+	(*PutCatalogEntry)(nil),    // 10: nodesmith.lifecycle.v1.PutCatalogEntry
+	(*DeleteCatalogEntry)(nil), // 11: nodesmith.lifecycle.v1.DeleteCatalogEntry
+	(*Request)(nil),            // 12: nodesmith.lifecycle.v1.Request
+	(*Status)(nil),             // 13: nodesmith.lifecycle.v1.Status
+	(*Reply)(nil),              // 14: nodesmith.lifecycle.v1.Reply
+	nil,                        // 15: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	nil,                        // 16: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	(*v1.NodeGroup)(nil),       // 17: nodesmith.state.v1.NodeGroup
+	(*v1.CatalogEntry)(nil),    // 18: nodesmith.state.v1.CatalogEntry
 }
 var file_nodesmith_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
-	12, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	13, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
-	3,  // 2: nodesmith.lifecycle.v1.DeleteNodes.nodes:type_name -> nodesmith.lifecycle.v1.NodeRef
-	14, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
-	0,  // 4: nodesmith.lifecycle.v1.InstanceAction.action:type_name -> nodesmith.lifecycle.v1.InstanceAction.Action
-	1,  // 5: nodesmith.lifecycle.v1.Request.increase_size:type_name -> nodesmith.lifecycle.v1.IncreaseSize
-	2,  // 6: nodesmith.lifecycle.v1.Request.decrease_target_size:type_name -> nodesmith.lifecycle.v1.DecreaseTargetSize
-	4,  // 7: nodesmith.lifecycle.v1.Request.delete_nodes:type_name -> nodesmith.lifecycle.v1.DeleteNodes
-	5,  // 8: nodesmith.lifecycle.v1.Request.put_group:type_name -> nodesmith.lifecycle.v1.PutGroup
-	6,  // 9: nodesmith.lifecycle.v1.Request.delete_group:type_name -> nodesmith.lifecycle.v1.DeleteGroup
-	7,  // 10: nodesmith.lifecycle.v1.Request.set_target_size:type_name -> nodesmith.lifecycle.v1.SetTargetSize
-	8,  // 11: nodesmith.lifecycle.v1.Request.instance_action:type_name -> nodesmith.lifecycle.v1.InstanceAction
-	10, // 12: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	16, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	4,  // 2: nodesmith.lifecycle.v1.DeleteNodes.nodes:type_name -> nodesmith.lifecycle.v1.NodeRef
+	17, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
+	1,  // 4: nodesmith.lifecycle.v1.InstanceAction.action:type_name -> nodesmith.lifecycle.v1.InstanceAction.Action
+	18, // 5: nodesmith.lifecycle.v1.PutCatalogEntry.entry:type_name -> nodesmith.state.v1.CatalogEntry
+	0,  // 6: nodesmith.lifecycle.v1.DeleteCatalogEntry.kind:type_name -> nodesmith.lifecycle.v1.CatalogKind
+	2,  // 7: nodesmith.lifecycle.v1.Request.increase_size:type_name -> nodesmith.lifecycle.v1.IncreaseSize
+	3,  // 8: nodesmith.lifecycle.v1.Request.decrease_target_size:type_name -> nodesmith.lifecycle.v1.DecreaseTargetSize
+	5,  // 9: nodesmith.lifecycle.v1.Request.delete_nodes:type_name -> nodesmith.lifecycle.v1.DeleteNodes
+	6,  // 10: nodesmith.lifecycle.v1.Request.put_group:type_name -> nodesmith.lifecycle.v1.PutGroup
+	7,  // 11: nodesmith.lifecycle.v1.Request.delete_group:type_name -> nodesmith.lifecycle.v1.DeleteGroup
+	8,  // 12: nodesmith.lifecycle.v1.Request.set_target_size:type_name -> nodesmith.lifecycle.v1.SetTargetSize
+	9,  // 13: nodesmith.lifecycle.v1.Request.instance_action:type_name -> nodesmith.lifecycle.v1.InstanceAction
+	10, // 14: nodesmith.lifecycle.v1.Request.put_catalog_entry:type_name -> nodesmith.lifecycle.v1.PutCatalogEntry
+	11, // 15: nodesmith.lifecycle.v1.Request.delete_catalog_entry:type_name -> nodesmith.lifecycle.v1.DeleteCatalogEntry
+	13, // 16: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_lifecycle_v1_lifecycle_proto_init() }
@@ -941,7 +1188,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 	if File_nodesmith_lifecycle_v1_lifecycle_proto != nil {
 		return
 	}
-	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[8].OneofWrappers = []any{
+	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10].OneofWrappers = []any{
 		(*Request_IncreaseSize)(nil),
 		(*Request_DecreaseTargetSize)(nil),
 		(*Request_DeleteNodes)(nil),
@@ -949,14 +1196,16 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 		(*Request_DeleteGroup)(nil),
 		(*Request_SetTargetSize)(nil),
 		(*Request_InstanceAction)(nil),
+		(*Request_PutCatalogEntry)(nil),
+		(*Request_DeleteCatalogEntry)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc), len(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   13,
+			NumEnums:      2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1244,6 +1244,213 @@ func (x *Instance) GetReleased() bool {
 	return false
 }
 
+// CloudAccount is a cloud account of the catalog (key "accounts.<name>" in
+// the catalog bucket). Its credentials, when given through the admin API,
+// are sealed by the gateway (AES-256-GCM, libs/sealed, the account name as
+// associated data) and opened only by the cloud adapter, which holds the
+// same key: they never cross NATS or rest in KV in plaintext.
+type CloudAccount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Cloud provider adapter name, e.g. "tencentcloud".
+	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Regions the account is used in; the first is the default region of
+	// templates on this account that name none.
+	Regions []string `protobuf:"bytes,3,rep,name=regions,proto3" json:"regions,omitempty"`
+	// Sealed credentials (libs/sealed); empty when the cloud adapter's
+	// files or environment hold this account's credentials.
+	SealedCredentials []byte `protobuf:"bytes,4,opt,name=sealed_credentials,json=sealedCredentials,proto3" json:"sealed_credentials,omitempty"`
+	// Id of the key that sealed them (a short SHA-256 prefix of the key), so
+	// a key mismatch is reported as such.
+	KeyId         string `protobuf:"bytes,5,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloudAccount) Reset() {
+	*x = CloudAccount{}
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloudAccount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloudAccount) ProtoMessage() {}
+
+func (x *CloudAccount) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloudAccount.ProtoReflect.Descriptor instead.
+func (*CloudAccount) Descriptor() ([]byte, []int) {
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CloudAccount) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CloudAccount) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *CloudAccount) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *CloudAccount) GetSealedCredentials() []byte {
+	if x != nil {
+		return x.SealedCredentials
+	}
+	return nil
+}
+
+func (x *CloudAccount) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+// CatalogEntry is one record of the catalog bucket: a named instance
+// template, cloud account or hook. Node groups reference templates and
+// hooks by name and hold a snapshot of them, which lifecycle refreshes
+// when the entry changes.
+type CatalogEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Entry:
+	//
+	//	*CatalogEntry_Template
+	//	*CatalogEntry_Account
+	//	*CatalogEntry_Hook
+	Entry isCatalogEntry_Entry `protobuf_oneof:"entry"`
+	// Where the definition came from: "config" or "api".
+	Source        string                 `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogEntry) Reset() {
+	*x = CatalogEntry{}
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogEntry) ProtoMessage() {}
+
+func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
+func (*CatalogEntry) Descriptor() ([]byte, []int) {
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CatalogEntry) GetEntry() isCatalogEntry_Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetTemplate() *InstanceTemplate {
+	if x != nil {
+		if x, ok := x.Entry.(*CatalogEntry_Template); ok {
+			return x.Template
+		}
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetAccount() *CloudAccount {
+	if x != nil {
+		if x, ok := x.Entry.(*CatalogEntry_Account); ok {
+			return x.Account
+		}
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetHook() *HookSpec {
+	if x != nil {
+		if x, ok := x.Entry.(*CatalogEntry_Hook); ok {
+			return x.Hook
+		}
+	}
+	return nil
+}
+
+func (x *CatalogEntry) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CatalogEntry) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+type isCatalogEntry_Entry interface {
+	isCatalogEntry_Entry()
+}
+
+type CatalogEntry_Template struct {
+	Template *InstanceTemplate `protobuf:"bytes,1,opt,name=template,proto3,oneof"`
+}
+
+type CatalogEntry_Account struct {
+	Account *CloudAccount `protobuf:"bytes,2,opt,name=account,proto3,oneof"`
+}
+
+type CatalogEntry_Hook struct {
+	Hook *HookSpec `protobuf:"bytes,3,opt,name=hook,proto3,oneof"`
+}
+
+func (*CatalogEntry_Template) isCatalogEntry_Entry() {}
+
+func (*CatalogEntry_Account) isCatalogEntry_Entry() {}
+
+func (*CatalogEntry_Hook) isCatalogEntry_Entry() {}
+
 var File_nodesmith_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_nodesmith_state_v1_state_proto_rawDesc = "" +
@@ -1374,7 +1581,21 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"sshHostKey\x12(\n" +
 	"\x10hook_output_tail\x18\x14 \x01(\tR\x0ehookOutputTail\x12\x1b\n" +
 	"\tin_flight\x18\x15 \x01(\bR\binFlight\x12\x1a\n" +
-	"\breleased\x18\x16 \x01(\bR\breleased*\x99\x02\n" +
+	"\breleased\x18\x16 \x01(\bR\breleased\"\x9e\x01\n" +
+	"\fCloudAccount\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
+	"\aregions\x18\x03 \x03(\tR\aregions\x12-\n" +
+	"\x12sealed_credentials\x18\x04 \x01(\fR\x11sealedCredentials\x12\x15\n" +
+	"\x06key_id\x18\x05 \x01(\tR\x05keyId\"\xa0\x02\n" +
+	"\fCatalogEntry\x12B\n" +
+	"\btemplate\x18\x01 \x01(\v2$.nodesmith.state.v1.InstanceTemplateH\x00R\btemplate\x12<\n" +
+	"\aaccount\x18\x02 \x01(\v2 .nodesmith.state.v1.CloudAccountH\x00R\aaccount\x122\n" +
+	"\x04hook\x18\x03 \x01(\v2\x1c.nodesmith.state.v1.HookSpecH\x00R\x04hook\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x129\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\a\n" +
+	"\x05entry*\x99\x02\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -1403,7 +1624,7 @@ func file_nodesmith_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(InstanceState)(0),            // 0: nodesmith.state.v1.InstanceState
 	(OnFailure)(0),                // 1: nodesmith.state.v1.OnFailure
@@ -1418,52 +1639,58 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(*ErrorInfo)(nil),             // 10: nodesmith.state.v1.ErrorInfo
 	(*Transition)(nil),            // 11: nodesmith.state.v1.Transition
 	(*Instance)(nil),              // 12: nodesmith.state.v1.Instance
-	nil,                           // 13: nodesmith.state.v1.NodeTemplate.LabelsEntry
-	nil,                           // 14: nodesmith.state.v1.NodeTemplate.AnnotationsEntry
-	nil,                           // 15: nodesmith.state.v1.NodeTemplate.CapacityEntry
-	nil,                           // 16: nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	nil,                           // 17: nodesmith.state.v1.HookSpec.EnvEntry
-	nil,                           // 18: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*CloudAccount)(nil),          // 13: nodesmith.state.v1.CloudAccount
+	(*CatalogEntry)(nil),          // 14: nodesmith.state.v1.CatalogEntry
+	nil,                           // 15: nodesmith.state.v1.NodeTemplate.LabelsEntry
+	nil,                           // 16: nodesmith.state.v1.NodeTemplate.AnnotationsEntry
+	nil,                           // 17: nodesmith.state.v1.NodeTemplate.CapacityEntry
+	nil,                           // 18: nodesmith.state.v1.NodeTemplate.AllocatableEntry
+	nil,                           // 19: nodesmith.state.v1.HookSpec.EnvEntry
+	nil,                           // 20: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
-	13, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
-	14, // 1: nodesmith.state.v1.NodeTemplate.annotations:type_name -> nodesmith.state.v1.NodeTemplate.AnnotationsEntry
+	15, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
+	16, // 1: nodesmith.state.v1.NodeTemplate.annotations:type_name -> nodesmith.state.v1.NodeTemplate.AnnotationsEntry
 	2,  // 2: nodesmith.state.v1.NodeTemplate.taints:type_name -> nodesmith.state.v1.Taint
-	15, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
-	16, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	19, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
-	19, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
-	19, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
-	19, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
+	17, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
+	18, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
+	21, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
+	21, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
+	21, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
+	21, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
 	1,  // 9: nodesmith.state.v1.HookSpec.on_failure:type_name -> nodesmith.state.v1.OnFailure
-	17, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
+	19, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
 	5,  // 11: nodesmith.state.v1.Hooks.after_created:type_name -> nodesmith.state.v1.HookSpec
 	5,  // 12: nodesmith.state.v1.Hooks.before_delete:type_name -> nodesmith.state.v1.HookSpec
-	18, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
+	20, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
 	8,  // 14: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
 	3,  // 15: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
 	4,  // 16: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
 	6,  // 17: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
 	7,  // 18: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	20, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	22, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
 	0,  // 21: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
 	0,  // 22: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	20, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	22, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
 	0,  // 24: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
 	10, // 25: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	20, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	20, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	20, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	20, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	22, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	22, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	22, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	22, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
 	11, // 30: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	8,  // 31: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
+	13, // 32: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
+	5,  // 33: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
+	22, // 34: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
@@ -1472,13 +1699,18 @@ func file_nodesmith_state_v1_state_proto_init() {
 		return
 	}
 	file_nodesmith_state_v1_state_proto_msgTypes[2].OneofWrappers = []any{}
+	file_nodesmith_state_v1_state_proto_msgTypes[12].OneofWrappers = []any{
+		(*CatalogEntry_Template)(nil),
+		(*CatalogEntry_Account)(nil),
+		(*CatalogEntry_Hook)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_state_v1_state_proto_rawDesc), len(file_nodesmith_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

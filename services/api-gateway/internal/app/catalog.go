@@ -3,58 +3,88 @@ package app
 import (
 	"cmp"
 	"container/heap"
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-// The catalog views below are derived from the node groups: lifecycle
-// resolves the configuration's instance templates, accounts and hooks into
-// a snapshot inside every group record, and those snapshots are all the
-// gateway sees. A template, account or hook no group references is
-// therefore not listed.
+// The catalog views come from the catalog bucket (lifecycle writes the
+// configuration file's accounts and templates there, and whatever
+// operators create through the admin API); which groups use an entry is
+// derived from the groups, which reference templates and hooks by name
+// and hold a snapshot of them. Named templates and hooks that only exist
+// inline in groups (written through the API before the catalog existed)
+// are listed too, without a source or revision.
 
-// TemplateView is a named instance template as the groups hold it.
+// Catalog kinds, as the API names them; they are also the key prefixes of
+// the catalog bucket (libs/messaging.CatalogKey*).
+const (
+	KindTemplates = "templates"
+	KindAccounts  = "accounts"
+	KindHooks     = "hooks"
+)
+
+// CatalogKey is the catalog bucket key of an entry.
+func CatalogKey(kind, name string) string { return kind + "." + name }
+
+// TemplateView is a named instance template.
 type TemplateView struct {
 	Name string
-	// Template is the snapshot of the most recently updated group using
-	// it. Shared: callers must not modify it.
+	// Template is the catalog's definition, or for an inline template the
+	// snapshot of the most recently updated group using it. Shared:
+	// callers must not modify it.
 	Template *statev1.InstanceTemplate
 	// Groups are the ids of the groups using the template, sorted.
 	Groups []string
-	// Divergent reports that the groups hold different snapshots under
-	// this name (a configuration change not yet applied to every group, or
-	// groups written through the API with the same name).
+	// Divergent reports that some group holds another version under this
+	// name (a change not yet applied to every group, or a group defined
+	// in the configuration file with its own template of that name).
 	Divergent bool
+	// Source is "config" or "api" for catalog entries, "" for inline ones.
+	Source   string
+	Revision uint64
 }
 
-// AccountView is a cloud account as the groups' templates reference it.
-// Credentials are never part of it: they stay with the cloud adapter.
+// AccountView is a cloud account. Credentials are never part of it.
 type AccountView struct {
 	Name     string
 	Provider string
-	// Regions, Templates and Groups are sorted and distinct.
+	// Regions, Templates and Groups are sorted and distinct; Regions of a
+	// catalog account keep the account's order (the first is the default).
 	Regions   []string
 	Templates []string
 	Groups    []string
+	// HasSealedCredentials: the catalog holds credentials for the account
+	// (sealed under key KeyID); otherwise the cloud adapter's files or
+	// environment must.
+	HasSealedCredentials bool
+	KeyID                string
+	Source               string
+	Revision             uint64
 }
 
-// HookView is a named hook of one phase as the groups hold it.
+// HookView is a named hook.
 type HookView struct {
 	Name string
-	// Phase is "afterCreated" or "beforeDelete".
+	// Phase is "afterCreated" or "beforeDelete" for inline hooks, "" for
+	// catalog hooks (usable in either phase).
 	Phase string
-	// Spec is the snapshot of the most recently updated group using it.
+	// Spec is the catalog's definition or the newest group snapshot.
 	// Shared: callers must not modify it (and must never expose its
 	// script or environment).
 	Spec      *statev1.HookSpec
 	Groups    []string
 	Divergent bool
+	Source    string
+	Revision  uint64
 }
 
 // Hook phases as the API names them.
@@ -63,10 +93,20 @@ const (
 	PhaseBeforeDelete = "beforeDelete"
 )
 
-// groupsNewestFirst returns the groups, most recently updated first (then
-// by id), so a catalog entry shows the latest snapshot.
-func (s *Service) groupsNewestFirst() ([]GroupView, error) {
+func (s *Service) catalogReady() error {
 	if err := s.ready(); err != nil {
+		return err
+	}
+	if !s.rm.CatalogSynced() {
+		return domain.Errorf(domain.CodeUnavailable, "the gateway is still loading the catalog from NATS")
+	}
+	return nil
+}
+
+// groupsNewestFirst returns the groups, most recently updated first (then
+// by id), so an inline entry shows the latest snapshot.
+func (s *Service) groupsNewestFirst() ([]GroupView, error) {
+	if err := s.catalogReady(); err != nil {
 		return nil, err
 	}
 	groups := s.rm.Groups()
@@ -76,14 +116,21 @@ func (s *Service) groupsNewestFirst() ([]GroupView, error) {
 	return groups, nil
 }
 
-// Templates lists the named instance templates the groups use, by name.
-// Templates given inline without a name appear only in their group.
+// Templates lists the catalog's instance templates and the named inline
+// templates of groups, by name.
 func (s *Service) Templates() ([]TemplateView, error) {
 	groups, err := s.groupsNewestFirst()
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*TemplateView{}
+	for _, c := range s.rm.Catalog(KindTemplates + ".") {
+		t := c.Entry.GetTemplate()
+		if t == nil {
+			continue
+		}
+		byName[t.GetName()] = &TemplateView{Name: t.GetName(), Template: t, Source: c.Entry.GetSource(), Revision: c.Revision}
+	}
 	for _, g := range groups {
 		t := g.Record.GetInstanceTemplate()
 		if t.GetName() == "" {
@@ -118,16 +165,36 @@ func (s *Service) Template(name string) (TemplateView, error) {
 			return v, nil
 		}
 	}
-	return TemplateView{}, domain.Errorf(domain.CodeNotFound, "no node group uses an instance template named %q", name)
+	return TemplateView{}, domain.Errorf(domain.CodeNotFound, "instance template %q not found", name)
 }
 
-// Accounts lists the cloud accounts the groups' templates reference.
+// Accounts lists the catalog's cloud accounts and those the groups'
+// templates reference.
 func (s *Service) Accounts() ([]AccountView, error) {
 	groups, err := s.groupsNewestFirst()
 	if err != nil {
 		return nil, err
 	}
 	byName := map[string]*AccountView{}
+	fixedRegions := map[string]bool{}
+	for _, c := range s.rm.Catalog(KindAccounts + ".") {
+		a := c.Entry.GetAccount()
+		if a == nil {
+			continue
+		}
+		byName[a.GetName()] = &AccountView{
+			Name: a.GetName(), Provider: a.GetProvider(), Regions: slices.Clone(a.GetRegions()),
+			HasSealedCredentials: len(a.GetSealedCredentials()) > 0, KeyID: a.GetKeyId(),
+			Source: c.Entry.GetSource(), Revision: c.Revision,
+		}
+		fixedRegions[a.GetName()] = true
+	}
+	for _, c := range s.rm.Catalog(KindTemplates + ".") {
+		t := c.Entry.GetTemplate()
+		if v := byName[t.GetAccount()]; v != nil {
+			v.Templates = appendNonEmpty(v.Templates, t.GetName())
+		}
+	}
 	for _, g := range groups {
 		t := g.Record.GetInstanceTemplate()
 		if t.GetAccount() == "" {
@@ -138,13 +205,18 @@ func (s *Service) Accounts() ([]AccountView, error) {
 			v = &AccountView{Name: t.GetAccount(), Provider: t.GetProvider()}
 			byName[t.GetAccount()] = v
 		}
-		v.Regions = appendNonEmpty(v.Regions, t.GetRegion())
+		if !fixedRegions[v.Name] {
+			v.Regions = appendNonEmpty(v.Regions, t.GetRegion())
+		}
 		v.Templates = appendNonEmpty(v.Templates, t.GetName())
 		v.Groups = append(v.Groups, g.Record.GetId())
 	}
 	out := make([]AccountView, 0, len(byName))
 	for _, v := range byName {
-		v.Regions, v.Templates, v.Groups = sortedSet(v.Regions), sortedSet(v.Templates), sortedSet(v.Groups)
+		if !fixedRegions[v.Name] {
+			v.Regions = sortedSet(v.Regions)
+		}
+		v.Templates, v.Groups = sortedSet(v.Templates), sortedSet(v.Groups)
 		out = append(out, *v)
 	}
 	slices.SortFunc(out, func(a, b AccountView) int { return strings.Compare(a.Name, b.Name) })
@@ -162,10 +234,11 @@ func (s *Service) Account(name string) (AccountView, error) {
 			return v, nil
 		}
 	}
-	return AccountView{}, domain.Errorf(domain.CodeNotFound, "no node group uses a cloud account named %q", name)
+	return AccountView{}, domain.Errorf(domain.CodeNotFound, "cloud account %q not found", name)
 }
 
-// Hooks lists the named hooks the groups use, by phase and name.
+// Hooks lists the catalog's hooks (by name) and the named inline hooks of
+// groups (by phase and name).
 func (s *Service) Hooks() ([]HookView, error) {
 	groups, err := s.groupsNewestFirst()
 	if err != nil {
@@ -173,12 +246,28 @@ func (s *Service) Hooks() ([]HookView, error) {
 	}
 	type key struct{ phase, name string }
 	byKey := map[key]*HookView{}
+	for _, c := range s.rm.Catalog(KindHooks + ".") {
+		h := c.Entry.GetHook()
+		if h == nil {
+			continue
+		}
+		byKey[key{"", h.GetName()}] = &HookView{Name: h.GetName(), Spec: h, Source: c.Entry.GetSource(), Revision: c.Revision}
+	}
 	for _, g := range groups {
 		for _, h := range []struct {
 			phase string
 			spec  *statev1.HookSpec
 		}{{PhaseAfterCreated, g.Record.GetHooks().GetAfterCreated()}, {PhaseBeforeDelete, g.Record.GetHooks().GetBeforeDelete()}} {
 			if h.spec.GetName() == "" {
+				continue
+			}
+			if v := byKey[key{"", h.spec.GetName()}]; v != nil {
+				if !slices.Contains(v.Groups, g.Record.GetId()) {
+					v.Groups = append(v.Groups, g.Record.GetId())
+				}
+				if !proto.Equal(v.Spec, h.spec) {
+					v.Divergent = true
+				}
 				continue
 			}
 			k := key{h.phase, h.spec.GetName()}
@@ -201,6 +290,105 @@ func (s *Service) Hooks() ([]HookView, error) {
 		return cmp.Or(strings.Compare(a.Phase, b.Phase), strings.Compare(a.Name, b.Name))
 	})
 	return out, nil
+}
+
+// Hook returns the named hook of the catalog, else the first inline hook
+// of that name.
+func (s *Service) Hook(name string) (HookView, error) {
+	all, err := s.Hooks()
+	if err != nil {
+		return HookView{}, err
+	}
+	for _, v := range all {
+		if v.Name == name {
+			return v, nil
+		}
+	}
+	return HookView{}, domain.Errorf(domain.CodeNotFound, "hook %q not found", name)
+}
+
+// CatalogEntry returns the catalog entry of kind named name.
+func (s *Service) CatalogEntry(kind, name string) (CatalogView, bool) {
+	return s.rm.CatalogEntry(CatalogKey(kind, name))
+}
+
+var catalogKinds = map[string]lifecyclev1.CatalogKind{
+	KindTemplates: lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE,
+	KindAccounts:  lifecyclev1.CatalogKind_CATALOG_KIND_ACCOUNT,
+	KindHooks:     lifecyclev1.CatalogKind_CATALOG_KIND_HOOK,
+}
+
+func entryKindName(e *statev1.CatalogEntry) (kind, name string) {
+	switch x := e.GetEntry().(type) {
+	case *statev1.CatalogEntry_Template:
+		return KindTemplates, x.Template.GetName()
+	case *statev1.CatalogEntry_Account:
+		return KindAccounts, x.Account.GetName()
+	case *statev1.CatalogEntry_Hook:
+		return KindHooks, x.Hook.GetName()
+	}
+	return "", ""
+}
+
+// PutCatalogEntry creates or replaces a catalog entry (operators), with
+// the semantics of PutGroup: expectedRevision zero only creates unless
+// upsert; otherwise the entry must still be at expectedRevision.
+func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, expectedRevision uint64, upsert bool) (view CatalogView, created bool, err error) {
+	kind, name := entryKindName(e)
+	if kind == "" {
+		return CatalogView{}, false, domain.Errorf(domain.CodeInvalidArgument, "the entry holds no template, account or hook")
+	}
+	if err := s.catalogReady(); err != nil {
+		return CatalogView{}, false, err
+	}
+	cur, exists := s.CatalogEntry(kind, name)
+	what := strings.TrimSuffix(kind, "s") + " " + name
+	switch {
+	case expectedRevision != 0 && !exists:
+		return CatalogView{}, false, domain.Errorf(domain.CodeNotFound, "%s not found", what)
+	case expectedRevision != 0 && cur.Revision != expectedRevision:
+		return CatalogView{}, false, domain.Errorf(domain.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
+	case expectedRevision == 0 && exists && !upsert:
+		return CatalogView{}, false, domain.Errorf(domain.CodeAlreadyExists, "%s already exists", what)
+	}
+	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{
+		PutCatalogEntry: &lifecyclev1.PutCatalogEntry{Entry: e, ExpectedRevision: expectedRevision, Upsert: upsert},
+	}}, slog.String("kind", kind), slog.String("name", name), slog.Bool("create", !exists)); err != nil {
+		return CatalogView{}, false, err
+	}
+	view, ok := s.CatalogEntry(kind, name)
+	if !ok {
+		return CatalogView{}, false, domain.Errorf(domain.CodeAborted, "%s was deleted concurrently", what)
+	}
+	return view, !exists, nil
+}
+
+// DeleteCatalogEntry deletes a catalog entry if it is still at
+// expectedRevision (zero: the revision this gateway sees). Lifecycle
+// refuses while groups (or, for an account, templates) use it.
+func (s *Service) DeleteCatalogEntry(ctx context.Context, kind, name string, expectedRevision uint64) error {
+	k, ok := catalogKinds[kind]
+	if !ok {
+		return domain.Errorf(domain.CodeInvalidArgument, "unknown catalog kind %q", kind)
+	}
+	if err := s.catalogReady(); err != nil {
+		return err
+	}
+	what := strings.TrimSuffix(kind, "s") + " " + name
+	cur, exists := s.CatalogEntry(kind, name)
+	if !exists {
+		return domain.Errorf(domain.CodeNotFound, "%s not found", what)
+	}
+	if expectedRevision == 0 {
+		expectedRevision = cur.Revision
+	}
+	if cur.Revision != expectedRevision {
+		return domain.Errorf(domain.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
+	}
+	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{
+		DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{Kind: k, Name: name, ExpectedRevision: expectedRevision},
+	}}, slog.String("kind", kind), slog.String("name", name))
+	return err
 }
 
 func appendNonEmpty(list []string, s string) []string {

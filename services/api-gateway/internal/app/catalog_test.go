@@ -178,3 +178,74 @@ func TestListInstancesByStates(t *testing.T) {
 		t.Fatalf("PENDING or RUNNING = %v, want %v", keys, want)
 	}
 }
+
+// Catalog entries are listed from the catalog bucket; groups add who uses
+// them, and a group holding another version marks the entry divergent.
+func TestCatalogEntriesComeFromTheCatalogBucket(t *testing.T) {
+	f := catalogFixture(t)
+	small := &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJson: `{"LoginSettings":{"Password":"p"}}`}
+	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "small"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: small}, Source: "api"})
+	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "unused"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: &statev1.InstanceTemplate{Name: "unused", Account: "team"}}, Source: "api"})
+	f.rm.PutCatalog(app.CatalogKey(app.KindAccounts, "team"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{
+		Name: "team", Provider: "tencentcloud", Regions: []string{"ap-shanghai", "ap-beijing"}, SealedCredentials: []byte{1}, KeyId: "k1"}}, Source: "api"})
+	hookRev := f.next()
+	f.rm.PutCatalog(app.CatalogKey(app.KindHooks, "join"), hookRev, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "join", Script: "other"}}, Source: "config"})
+
+	tpls, err := f.svc.Templates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range tpls {
+		names = append(names, fmt.Sprintf("%s%v divergent=%v source=%q", v.Name, v.Groups, v.Divergent, v.Source))
+	}
+	want := []string{`large[gpu] divergent=false source=""`, `small[web web2] divergent=true source="api"`, `unused[] divergent=false source="api"`}
+	if !slices.Equal(names, want) {
+		t.Fatalf("Templates = %v, want %v", names, want)
+	}
+	acct, err := f.svc.Account("team")
+	if err != nil || !acct.HasSealedCredentials || acct.KeyID != "k1" || !slices.Equal(acct.Regions, []string{"ap-shanghai", "ap-beijing"}) ||
+		!slices.Equal(acct.Templates, []string{"unused"}) || acct.Revision == 0 {
+		t.Errorf("Account(team) = %+v, %v", acct, err)
+	}
+	h, err := f.svc.Hook("join")
+	if err != nil || h.Phase != "" || h.Source != "config" || h.Revision != hookRev || !h.Divergent || !slices.Equal(h.Groups, []string{"web", "web2"}) {
+		t.Errorf("Hook(join) = %+v, %v", h, err)
+	}
+	// Deleted from the bucket: the template is inline-only again.
+	f.rm.DeleteCatalog(app.CatalogKey(app.KindTemplates, "small"), f.next())
+	if v, err := f.svc.Template("small"); err != nil || v.Source != "" || v.Revision != 0 {
+		t.Errorf("after the delete: %+v, %v", v, err)
+	}
+}
+
+func TestCatalogWritesCheckRevisionsFirst(t *testing.T) {
+	f := newFixture(t)
+	e := &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "h", Script: "x"}}}
+	f.rm.PutCatalog(app.CatalogKey(app.KindHooks, "h"), f.next(), e)
+	ctx := t.Context()
+	tests := []struct {
+		name string
+		err  error
+		want domain.Code
+	}{
+		{"create over existing", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 0, false); return err }(), domain.CodeAlreadyExists},
+		{"stale revision", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 99, false); return err }(), domain.CodeAborted},
+		{"missing entry with revision", func() error {
+			_, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "ghost"}}}, 3, false)
+			return err
+		}(), domain.CodeNotFound},
+		{"empty entry", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{}, 0, false); return err }(), domain.CodeInvalidArgument},
+		{"delete unknown kind", f.svc.DeleteCatalogEntry(ctx, "widgets", "h", 0), domain.CodeInvalidArgument},
+		{"delete missing", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "ghost", 0), domain.CodeNotFound},
+		{"delete stale", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "h", 99), domain.CodeAborted},
+	}
+	for _, tc := range tests {
+		if codeOf(tc.err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, tc.err, tc.want)
+		}
+	}
+	if n := len(f.lc.Calls()); n != 0 {
+		t.Errorf("%d refused writes reached lifecycle", n)
+	}
+}

@@ -30,5 +30,6 @@ func syncedModel() *ReadModel {
 	m := NewReadModel()
 	m.MarkSynced(BucketGroups, nil)
 	m.MarkSynced(BucketInstances, nil)
+	m.MarkSynced(BucketCatalog, nil)
 	return m
 }

@@ -25,6 +25,7 @@ type Bucket int
 const (
 	BucketGroups Bucket = iota
 	BucketInstances
+	BucketCatalog
 	numBuckets
 )
 
@@ -34,6 +35,8 @@ func (b Bucket) String() string {
 		return "groups"
 	case BucketInstances:
 		return "instances"
+	case BucketCatalog:
+		return "catalog"
 	}
 	return fmt.Sprintf("bucket(%d)", int(b))
 }
@@ -138,8 +141,10 @@ type ReadModel struct {
 	byProviderID multiIndex
 	byNodeName   multiIndex
 	byID         multiIndex
-	rev          [numBuckets]uint64
-	synced       [numBuckets]bool
+	// catalog holds the catalog bucket by KV key (readmodel_catalog.go).
+	catalog map[string]CatalogView
+	rev     [numBuckets]uint64
+	synced  [numBuckets]bool
 	// changed is closed (and cleared) whenever a revision advances or a
 	// bucket becomes synced; it exists only while someone waits, so the
 	// initial load of many thousand records allocates no channels.
@@ -155,6 +160,7 @@ func NewReadModel() *ReadModel {
 		byProviderID: multiIndex{},
 		byNodeName:   multiIndex{},
 		byID:         multiIndex{},
+		catalog:      map[string]CatalogView{},
 	}
 }
 
@@ -291,6 +297,12 @@ func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 		for k, e := range m.instances {
 			if _, ok := seen[k]; !ok {
 				m.unindex(e)
+			}
+		}
+	case b == BucketCatalog:
+		for k := range m.catalog {
+			if _, ok := seen[k]; !ok {
+				delete(m.catalog, k)
 			}
 		}
 	}

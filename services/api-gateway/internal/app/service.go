@@ -460,7 +460,14 @@ func (s *Service) do(ctx context.Context, req *lifecyclev1.Request, attrs ...any
 		return revs, domain.Errorf(domain.CodeDeadlineExceeded,
 			"the operation was applied (groups revision %d, instances revision %d) but is not yet visible to this gateway", revs.Groups, revs.Instances)
 	}
-	s.log.InfoContext(ctx, "lifecycle operation applied", slog.Group("op", attrs...), "groups_revision", revs.Groups, "instances_revision", revs.Instances)
+	if revs.Catalog != 0 {
+		if err := s.rm.WaitForCatalog(ctx, revs.Catalog); err != nil {
+			s.log.WarnContext(ctx, "operation applied but not yet visible", slog.Group("op", attrs...), "catalog_revision", revs.Catalog, "err", err)
+			return revs, domain.Errorf(domain.CodeDeadlineExceeded,
+				"the operation was applied (catalog revision %d) but is not yet visible to this gateway", revs.Catalog)
+		}
+	}
+	s.log.InfoContext(ctx, "lifecycle operation applied", slog.Group("op", attrs...), "groups_revision", revs.Groups, "instances_revision", revs.Instances, "catalog_revision", revs.Catalog)
 	return revs, nil
 }
 

@@ -35,6 +35,7 @@ func newFixture(t *testing.T) *fixture {
 	f.svc = app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second, GPULabel: "nodesmith.io/gpu-type"}, nil)
 	f.rm.MarkSynced(app.BucketGroups, nil)
 	f.rm.MarkSynced(app.BucketInstances, nil)
+	f.rm.MarkSynced(app.BucketCatalog, nil)
 	return f
 }
 

@@ -14,6 +14,7 @@ import (
 type Revisions struct {
 	Groups    uint64
 	Instances uint64
+	Catalog   uint64
 }
 
 // Lifecycle performs state-changing operations on the lifecycle service,

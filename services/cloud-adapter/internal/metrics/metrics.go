@@ -20,6 +20,7 @@ type Cloud struct {
 	rateBurst *prometheus.GaugeVec
 	events    *prometheus.CounterVec
 	credsLoad *prometheus.CounterVec
+	catalog   *prometheus.GaugeVec
 }
 
 // New registers the metrics on reg. Registering twice on the same registry
@@ -57,6 +58,11 @@ func New(reg prometheus.Registerer) *Cloud {
 			Name: "nodesmith_cloud_credentials_reloads_total",
 			Help: "Credential reloads by result (changed, unchanged, error).",
 		}, []string{"result"})),
+		catalog: libmetrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodesmith_cloud_catalog_credentials",
+			Help: "Catalog accounts with sealed credentials, by state: in_use, or unusable (no --secrets-key-file, " +
+				"sealed under another key, corrupt); unusable accounts fall back to the credential files.",
+		}, []string{"state"})),
 	}
 }
 
@@ -101,4 +107,14 @@ func (m *Cloud) CredentialsReload(result string) {
 		return
 	}
 	m.credsLoad.WithLabelValues(result).Inc()
+}
+
+// CatalogCredentials records how many catalog accounts' sealed credentials
+// are in use and how many cannot be opened.
+func (m *Cloud) CatalogCredentials(inUse, unusable int) {
+	if m == nil {
+		return
+	}
+	m.catalog.WithLabelValues("in_use").Set(float64(inUse))
+	m.catalog.WithLabelValues("unusable").Set(float64(unusable))
 }

@@ -159,6 +159,8 @@ type App struct {
 	// adoptReported remembers, per Node, the last reason it was not
 	// adopted, so it is reported once rather than every pass.
 	adoptReported map[string]string
+	// cat is the catalog of named templates, accounts and hooks (catalog.go).
+	cat catalogState
 }
 
 type realClock struct{}
@@ -275,8 +277,13 @@ func (a *App) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing instances: %w", err)
 	}
+	cat, err := a.listCatalog(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the catalog: %w", err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.setCatalogLocked(cat)
 	a.groups = make(map[string]*groupRec, len(gs))
 	for _, g := range gs {
 		a.groups[g.Group.ID] = &groupRec{g: g.Group, rev: g.Revision}
@@ -354,6 +361,7 @@ func (a *App) envLocked(group string) domain.Env {
 type Revisions struct {
 	Groups    uint64
 	Instances uint64
+	Catalog   uint64
 }
 
 func (r *Revisions) group(rev uint64) { r.Groups = max(r.Groups, rev) }

@@ -52,7 +52,8 @@ func (a *App) ApplyConfig(ctx context.Context, groups []domain.NodeGroup) error 
 	if !a.loaded {
 		return ErrNotLeader
 	}
-	var errs []error
+	// The file's accounts and templates first: groups may name them.
+	errs := a.applyFileCatalogLocked(ctx)
 	inFile := map[string]bool{}
 	for _, fg := range groups {
 		inFile[fg.ID] = true
@@ -80,6 +81,12 @@ func (a *App) ApplyConfig(ctx context.Context, groups []domain.NodeGroup) error 
 		}
 		delete(a.groups, id)
 		a.log.Info("node group removed from the configuration file deleted", "group", id)
+	}
+	errs = append(errs, a.pruneFileCatalogLocked(ctx)...)
+	// API groups follow the catalog: this also finishes a re-snapshot that
+	// a crash interrupted.
+	if err := a.convergeLocked(ctx, &Revisions{}); err != nil {
+		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
 	a.obs.ConfigApplied(err)

@@ -385,6 +385,9 @@ func (a *App) PutGroup(ctx context.Context, req PutGroupRequest) (Revisions, err
 		var revs Revisions
 		g := req.Group
 		g.Source = domain.SourceAPI
+		if err := a.resolveGroupLocked(&g); err != nil {
+			return revs, err
+		}
 		if g.Template.Provider == "" {
 			g.Template.Provider = DefaultProvider
 		}

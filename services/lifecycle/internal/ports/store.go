@@ -52,3 +52,22 @@ type Store interface {
 	// the revision of the deletion.
 	DeleteInstance(ctx context.Context, group, id string, revision uint64) (uint64, error)
 }
+
+// VersionedCatalogEntry is a catalog entry with its store revision.
+type VersionedCatalogEntry struct {
+	Entry    domain.CatalogEntry
+	Revision uint64
+}
+
+// CatalogStore persists the catalog (named instance templates, cloud
+// accounts and hooks) with the same compare-and-set and revision
+// semantics as Store, in its own bucket (own revision sequence). Keys are
+// domain.CatalogRef values.
+type CatalogStore interface {
+	ListCatalog(ctx context.Context) ([]VersionedCatalogEntry, error)
+	GetCatalogEntry(ctx context.Context, ref domain.CatalogRef) (VersionedCatalogEntry, error)
+	CreateCatalogEntry(ctx context.Context, e domain.CatalogEntry) (uint64, error)
+	UpdateCatalogEntry(ctx context.Context, e domain.CatalogEntry, revision uint64) (uint64, error)
+	// DeleteCatalogEntry returns the revision of the deletion.
+	DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, revision uint64) (uint64, error)
+}

@@ -246,6 +246,7 @@ func newServer(t testing.TB, groups ...*statev1.NodeGroup) (*grpcapi.Server, *ap
 	}
 	rm.MarkSynced(app.BucketGroups, nil)
 	rm.MarkSynced(app.BucketInstances, nil)
+	rm.MarkSynced(app.BucketCatalog, nil)
 	svc := app.NewService(rm, &natsreq.Fake{}, app.Config{GPULabel: "nodesmith.io/gpu-type", OpTimeout: time.Second}, nil)
 	return grpcapi.NewServer(svc), rm
 }

@@ -64,6 +64,7 @@ func TestReadModelGauges(t *testing.T) {
 	metrics.RegisterReadModel(reg, rm)
 	rm.MarkSynced(app.BucketGroups, nil)
 	rm.MarkSynced(app.BucketInstances, nil)
+	rm.MarkSynced(app.BucketCatalog, nil)
 	rm.Skip(app.BucketInstances, 7)
 	const want = `
 # HELP nodesmith_gateway_readmodel_revision Last applied KV revision, by bucket.

@@ -29,6 +29,8 @@ type Sink interface {
 	DeleteGroup(key string, rev uint64)
 	PutInstance(key string, rev uint64, rec *statev1.Instance)
 	DeleteInstance(key string, rev uint64)
+	PutCatalog(key string, rev uint64, rec *statev1.CatalogEntry)
+	DeleteCatalog(key string, rev uint64)
 	Skip(b app.Bucket, rev uint64)
 	MarkSynced(b app.Bucket, seen map[string]struct{})
 }
@@ -64,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Watcher mirrors the groups and instances buckets into a Sink.
+// Watcher mirrors the groups, instances and catalog buckets into a Sink.
 type Watcher struct {
 	js      jetstream.JetStream
 	sink    Sink
@@ -83,12 +85,14 @@ func NewWatcher(js jetstream.JetStream, sink Sink, log *slog.Logger, metrics *Me
 	return &Watcher{js: js, sink: sink, log: log, metrics: metrics}
 }
 
-// Run watches both buckets until ctx ends; it returns nil then.
+// Run watches the groups, instances and catalog buckets until ctx ends;
+// it returns nil then.
 func (w *Watcher) Run(ctx context.Context) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- w.watch(ctx, app.BucketGroups, messaging.BucketGroups) }()
 	go func() { errc <- w.watch(ctx, app.BucketInstances, messaging.BucketInstances) }()
-	return errors.Join(<-errc, <-errc)
+	go func() { errc <- w.watch(ctx, app.BucketCatalog, messaging.BucketCatalog) }()
+	return errors.Join(<-errc, <-errc, <-errc)
 }
 
 func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error {
@@ -159,9 +163,12 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 	key, rev := e.Key(), e.Revision()
 	if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
 		w.metrics.applied.WithLabelValues(b.String(), "delete").Inc()
-		if b == app.BucketGroups {
+		switch b {
+		case app.BucketGroups:
 			w.sink.DeleteGroup(key, rev)
-		} else {
+		case app.BucketCatalog:
+			w.sink.DeleteCatalog(key, rev)
+		default:
 			w.sink.DeleteInstance(key, rev)
 		}
 		return
@@ -177,6 +184,11 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 		rec := &statev1.Instance{}
 		if err = proto.Unmarshal(e.Value(), rec); err == nil {
 			w.sink.PutInstance(key, rev, rec)
+		}
+	case app.BucketCatalog:
+		rec := &statev1.CatalogEntry{}
+		if err = proto.Unmarshal(e.Value(), rec); err == nil {
+			w.sink.PutCatalog(key, rev, rec)
 		}
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
@@ -203,5 +204,62 @@ func TestWatcherResyncConverges(t *testing.T) {
 	}
 	if _, ok := rm.Instance("i-2"); !ok {
 		t.Fatal("instance i-2 lost in the resync")
+	}
+}
+
+// The catalog bucket is mirrored too: initial values, puts, deletes, and
+// WaitForCatalog for read-your-writes.
+func TestWatcherMirrorsTheCatalog(t *testing.T) {
+	env := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, messaging.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, e *statev1.CatalogEntry) uint64 {
+		t.Helper()
+		data, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := kv.Put(ctx, key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	hookKey := messaging.CatalogKey(messaging.CatalogKeyHook, "join")
+	put(hookKey, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "join", Script: "v1"}}})
+	rm := app.NewReadModel()
+	startWatcher(t, env.JS, rm, nil)
+	if err := rm.WaitForCatalog(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := rm.CatalogEntry(app.CatalogKey(app.KindHooks, "join")); !ok || v.Entry.GetHook().GetScript() != "v1" {
+		t.Fatalf("initial hook: %+v, %v (app and messaging keys must agree)", v, ok)
+	}
+	rev := put(messaging.CatalogKey(messaging.CatalogKeyTemplate, "big"), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: &statev1.InstanceTemplate{Name: "big"}}})
+	if err := rm.WaitForCatalog(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rm.CatalogEntry(app.CatalogKey(app.KindTemplates, "big")); !ok {
+		t.Fatal("the put template is not mirrored")
+	}
+	if err := kv.Delete(ctx, hookKey); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok := rm.CatalogEntry(app.CatalogKey(app.KindHooks, "join")); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted hook is still mirrored")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := rm.Catalog(app.KindTemplates + "."); len(got) != 1 {
+		t.Errorf("Catalog(templates) = %d entries", len(got))
 	}
 }

@@ -181,7 +181,7 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 		}
 		return ports.Revisions{}, &domain.Error{Code: code, Message: msg}
 	}
-	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision()}, nil
+	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision()}, nil
 }
 
 // OpName is the operation's name in snake case ("increase_size"): the

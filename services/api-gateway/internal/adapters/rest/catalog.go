@@ -13,11 +13,10 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-// Read-only views of what the node groups reference: instance templates,
-// cloud accounts and hooks (each group holds a resolved snapshot), and the
-// instances' recent state transitions. Writes to templates, accounts and
-// hooks go through the groups (PUT/PATCH /nodegroups/{id}) or lifecycle's
-// configuration file.
+// Views of the catalog: instance templates, cloud accounts and hooks (from
+// the catalog bucket, plus named inline definitions of groups), with the
+// groups using them; and the instances' recent state transitions. Writes
+// are in catalog_write.go.
 
 // TemplateInfo is a named instance template and the groups using it. Its
 // provider parameters (which may hold login passwords), providerID
@@ -27,9 +26,12 @@ type TemplateInfo struct {
 	// HasParameters says whether provider create parameters are set.
 	HasParameters bool     `json:"hasParameters"`
 	Groups        []string `json:"groups"`
-	// Divergent: the groups hold different snapshots under this name; the
-	// fields shown are those of the most recently updated group.
+	// Divergent: some group holds another version under this name (a
+	// change not yet applied everywhere, or a file group's own template).
 	Divergent bool `json:"divergent"`
+	// Source is "config" (the configuration file owns it), "api", or
+	// "group" for a template defined inline in groups only.
+	Source string `json:"source"`
 }
 
 // TemplateList is every named template.
@@ -37,14 +39,29 @@ type TemplateList struct {
 	Items []TemplateInfo `json:"items"`
 }
 
-// Account is a cloud account the groups' templates reference. Its
-// credentials stay with the cloud adapter and are never returned.
+// Account is a cloud account. Its credentials are never returned: only
+// whether the catalog holds them and where they come from.
 type Account struct {
-	Name      string   `json:"name"`
-	Provider  string   `json:"provider,omitempty"`
-	Regions   []string `json:"regions"`
-	Templates []string `json:"templates"`
-	Groups    []string `json:"groups"`
+	Name        string             `json:"name"`
+	Provider    string             `json:"provider,omitempty"`
+	Regions     []string           `json:"regions"`
+	Credentials AccountCredentials `json:"credentials"`
+	Templates   []string           `json:"templates"`
+	Groups      []string           `json:"groups"`
+	// Source is "config", "api", or "group" for an account only groups'
+	// templates name.
+	Source string `json:"source"`
+}
+
+// AccountCredentials says where an account's credentials come from.
+type AccountCredentials struct {
+	// Stored: the catalog holds them, sealed under the key KeyID; the
+	// cloud adapter opens them with the same key.
+	Stored bool   `json:"stored"`
+	KeyID  string `json:"keyId,omitempty"`
+	// Source is "catalog" (stored) or "cloud-adapter" (its credentials
+	// files or environment, which this API cannot see).
+	Source string `json:"source"`
 }
 
 // AccountList is every referenced account.
@@ -56,10 +73,12 @@ type AccountList struct {
 // environment are never returned.
 type HookInfo struct {
 	Hook
-	// Phase is afterCreated or beforeDelete.
-	Phase     string   `json:"phase"`
+	// Phase is afterCreated or beforeDelete for a hook defined inline in
+	// groups; catalog hooks serve either phase and have none.
+	Phase     string   `json:"phase,omitempty"`
 	Groups    []string `json:"groups"`
 	Divergent bool     `json:"divergent"`
+	Source    string   `json:"source"`
 }
 
 // HookList is every named hook.
@@ -90,21 +109,53 @@ func templateJSON(t *statev1.InstanceTemplate) InstanceTemplate {
 	}
 }
 
+func sourceOf(s string) string {
+	if s == "" {
+		return "group"
+	}
+	return s
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 func templateInfo(v app.TemplateView) TemplateInfo {
 	return TemplateInfo{
 		InstanceTemplate: templateJSON(v.Template), HasParameters: v.Template.GetParametersJson() != "",
-		Groups: v.Groups, Divergent: v.Divergent,
+		Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source),
 	}
 }
 
+func hookInfo(v app.HookView) HookInfo {
+	return HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source)}
+}
+
 func accountJSON(v app.AccountView) Account {
-	nonNil := func(s []string) []string {
-		if s == nil {
-			return []string{}
-		}
-		return s
+	creds := AccountCredentials{Source: "cloud-adapter"}
+	if v.HasSealedCredentials {
+		creds = AccountCredentials{Stored: true, KeyID: v.KeyID, Source: "catalog"}
 	}
-	return Account{Name: v.Name, Provider: v.Provider, Regions: nonNil(v.Regions), Templates: nonNil(v.Templates), Groups: nonNil(v.Groups)}
+	return Account{Name: v.Name, Provider: v.Provider, Regions: nonNil(v.Regions), Credentials: creds,
+		Templates: nonNil(v.Templates), Groups: nonNil(v.Groups), Source: sourceOf(v.Source)}
+}
+
+// withETag sets the ETag of a catalog entry (inline entries have none) and
+// reports whether the client already has it.
+func withETag(w http.ResponseWriter, r *http.Request, rev uint64) bool {
+	if rev == 0 {
+		return false
+	}
+	tag := etag(rev)
+	w.Header().Set("ETag", tag)
+	if notModified(r, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return true
+	}
+	return false
 }
 
 func hookJSON(spec *statev1.HookSpec) Hook {
@@ -134,6 +185,9 @@ func (h *handler) getTemplate(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	if withETag(w, r, v.Revision) {
+		return
+	}
 	writeJSON(w, http.StatusOK, templateInfo(v))
 }
 
@@ -156,6 +210,9 @@ func (h *handler) getAccount(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	if withETag(w, r, v.Revision) {
+		return
+	}
 	writeJSON(w, http.StatusOK, accountJSON(v))
 }
 
@@ -167,9 +224,21 @@ func (h *handler) listHooks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := HookList{Items: make([]HookInfo, 0, len(all))}
 	for _, v := range all {
-		out.Items = append(out.Items, HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Groups: v.Groups, Divergent: v.Divergent})
+		out.Items = append(out.Items, hookInfo(v))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) getHook(w http.ResponseWriter, r *http.Request) {
+	v, err := h.svc.Hook(chi.URLParam(r, "name"))
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if withETag(w, r, v.Revision) {
+		return
+	}
+	writeJSON(w, http.StatusOK, hookInfo(v))
 }
 
 func (h *handler) listTransitions(w http.ResponseWriter, r *http.Request) {

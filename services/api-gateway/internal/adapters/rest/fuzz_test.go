@@ -13,6 +13,7 @@ func FuzzAdminAPI(f *testing.F) {
 	fx := newFixture(f)
 	fx.seed()
 	fx.answerSetTarget()
+	fx.answerCatalog()
 	methods := []string{"GET", "POST", "DELETE", "PUT", "PATCH", "HEAD"}
 	tokens := []string{"", adminToken, readOnlyToken, "bogus-token-0123456789"}
 	seeds := []struct {
@@ -30,6 +31,13 @@ func FuzzAdminAPI(f *testing.F) {
 		{"PUT", "/api/v1/nodegroups/new", newGroup},
 		{"PATCH", "/api/v1/nodegroups/web", `{"maxSize": 20, "hooks": {"afterCreated": {"script": "x"}}, "nodeTemplate": null}`},
 		{"DELETE", "/api/v1/nodegroups/web", ""},
+		{"PUT", "/api/v1/accounts/team", `{"provider":"tencentcloud","regions":["ap-shanghai"]}`},
+		{"PUT", "/api/v1/accounts/team", `{"credentials":{"secretId":"i","secretKey":"k"},"clearCredentials":false}`},
+		{"PUT", "/api/v1/templates/big", `{"account":"team","zone":"ap-shanghai-2","parameters":{"ImageId":"img-1","Placement":{"Zone":"ap-shanghai-2"}}}`},
+		{"PUT", "/api/v1/templates/big", `{"account":"team","parameters":{"InstanceCount":"x","DataDisks":[{"DiskSize":"a"}]}}`},
+		{"PUT", "/api/v1/hooks/join", `{"script":"kubeadm join","timeout":"5m","env":{"A":"b"},"onFailure":"BLOCK"}`},
+		{"DELETE", "/api/v1/templates/big", ""},
+		{"PUT", "/api/v1/nodegroups/by-name", `{"minSize":0,"maxSize":2,"instanceTemplate":{"name":"big"},"hooks":{"afterCreated":{"name":"join"}}}`},
 	}
 	for _, s := range seeds {
 		for i, m := range methods {

@@ -54,6 +54,9 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	cur, _ := h.svc.ReadModel().Group(id)
 	rec, err := spec.toRecord(id, cur.Record)
+	if err == nil {
+		err = h.checkGroupRefs(rec)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -110,6 +113,9 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := spec.toRecord(id, cur.Record)
+	if err == nil {
+		err = h.checkGroupRefs(rec)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return

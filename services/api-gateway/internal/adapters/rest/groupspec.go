@@ -106,8 +106,11 @@ func (spec *GroupSpec) toRecord(id string, current *statev1.NodeGroup) (*statev1
 	}
 
 	it := spec.InstanceTemplate
-	if it.Provider == "" {
-		return nil, invalid("instanceTemplate.provider", "is required")
+	// A template given by name only refers to the catalog's template of
+	// that name (the handler checks it exists; lifecycle resolves it).
+	byName := it.Name != "" && it.Provider == "" && it.Account == "" && it.Region == "" && len(it.Parameters) == 0
+	if it.Provider == "" && !byName {
+		return nil, invalid("instanceTemplate.provider", "is required (or give only the name of a catalog template)")
 	}
 	if it.HourlyPrice < 0 {
 		return nil, invalid("instanceTemplate.hourlyPrice", "must not be negative")
@@ -193,7 +196,12 @@ func (spec *GroupSpec) toRecord(id string, current *statev1.NodeGroup) (*statev1
 				continue
 			}
 			if strings.TrimSpace(hk.in.Script) == "" {
-				return nil, invalid(hk.field+".script", "is required")
+				if hk.in.Name == "" || hk.in.Timeout != "" || len(hk.in.Env) > 0 || hk.in.OnFailure != "" {
+					return nil, invalid(hk.field+".script", "is required (or give only the name of a catalog hook)")
+				}
+				// By name: the catalog's hook (checked by the handler).
+				*hk.out = &statev1.HookSpec{Name: hk.in.Name}
+				continue
 			}
 			timeout, err := durationField(hk.field+".timeout", hk.in.Timeout)
 			if err != nil {

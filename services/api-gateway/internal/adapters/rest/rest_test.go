@@ -55,6 +55,7 @@ func newFixture(t testing.TB) *fixture {
 func (f *fixture) sync() {
 	f.rm.MarkSynced(app.BucketGroups, nil)
 	f.rm.MarkSynced(app.BucketInstances, nil)
+	f.rm.MarkSynced(app.BucketCatalog, nil)
 }
 
 func (f *fixture) seed() {
@@ -107,6 +108,46 @@ func (f *fixture) answerSetTarget() {
 			return ports.Revisions{Instances: f.rev}, nil
 		}
 		return ports.Revisions{}, domain.Errorf(domain.CodeUnimplemented, "unexpected")
+	}
+}
+
+// answerCatalog makes the fake lifecycle store catalog entries in the read
+// model, on top of answerSetTarget.
+func (f *fixture) answerCatalog() {
+	groupOps := f.lc.Handle
+	f.lc.Handle = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+		switch op := req.GetOp().(type) {
+		case *lifecyclev1.Request_PutCatalogEntry:
+			e := proto.Clone(op.PutCatalogEntry.GetEntry()).(*statev1.CatalogEntry)
+			e.Source = "api"
+			var key string
+			switch x := e.GetEntry().(type) {
+			case *statev1.CatalogEntry_Template:
+				key = app.CatalogKey(app.KindTemplates, x.Template.GetName())
+			case *statev1.CatalogEntry_Account:
+				key = app.CatalogKey(app.KindAccounts, x.Account.GetName())
+			case *statev1.CatalogEntry_Hook:
+				key = app.CatalogKey(app.KindHooks, x.Hook.GetName())
+			}
+			f.rev++
+			f.rm.PutCatalog(key, f.rev, e)
+			return ports.Revisions{Catalog: f.rev}, nil
+		case *lifecyclev1.Request_DeleteCatalogEntry:
+			d := op.DeleteCatalogEntry
+			for _, g := range f.rm.Groups() {
+				if d.GetKind() == lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE && g.Record.GetInstanceTemplate().GetName() == d.GetName() {
+					return ports.Revisions{}, domain.Errorf(domain.CodeFailedPrecondition, "instance template %q is used by node groups %s", d.GetName(), g.Record.GetId())
+				}
+			}
+			prefix := map[lifecyclev1.CatalogKind]string{1: app.KindTemplates, 2: app.KindAccounts, 3: app.KindHooks}[d.GetKind()]
+			f.rev++
+			f.rm.DeleteCatalog(app.CatalogKey(prefix, d.GetName()), f.rev)
+			return ports.Revisions{Catalog: f.rev}, nil
+		}
+		if groupOps == nil {
+			return ports.Revisions{}, nil
+		}
+		return groupOps(ctx, req)
 	}
 }
 
@@ -205,7 +246,7 @@ func TestAuthAndErrors(t *testing.T) {
 		{"accounts", call{method: "GET", path: "/api/v1/accounts", token: readOnlyToken}, 200, ""},
 		{"account", call{method: "GET", path: "/api/v1/accounts/prod", token: readOnlyToken}, 200, ""},
 		{"unknown account", call{method: "GET", path: "/api/v1/accounts/nope", token: readOnlyToken}, 404, "not_found"},
-		{"accounts: write", call{method: "PUT", path: "/api/v1/accounts/prod", token: adminToken, body: `{"secretKey":"x"}`}, 405, "unimplemented"},
+		{"accounts: unknown field", call{method: "PUT", path: "/api/v1/accounts/prod", token: adminToken, body: `{"secretKey":"x"}`}, 400, "invalid_argument"},
 		{"hooks", call{method: "GET", path: "/api/v1/hooks", token: readOnlyToken}, 200, ""},
 		{"transitions", call{method: "GET", path: "/api/v1/transitions?group=web&limit=5", token: readOnlyToken}, 200, ""},
 		{"transitions: bad limit", call{method: "GET", path: "/api/v1/transitions?limit=0", token: readOnlyToken}, 400, "invalid_argument"},

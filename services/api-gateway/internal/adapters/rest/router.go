@@ -21,6 +21,8 @@ import (
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
+	"github.com/nodesmith/nodesmith/libs/sealed"
+
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
@@ -34,6 +36,9 @@ type Options struct {
 	MaxBodyBytes int64
 	Logger       *slog.Logger
 	Registry     prometheus.Registerer
+	// SecretsKey seals cloud credentials written to accounts; nil refuses
+	// such writes (503) but accepts accounts without credentials.
+	SecretsKey *sealed.Key
 }
 
 type handler struct {
@@ -42,6 +47,7 @@ type handler struct {
 	log     *slog.Logger
 	maxBody int64
 	metrics *metrics
+	secrets *sealed.Key
 }
 
 type metrics struct {
@@ -80,7 +86,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry)}
+	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry), secrets: o.SecretsKey}
 
 	r := chi.NewRouter()
 	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)
@@ -103,9 +109,16 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Delete("/instances/{id}", h.instanceAction(lifecyclev1.InstanceAction_ACTION_FORCE_DELETE, http.StatusAccepted))
 		r.Get("/templates", h.listTemplates)
 		r.Get("/templates/{name}", h.getTemplate)
+		r.Put("/templates/{name}", h.putTemplate)
+		r.Delete("/templates/{name}", h.deleteCatalog(app.KindTemplates))
 		r.Get("/accounts", h.listAccounts)
 		r.Get("/accounts/{name}", h.getAccount)
+		r.Put("/accounts/{name}", h.putAccount)
+		r.Delete("/accounts/{name}", h.deleteCatalog(app.KindAccounts))
 		r.Get("/hooks", h.listHooks)
+		r.Get("/hooks/{name}", h.getHook)
+		r.Put("/hooks/{name}", h.putHook)
+		r.Delete("/hooks/{name}", h.deleteCatalog(app.KindHooks))
 		r.Get("/transitions", h.listTransitions)
 		r.Get("/status", h.status)
 		r.Get("/openapi.json", h.openAPI)

@@ -5,6 +5,8 @@
 //
 // Sources, in order of precedence for an account defined in several:
 //
+//  0. the catalog (see catalog.go): credentials an operator stored with the
+//     account through the admin API, sealed, opened with --secrets-key-file;
 //  1. a directory (--credentials-dir) with one sub-directory per account
 //     holding the files secretId, secretKey and optionally token;
 //  2. a YAML or JSON file (--credentials-file):
@@ -69,6 +71,8 @@ type Store struct {
 	mu    sync.RWMutex
 	creds map[string]ports.Credential // by account name (files)
 	env   map[string]ports.Credential // by EnvName(account)
+	// catalog holds the opened catalog credentials by account name.
+	catalog map[string]ports.Credential
 }
 
 // New loads the credentials once; any unreadable or incomplete source is an
@@ -95,6 +99,9 @@ func New(o Options) (*Store, error) {
 func (s *Store) Lookup(account string) (ports.Credential, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if c, ok := s.catalog[account]; ok {
+		return c, nil
+	}
 	if c, ok := s.creds[account]; ok {
 		return c, nil
 	}
@@ -110,6 +117,9 @@ func (s *Store) Accounts() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	names := slices.Collect(maps.Keys(s.creds))
+	for n := range s.catalog {
+		names = append(names, "catalog:"+n)
+	}
 	for n := range s.env {
 		names = append(names, "env:"+n)
 	}

@@ -82,6 +82,8 @@ type fakeOps struct {
 	calls []string
 	nodes []app.NodeRef
 	put   app.PutGroupRequest
+	cput  app.PutCatalogRequest
+	cdel  domain.CatalogRef
 	// once records the request ids and fingerprints Handle passed.
 	once [][2]string
 }
@@ -117,6 +119,48 @@ func (f *fakeOps) SetTargetSize(context.Context, string, int) (app.Revisions, er
 }
 func (f *fakeOps) ActOnInstance(context.Context, string, app.InstanceAction) (app.Revisions, error) {
 	return f.rec("InstanceAction")
+}
+
+func (f *fakeOps) PutCatalogEntry(_ context.Context, r app.PutCatalogRequest) (app.Revisions, error) {
+	f.cput = r
+	return f.rec("PutCatalogEntry")
+}
+func (f *fakeOps) DeleteCatalogEntry(_ context.Context, ref domain.CatalogRef, _ uint64) (app.Revisions, error) {
+	f.cdel = ref
+	return f.rec("DeleteCatalogEntry")
+}
+
+func TestHandleMapsCatalogRequests(t *testing.T) {
+	ctx := context.Background()
+	enc := func(r *lifecyclev1.Request) []byte { b, _ := proto.Marshal(r); return b }
+	ops := &fakeOps{revs: app.Revisions{Groups: 3, Catalog: 11}}
+	reply := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{
+		Entry: &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{
+			Name: "team", Provider: "tencentcloud", Regions: []string{"ap-guangzhou"}, SealedCredentials: []byte{1, 2}, KeyId: "k1",
+		}}},
+		ExpectedRevision: 5, Upsert: true,
+	}}}))
+	if reply.GetError() != nil || reply.GetCatalogRevision() != 11 || reply.GetGroupsRevision() != 3 {
+		t.Errorf("reply %v", reply)
+	}
+	a := ops.cput.Entry.Account
+	if a == nil || a.Name != "team" || a.KeyID != "k1" || len(a.SealedCredentials) != 2 || ops.cput.ExpectedRevision != 5 || !ops.cput.Upsert {
+		t.Errorf("put %+v", ops.cput)
+	}
+	jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{
+		Kind: lifecyclev1.CatalogKind_CATALOG_KIND_HOOK, Name: "join",
+	}}}))
+	if ops.cdel != (domain.CatalogRef{Kind: domain.KindHook, Name: "join"}) {
+		t.Errorf("delete %+v", ops.cdel)
+	}
+	for name, req := range map[string]*lifecyclev1.Request{
+		"put without entry":   {Op: &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{}}},
+		"delete without kind": {Op: &lifecyclev1.Request_DeleteCatalogEntry{DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{Name: "x"}}},
+	} {
+		if r := jsadapter.Handle(ctx, ops, enc(req)); codes.Code(r.GetError().GetCode()) != codes.InvalidArgument {
+			t.Errorf("%s: %v", name, r)
+		}
+	}
 }
 
 func TestHandleMapsRequestsAndErrors(t *testing.T) {

@@ -29,6 +29,8 @@ type Ops interface {
 	DeleteGroup(ctx context.Context, id string, expectedRevision uint64) (app.Revisions, error)
 	SetTargetSize(ctx context.Context, group string, target int) (app.Revisions, error)
 	ActOnInstance(ctx context.Context, id string, action app.InstanceAction) (app.Revisions, error)
+	PutCatalogEntry(ctx context.Context, req app.PutCatalogRequest) (app.Revisions, error)
+	DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, expectedRevision uint64) (app.Revisions, error)
 	// Once runs f at most once per request id (see app.App.Once).
 	Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (app.Revisions, error)) (app.Revisions, error)
 }
@@ -82,7 +84,7 @@ func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
 	revs, err := ops.Once(ctx, req.GetRequestId(), fingerprint(&req), func(ctx context.Context) (app.Revisions, error) {
 		return dispatch(ctx, ops, &req)
 	})
-	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances}
+	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances, CatalogRevision: revs.Catalog}
 	if err != nil {
 		reply.Error = &lifecyclev1.Status{Code: int32(Code(err)), Message: err.Error()}
 	}
@@ -142,8 +144,36 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "unknown instance action")
 		}
 		return ops.ActOnInstance(ctx, op.InstanceAction.GetInstanceId(), action)
+	case *lifecyclev1.Request_PutCatalogEntry:
+		e := protoconv.CatalogFromProto(op.PutCatalogEntry.GetEntry())
+		if e.Kind() == domain.KindUnknown {
+			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "put_catalog_entry without a template, account or hook")
+		}
+		return ops.PutCatalogEntry(ctx, app.PutCatalogRequest{
+			Entry:            e,
+			ExpectedRevision: op.PutCatalogEntry.GetExpectedRevision(),
+			Upsert:           op.PutCatalogEntry.GetUpsert(),
+		})
+	case *lifecyclev1.Request_DeleteCatalogEntry:
+		kind := catalogKind(op.DeleteCatalogEntry.GetKind())
+		if kind == domain.KindUnknown {
+			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "delete_catalog_entry without a kind")
+		}
+		return ops.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: kind, Name: op.DeleteCatalogEntry.GetName()}, op.DeleteCatalogEntry.GetExpectedRevision())
 	}
 	return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "request without an operation")
+}
+
+func catalogKind(k lifecyclev1.CatalogKind) domain.CatalogKind {
+	switch k {
+	case lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE:
+		return domain.KindTemplate
+	case lifecyclev1.CatalogKind_CATALOG_KIND_ACCOUNT:
+		return domain.KindAccount
+	case lifecyclev1.CatalogKind_CATALOG_KIND_HOOK:
+		return domain.KindHook
+	}
+	return domain.KindUnknown
 }
 
 func errReply(c codes.Code, msg string) *lifecyclev1.Reply {

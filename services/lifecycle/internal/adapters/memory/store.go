@@ -25,6 +25,7 @@ type Store struct {
 	mu        sync.Mutex
 	groups    bucket
 	instances bucket
+	catalog   bucket
 	// failNext, when set, is returned by the next write call.
 	failNext []error
 	writes   int

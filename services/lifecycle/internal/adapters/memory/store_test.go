@@ -11,3 +11,7 @@ import (
 func TestStoreContract(t *testing.T) {
 	storetest.Run(t, func(*testing.T) ports.Store { return memory.NewStore() })
 }
+
+func TestCatalogContract(t *testing.T) {
+	storetest.RunCatalog(t, func(*testing.T) ports.CatalogStore { return memory.NewStore() })
+}

@@ -27,6 +27,7 @@ type Store struct {
 	js        jetstream.JetStream
 	groups    jetstream.KeyValue
 	instances jetstream.KeyValue
+	catalog   jetstream.KeyValue
 }
 
 // Open binds to the buckets (which messaging.Ensure creates).
@@ -39,7 +40,11 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketInstances, err)
 	}
-	return &Store{js: js, groups: g, instances: i}, nil
+	c, err := js.KeyValue(ctx, messaging.BucketCatalog)
+	if err != nil {
+		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketCatalog, err)
+	}
+	return &Store{js: js, groups: g, instances: i, catalog: c}, nil
 }
 
 // Ping checks the instances bucket is reachable (readiness).

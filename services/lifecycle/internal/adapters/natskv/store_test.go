@@ -20,3 +20,14 @@ func TestStoreContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestCatalogContract(t *testing.T) {
+	storetest.RunCatalog(t, func(t *testing.T) ports.CatalogStore {
+		env := natstest.Start(t)
+		s, err := natskv.Open(context.Background(), env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

@@ -172,6 +172,9 @@ type Config struct {
 	// Groups are ready to store (Source config, templates and hooks
 	// resolved, TargetSize = the initial target).
 	Groups []domain.NodeGroup
+	// Catalog holds the file's accounts and instance templates (resolved
+	// like the groups' snapshots), for lifecycle's catalog bucket.
+	Catalog []domain.CatalogEntry
 	// Warnings are accepted oddities worth logging.
 	Warnings []string
 }
@@ -465,6 +468,21 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 			c.add(p+"."+e.Field, 0, "%s", e.Problem)
 		}
 		templates[name] = dt
+	}
+	for _, name := range sortedKeys(f.Accounts) {
+		acct := f.Accounts[name]
+		da := domain.Account{Name: name, Provider: acct.Provider}
+		if da.Provider == "" {
+			da.Provider = DefaultProvider
+		}
+		if acct.Region != "" {
+			da.Regions = []string{acct.Region}
+		}
+		cfg.Catalog = append(cfg.Catalog, domain.CatalogEntry{Account: &da, Source: domain.SourceConfig})
+	}
+	for _, name := range sortedKeys(templates) {
+		dt := templates[name]
+		cfg.Catalog = append(cfg.Catalog, domain.CatalogEntry{Template: &dt, Source: domain.SourceConfig})
 	}
 	seen := map[string]int{}
 	for i, g := range f.NodeGroups {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,37 @@ func TestEmptyFileDefinesNoGroups(t *testing.T) {
 	cfg, err := yamlconfig.Parse("cfg.yaml", []byte("  \n"), "")
 	if err != nil || len(cfg.Groups) != 0 || len(cfg.Warnings) != 1 {
 		t.Errorf("empty file: %+v %v", cfg, err)
+	}
+}
+
+func TestAccountsAndTemplatesBecomeCatalogEntries(t *testing.T) {
+	cfg, err := yamlconfig.Parse("c.yaml", []byte(`
+accounts:
+  dev: {region: ap-guangzhou}
+  other: {provider: tencentcloud}
+instanceTemplates:
+  small: {account: dev, zone: ap-guangzhou-3, instanceType: S5.SMALL1}
+nodeGroups:
+  - {id: workers, maxSize: 2, instanceTemplate: small}
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range cfg.Catalog {
+		if e.Source != domain.SourceConfig {
+			t.Errorf("%s has source %q", e.Ref(), e.Source)
+		}
+		got = append(got, e.Ref().String())
+	}
+	want := []string{`cloud account "dev"`, `cloud account "other"`, `instance template "small"`}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("catalog = %v, want %v", got, want)
+	}
+	if a := cfg.Catalog[0].Account; a.Provider != "tencentcloud" || len(a.Regions) != 1 || a.Regions[0] != "ap-guangzhou" {
+		t.Errorf("account dev = %+v", a)
+	}
+	if tm := cfg.Catalog[2].Template; tm.Region != "ap-guangzhou" || tm.Provider != "tencentcloud" || !reflect.DeepEqual(*tm, cfg.Groups[0].Template) {
+		t.Errorf("template small = %+v, the group holds %+v", tm, cfg.Groups[0].Template)
 	}
 }

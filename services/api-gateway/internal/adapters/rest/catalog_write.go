@@ -1,0 +1,403 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
+
+	"github.com/nodesmith/nodesmith/libs/sealed"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// Writes to the catalog: instance templates, cloud accounts and hooks,
+// each under its name. They follow PUT /nodegroups/{id}: without If-Match
+// PUT only creates, If-Match "<rev>" replaces that revision, If-Match *
+// creates or replaces; DELETE takes an optional If-Match. Lifecycle
+// stores the entry and gives every API group that names a changed template
+// or hook the new version (for the VMs it creates from then on).
+
+// DefaultTemplateProvider is the provider Tencent parameter checks apply to.
+const DefaultTemplateProvider = "tencentcloud"
+
+// AccountSpec is the body of PUT /accounts/{name}. Credentials are
+// write-only: sealed by the gateway (it needs --secrets-key-file), opened
+// only by the cloud adapter, never returned.
+type AccountSpec struct {
+	// Provider defaults to tencentcloud.
+	Provider string `json:"provider,omitempty"`
+	// Regions the account is used in; the first is the default region of
+	// templates on the account that name none.
+	Regions []string `json:"regions,omitempty"`
+	// Credentials replace the stored ones. Omitted: the stored credentials
+	// (if any) are kept.
+	Credentials *CredentialsSpec `json:"credentials,omitempty"`
+	// ClearCredentials drops the stored credentials: the cloud adapter's
+	// files or environment then provide the account's credentials.
+	ClearCredentials bool `json:"clearCredentials,omitempty"`
+}
+
+// CredentialsSpec is a cloud API key.
+type CredentialsSpec struct {
+	SecretID  string `json:"secretId"`
+	SecretKey string `json:"secretKey"`
+	Token     string `json:"token,omitempty"`
+}
+
+var catalogName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+
+// catalogNameParam returns the {name} path parameter if it is a valid name.
+func catalogNameParam(r *http.Request) (string, error) {
+	name := chi.URLParam(r, "name")
+	if len(name) > 63 || !catalogName.MatchString(name) || strings.Contains(name, "..") {
+		return "", newError(http.StatusBadRequest, domain.CodeInvalidArgument,
+			fmt.Sprintf("invalid name %q: at most 63 letters, digits, '-', '_' and '.' (not two in a row), starting and ending with a letter or digit", name)).with("field", "name")
+	}
+	return name, nil
+}
+
+// revisionConflict turns a revision mismatch (Aborted) into 412 on
+// conditional writes; other errors keep their status (a FailedPrecondition
+// from lifecycle, such as an entry still in use, is 409).
+func revisionConflict(err error) error {
+	if domain.CodeOf(err) == domain.CodeAborted {
+		return newError(http.StatusPreconditionFailed, domain.CodeAborted, domain.MessageOf(err))
+	}
+	return err
+}
+
+// writeCatalog sends e and answers with the stored entry.
+func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *statev1.CatalogEntry, rev uint64, anyRev bool, kind, name string, render func() (any, error)) {
+	view, created, err := h.svc.PutCatalogEntry(r.Context(), e, rev, anyRev)
+	if err != nil {
+		h.writeError(w, r, revisionConflict(err))
+		return
+	}
+	h.log.InfoContext(r.Context(), "catalog entry written by operator", "kind", kind, "name", name, "created", created, "role", roleFrom(r).String())
+	body, err := render()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/api/v1/"+kind+"/"+name)
+	}
+	w.Header().Set("ETag", etag(view.Revision))
+	writeJSON(w, status, body)
+}
+
+func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request) {
+	name, err := catalogNameParam(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rev, anyRev, _, err := ifMatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var spec InstanceTemplateSpec
+	if err := decodeJSON(r, &spec); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	t, err := h.templateRecord(name, &spec)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: t}}, rev, anyRev, app.KindTemplates, name, func() (any, error) {
+		v, err := h.svc.Template(name)
+		return templateInfo(v), err
+	})
+}
+
+// templateRecord validates a template body; references are checked
+// against the catalog this gateway sees (lifecycle checks again).
+func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*statev1.InstanceTemplate, error) {
+	if spec.Name != "" && spec.Name != name {
+		return nil, invalid("name", "%q differs from the name in the path %q", spec.Name, name)
+	}
+	if spec.Account == "" {
+		return nil, invalid("account", "is required")
+	}
+	acct, ok := h.svc.CatalogEntry(app.KindAccounts, spec.Account)
+	if !ok {
+		return nil, newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+			fmt.Sprintf("account: cloud account %q does not exist (create it with PUT /api/v1/accounts/%s)", spec.Account, spec.Account)).
+			with("field", "account")
+	}
+	provider := spec.Provider
+	if provider == "" {
+		provider = acct.Entry.GetAccount().GetProvider()
+	}
+	if provider == "" {
+		provider = DefaultTemplateProvider
+	}
+	if ap := acct.Entry.GetAccount().GetProvider(); ap != "" && ap != provider {
+		return nil, invalid("provider", "%q differs from the provider %q of account %q", provider, ap, spec.Account)
+	}
+	if spec.HourlyPrice < 0 {
+		return nil, invalid("hourlyPrice", "must not be negative")
+	}
+	if spec.SSHPort > 65535 {
+		return nil, invalid("sshPort", "must be a TCP port")
+	}
+	params, err := templateParameters(provider, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &statev1.InstanceTemplate{
+		Name: name, Provider: provider, Account: spec.Account, Region: spec.Region, Zone: spec.Zone,
+		InstanceType: spec.InstanceType, Arch: spec.Arch, Os: spec.OS, HourlyPrice: spec.HourlyPrice, SshPort: spec.SSHPort,
+		ParametersJson: params, ProviderIdTemplate: spec.ProviderIDTemplate, HookEnv: spec.HookEnv,
+	}, nil
+}
+
+// templateParameters validates the provider parameters and returns them
+// compacted. They must be a JSON object; for tencentcloud they must decode
+// into the SDK's RunInstances request with no unknown field, and
+// Placement.Zone and InstanceType must agree with the template's zone and
+// instance type (whichever is given fills the other, so the cloud call and
+// the template node Cluster Autoscaler sees describe the same VM).
+func templateParameters(provider string, spec *InstanceTemplateSpec) (string, error) {
+	raw := bytes.TrimSpace(spec.Parameters)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = nil
+	}
+	var obj map[string]any
+	if raw != nil {
+		// UseNumber keeps numbers as written (no float64 round trip).
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil || obj == nil {
+			return "", invalid("parameters", "must be a JSON object")
+		}
+	}
+	if provider != DefaultTemplateProvider {
+		if raw == nil {
+			return "", nil
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err != nil {
+			return "", invalid("parameters", "must be a JSON object")
+		}
+		return compact.String(), nil
+	}
+	if obj == nil && spec.Zone == "" && spec.InstanceType == "" {
+		return "", nil
+	}
+	if obj == nil {
+		obj = map[string]any{}
+	}
+	placement, _ := obj["Placement"].(map[string]any)
+	if placement == nil && obj["Placement"] != nil {
+		return "", invalid("parameters.Placement", "must be an object")
+	}
+	if zone, _ := placement["Zone"].(string); zone != "" {
+		if spec.Zone == "" {
+			spec.Zone = zone
+		} else if spec.Zone != zone {
+			return "", invalid("zone", "%q differs from parameters.Placement.Zone %q", spec.Zone, zone)
+		}
+	} else if spec.Zone != "" {
+		if placement == nil {
+			placement = map[string]any{}
+			obj["Placement"] = placement
+		}
+		placement["Zone"] = spec.Zone
+	}
+	if it, _ := obj["InstanceType"].(string); it != "" {
+		if spec.InstanceType == "" {
+			spec.InstanceType = it
+		} else if spec.InstanceType != it {
+			return "", invalid("instanceType", "%q differs from parameters.InstanceType %q", spec.InstanceType, it)
+		}
+	} else if spec.InstanceType != "" {
+		obj["InstanceType"] = spec.InstanceType
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return "", invalid("parameters", "cannot be encoded: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cvm.NewRunInstancesRequest()); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		return "", newError(http.StatusUnprocessableEntity, domain.CodeInvalidArgument,
+			"parameters: not a valid Tencent Cloud RunInstances request: "+msg).with("field", "parameters")
+	}
+	return string(out), nil
+}
+
+func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
+	name, err := catalogNameParam(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rev, anyRev, _, err := ifMatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var spec AccountSpec
+	if err := decodeJSON(r, &spec); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	a := &statev1.CloudAccount{Name: name, Provider: spec.Provider}
+	seen := map[string]bool{}
+	for i, region := range spec.Regions {
+		field := fmt.Sprintf("regions[%d]", i)
+		switch {
+		case strings.TrimSpace(region) == "":
+			h.writeError(w, r, invalid(field, "must not be empty"))
+			return
+		case seen[region]:
+			h.writeError(w, r, invalid(field, "duplicate region %q", region))
+			return
+		}
+		seen[region] = true
+		a.Regions = append(a.Regions, region)
+	}
+	switch c := spec.Credentials; {
+	case c != nil && spec.ClearCredentials:
+		h.writeError(w, r, invalid("clearCredentials", "cannot be combined with credentials"))
+		return
+	case c != nil:
+		if strings.TrimSpace(c.SecretID) == "" || strings.TrimSpace(c.SecretKey) == "" {
+			h.writeError(w, r, invalid("credentials", "secretId and secretKey are required"))
+			return
+		}
+		if h.secrets == nil {
+			h.writeError(w, r, newError(http.StatusServiceUnavailable, domain.CodeUnavailable,
+				"credentials cannot be stored: the gateway has no secrets key (--secrets-key-file); store them in the cloud adapter's credentials files, or configure the key").
+				with("field", "credentials"))
+			return
+		}
+		blob, err := h.secrets.SealCredentials(name, sealed.Credentials{
+			SecretID: strings.TrimSpace(c.SecretID), SecretKey: strings.TrimSpace(c.SecretKey), Token: strings.TrimSpace(c.Token),
+		})
+		if err != nil {
+			// The error never holds the secret (see libs/sealed).
+			h.writeError(w, r, fmt.Errorf("sealing credentials: %w", err))
+			return
+		}
+		a.SealedCredentials, a.KeyId = blob, h.secrets.ID()
+	case !spec.ClearCredentials:
+		// Keep what is stored: a client that read the account (which never
+		// shows credentials) and writes it back must not drop them.
+		if cur, ok := h.svc.CatalogEntry(app.KindAccounts, name); ok {
+			a.SealedCredentials, a.KeyId = cur.Entry.GetAccount().GetSealedCredentials(), cur.Entry.GetAccount().GetKeyId()
+		}
+	}
+	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: a}}, rev, anyRev, app.KindAccounts, name, func() (any, error) {
+		v, err := h.svc.Account(name)
+		return accountJSON(v), err
+	})
+}
+
+func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
+	name, err := catalogNameParam(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rev, anyRev, _, err := ifMatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var spec HookSpec
+	if err := decodeJSON(r, &spec); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if spec.Name != "" && spec.Name != name {
+		h.writeError(w, r, invalid("name", "%q differs from the name in the path %q", spec.Name, name))
+		return
+	}
+	if strings.TrimSpace(spec.Script) == "" {
+		h.writeError(w, r, invalid("script", "is required"))
+		return
+	}
+	timeout, err := durationField("timeout", spec.Timeout)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	hook := &statev1.HookSpec{Name: name, Script: spec.Script, Timeout: timeout, Env: spec.Env}
+	switch strings.ToUpper(spec.OnFailure) {
+	case "":
+	case "CONTINUE", "ON_FAILURE_CONTINUE":
+		hook.OnFailure = statev1.OnFailure_ON_FAILURE_CONTINUE
+	case "BLOCK", "ON_FAILURE_BLOCK":
+		hook.OnFailure = statev1.OnFailure_ON_FAILURE_BLOCK
+	default:
+		h.writeError(w, r, invalid("onFailure", "must be CONTINUE or BLOCK"))
+		return
+	}
+	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: hook}}, rev, anyRev, app.KindHooks, name, func() (any, error) {
+		v, err := h.svc.Hook(name)
+		return hookInfo(v), err
+	})
+}
+
+// deleteCatalog deletes an entry at the If-Match revision if given, else
+// at the revision this gateway sees.
+func (h *handler) deleteCatalog(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name, err := catalogNameParam(r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		rev, _, _, err := ifMatch(r)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if err := h.svc.DeleteCatalogEntry(r.Context(), kind, name, rev); err != nil {
+			h.writeError(w, r, revisionConflict(err))
+			return
+		}
+		h.log.InfoContext(r.Context(), "catalog entry deleted by operator", "kind", kind, "name", name, "role", roleFrom(r).String())
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// checkGroupRefs makes sure the templates and hooks a group names without
+// defining them exist in the catalog (422 otherwise).
+func (h *handler) checkGroupRefs(g *statev1.NodeGroup) error {
+	if t := g.GetInstanceTemplate(); t.GetName() != "" && t.GetProvider() == "" {
+		if _, ok := h.svc.CatalogEntry(app.KindTemplates, t.GetName()); !ok {
+			return newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+				fmt.Sprintf("instanceTemplate: instance template %q does not exist", t.GetName())).with("field", "instanceTemplate.name")
+		}
+	}
+	for _, hk := range []struct {
+		field string
+		spec  *statev1.HookSpec
+	}{{"hooks.afterCreated", g.GetHooks().GetAfterCreated()}, {"hooks.beforeDelete", g.GetHooks().GetBeforeDelete()}} {
+		if hk.spec.GetName() == "" || hk.spec.GetScript() != "" {
+			continue
+		}
+		if _, ok := h.svc.CatalogEntry(app.KindHooks, hk.spec.GetName()); !ok {
+			return newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+				fmt.Sprintf("%s: hook %q does not exist", hk.field, hk.spec.GetName())).with("field", hk.field+".name")
+		}
+	}
+	return nil
+}

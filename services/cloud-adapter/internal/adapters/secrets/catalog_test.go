@@ -1,0 +1,223 @@
+package secrets_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/sealed"
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+type lockedBuffer struct {
+	ch chan struct{}
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.ch <- struct{}{}
+	defer func() { <-l.ch }()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.ch <- struct{}{}
+	defer func() { <-l.ch }()
+	return l.b.String()
+}
+
+func mustKey(t *testing.T, b byte) *sealed.Key {
+	t.Helper()
+	k, err := sealed.NewKey(bytes.Repeat([]byte{b}, sealed.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Credentials stored with an account through the admin API (sealed in the
+// catalog bucket) win over files; they follow changes and deletes, and an
+// account the key cannot open falls back to the files with a clear error.
+func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS")
+	}
+	env := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, messaging.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := mustKey(t, 1)
+	put := func(account string, k *sealed.Key, c *sealed.Credentials) {
+		t.Helper()
+		a := &statev1.CloudAccount{Name: account, Provider: "tencentcloud"}
+		if c != nil {
+			blob, err := k.SealCredentials(account, *c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.SealedCredentials, a.KeyId = blob, k.ID()
+		}
+		data, _ := proto.Marshal(&statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: a}, Source: "api"})
+		if _, err := kv.Put(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, account), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Present before the watch starts: loaded before Synced.
+	put("team", key, &sealed.Credentials{SecretID: "cat-id", SecretKey: "cat-secret"})
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "creds.yaml")
+	write(t, file, "accounts:\n  team: {secretId: file-id, secretKey: file-key}\n  other: {secretId: o-id, secretKey: o-key}\n")
+	logs := &lockedBuffer{ch: make(chan struct{}, 1)}
+	reg := prometheus.NewRegistry()
+	s, err := secrets.New(secrets.Options{File: file, Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := secrets.NewCatalogWatcher(s, env.JS, key)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("catalog watch not synced")
+	}
+	if c := lookup(t, s, "team"); c.SecretID != "cat-id" || c.SecretKey != "cat-secret" {
+		t.Fatalf("team after sync = %s/%v, want the catalog's", c.SecretID, c.SecretKey == "cat-secret")
+	}
+	eventuallyID := func(account, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := s.Lookup(account)
+			if err == nil && c.SecretID == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: secretId %q (%v), want %q", account, c.SecretID, err, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Rotated through the API.
+	put("team", key, &sealed.Credentials{SecretID: "cat-id-2", SecretKey: "cat-secret-2"})
+	eventuallyID("team", "cat-id-2")
+	// A new account that only the catalog knows.
+	put("fresh", key, &sealed.Credentials{SecretID: "fresh-id", SecretKey: "fresh-secret"})
+	eventuallyID("fresh", "fresh-id")
+	eventuallyGauge(t, reg, "in_use", 2)
+	// Sealed under another key: not usable, files apply, the error says why.
+	put("team", mustKey(t, 2), &sealed.Credentials{SecretID: "x", SecretKey: "other-key-secret"})
+	eventuallyID("team", "file-id")
+	eventuallyGauge(t, reg, "unusable", 1)
+	eventuallyGauge(t, reg, "in_use", 1)
+	// Credentials cleared: files apply.
+	put("other", key, &sealed.Credentials{SecretID: "o-cat", SecretKey: "o-cat-secret"})
+	eventuallyID("other", "o-cat")
+	put("other", key, nil)
+	eventuallyID("other", "o-id")
+	// Account deleted: gone from the catalog overlay.
+	if err := kv.Delete(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, "fresh")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := s.Lookup("fresh"); err == nil; _, err = s.Lookup("fresh") {
+		if time.Now().After(deadline) {
+			t.Fatal("a deleted catalog account still has credentials")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "sealed with a different key") || !strings.Contains(out, "sealed_with_key="+mustKey(t, 2).ID()) {
+		t.Errorf("the key mismatch is not reported clearly:\n%s", out)
+	}
+	for _, secret := range []string{"cat-secret", "fresh-secret", "other-key-secret", "file-key"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("a log line holds the secret %q", secret)
+		}
+	}
+}
+
+// eventuallyGauge waits until nodesmith_cloud_catalog_credentials{state}
+// equals want.
+func eventuallyGauge(t *testing.T, reg *prometheus.Registry, state string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := -1.0
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "nodesmith_cloud_catalog_credentials" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "state" && l.GetValue() == state {
+						got = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog credentials gauge %s = %v, want %v", state, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Without a key, sealed credentials are reported and not used.
+func TestCatalogCredentialsWithoutAKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS")
+	}
+	env := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, messaging.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, _ := mustKey(t, 1).SealCredentials("team", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	data, _ := proto.Marshal(&statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{Name: "team", SealedCredentials: blob, KeyId: "abc"}}})
+	if _, err := kv.Put(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, "team"), data); err != nil {
+		t.Fatal(err)
+	}
+	s, err := secrets.New(secrets.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := secrets.NewCatalogWatcher(s, env.JS, nil)
+	go func() { _ = w.Run(ctx) }()
+	<-w.Synced()
+	if _, err := s.Lookup("team"); err == nil {
+		t.Fatal("sealed credentials were used without a key")
+	}
+	var _ ports.Credentials = s
+}

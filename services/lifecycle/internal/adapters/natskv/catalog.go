@@ -1,0 +1,102 @@
+package natskv
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+var _ ports.CatalogStore = (*Store)(nil)
+
+func decodeCatalog(b []byte) (domain.CatalogEntry, error) {
+	var p statev1.CatalogEntry
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return domain.CatalogEntry{}, err
+	}
+	return protoconv.CatalogFromProto(&p), nil
+}
+
+func catalogKey(ref domain.CatalogRef) (string, error) {
+	k := protoconv.CatalogKey(ref)
+	if k == "" {
+		return "", fmt.Errorf("catalog entry %q has no kind", ref.Name)
+	}
+	return k, nil
+}
+
+// ListCatalog implements ports.CatalogStore.
+func (s *Store) ListCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry, error) {
+	es, revs, err := list(ctx, s.js, s.catalog, decodeCatalog)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.VersionedCatalogEntry, len(es))
+	for i := range es {
+		out[i] = ports.VersionedCatalogEntry{Entry: es[i], Revision: revs[i]}
+	}
+	return out, nil
+}
+
+// GetCatalogEntry implements ports.CatalogStore.
+func (s *Store) GetCatalogEntry(ctx context.Context, ref domain.CatalogRef) (ports.VersionedCatalogEntry, error) {
+	key, err := catalogKey(ref)
+	if err != nil {
+		return ports.VersionedCatalogEntry{}, err
+	}
+	e, err := s.catalog.Get(ctx, key)
+	if err != nil {
+		return ports.VersionedCatalogEntry{}, mapErr("getting catalog entry", key, err)
+	}
+	ce, err := decodeCatalog(e.Value())
+	if err != nil {
+		return ports.VersionedCatalogEntry{}, fmt.Errorf("decoding catalog entry %s: %w", key, err)
+	}
+	return ports.VersionedCatalogEntry{Entry: ce, Revision: e.Revision()}, nil
+}
+
+// CreateCatalogEntry implements ports.CatalogStore.
+func (s *Store) CreateCatalogEntry(ctx context.Context, e domain.CatalogEntry) (uint64, error) {
+	key, err := catalogKey(e.Ref())
+	if err != nil {
+		return 0, err
+	}
+	data, err := proto.Marshal(protoconv.CatalogToProto(e))
+	if err != nil {
+		return 0, fmt.Errorf("encoding catalog entry %s: %w", key, err)
+	}
+	rev, err := s.catalog.Create(ctx, key, data)
+	return rev, mapErr("creating catalog entry", key, err)
+}
+
+// UpdateCatalogEntry implements ports.CatalogStore.
+func (s *Store) UpdateCatalogEntry(ctx context.Context, e domain.CatalogEntry, revision uint64) (uint64, error) {
+	key, err := catalogKey(e.Ref())
+	if err != nil {
+		return 0, err
+	}
+	data, err := proto.Marshal(protoconv.CatalogToProto(e))
+	if err != nil {
+		return 0, fmt.Errorf("encoding catalog entry %s: %w", key, err)
+	}
+	rev, err := s.catalog.Update(ctx, key, data, revision)
+	return rev, mapErr("updating catalog entry", key, err)
+}
+
+// DeleteCatalogEntry implements ports.CatalogStore.
+func (s *Store) DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, revision uint64) (uint64, error) {
+	key, err := catalogKey(ref)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.catalog.Delete(ctx, key, jetstream.LastRevision(revision)); err != nil {
+		return 0, mapErr("deleting catalog entry", key, err)
+	}
+	return lastRevision(ctx, s.catalog), nil
+}
