@@ -166,7 +166,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	for _, want := range []string{
 		`nodesmith_lifecycle_instances{group="workers",state="Running"} 1`,
 		`nodesmith_lifecycle_group_target_size{group="workers"} 1`,
-		`nodesmith_lifecycle_transitions_total{from="Joined",to="Running"} 1`,
+		`nodesmith_lifecycle_transitions_total{from="Joined",reason="hook_finished",to="Running"} 1`,
 		`nodesmith_lifecycle_operations_total{code="OK",op="IncreaseSize"}`,
 		`nodesmith_lifecycle_commands_published_total{kind="create",result="ok"}`,
 		`nodesmith_lifecycle_state_duration_seconds_bucket`,

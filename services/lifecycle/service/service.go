@@ -27,6 +27,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/oteltrace"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/prom"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
@@ -175,6 +176,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		Observer: metrics,
 		Notifier: ext.notifier,
 		Status:   ext.status,
+		Tracer:   oteltrace.Tracer{},
 	})
 	gauges := prom.NewCollector(a.Stats)
 	if err := reg.Register(gauges); err != nil {

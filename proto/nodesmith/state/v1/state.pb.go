@@ -1055,7 +1055,11 @@ type Instance struct {
 	// Set while a command for the current state is in flight.
 	InFlight bool `protobuf:"varint,21,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	// True once CA's target no longer counts this instance (deletion requested).
-	Released      bool `protobuf:"varint,22,opt,name=released,proto3" json:"released,omitempty"`
+	Released bool `protobuf:"varint,22,opt,name=released,proto3" json:"released,omitempty"`
+	// W3C trace context (traceparent, tracestate) of the operation that
+	// created or released this instance: the commands lifecycle dispatches
+	// for it later continue that operation's trace.
+	TraceContext  map[string]string `protobuf:"bytes,23,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1244,6 +1248,13 @@ func (x *Instance) GetReleased() bool {
 	return false
 }
 
+func (x *Instance) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
 var File_nodesmith_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_nodesmith_state_v1_state_proto_rawDesc = "" +
@@ -1344,7 +1355,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x04from\x121\n" +
 	"\x02to\x18\x02 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x02to\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe9\x06\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xff\a\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x127\n" +
@@ -1374,7 +1385,11 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"sshHostKey\x12(\n" +
 	"\x10hook_output_tail\x18\x14 \x01(\tR\x0ehookOutputTail\x12\x1b\n" +
 	"\tin_flight\x18\x15 \x01(\bR\binFlight\x12\x1a\n" +
-	"\breleased\x18\x16 \x01(\bR\breleased*\x99\x02\n" +
+	"\breleased\x18\x16 \x01(\bR\breleased\x12S\n" +
+	"\rtrace_context\x18\x17 \x03(\v2..nodesmith.state.v1.Instance.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x99\x02\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1b\n" +
@@ -1403,7 +1418,7 @@ func file_nodesmith_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(InstanceState)(0),            // 0: nodesmith.state.v1.InstanceState
 	(OnFailure)(0),                // 1: nodesmith.state.v1.OnFailure
@@ -1424,8 +1439,9 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	nil,                           // 16: nodesmith.state.v1.NodeTemplate.AllocatableEntry
 	nil,                           // 17: nodesmith.state.v1.HookSpec.EnvEntry
 	nil,                           // 18: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	nil,                           // 19: nodesmith.state.v1.Instance.TraceContextEntry
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	13, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
@@ -1433,10 +1449,10 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	2,  // 2: nodesmith.state.v1.NodeTemplate.taints:type_name -> nodesmith.state.v1.Taint
 	15, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
 	16, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	19, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
-	19, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
-	19, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
-	19, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
+	20, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
+	20, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
+	20, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
+	20, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
 	1,  // 9: nodesmith.state.v1.HookSpec.on_failure:type_name -> nodesmith.state.v1.OnFailure
 	17, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
 	5,  // 11: nodesmith.state.v1.Hooks.after_created:type_name -> nodesmith.state.v1.HookSpec
@@ -1447,23 +1463,24 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	4,  // 16: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
 	6,  // 17: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
 	7,  // 18: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	20, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	21, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
 	0,  // 21: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
 	0,  // 22: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	20, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	21, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
 	0,  // 24: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
 	10, // 25: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	20, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	20, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	20, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	20, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	21, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	21, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	21, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	21, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
 	11, // 30: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	19, // 31: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
@@ -1478,7 +1495,7 @@ func file_nodesmith_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_state_v1_state_proto_rawDesc), len(file_nodesmith_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -111,6 +111,9 @@ type Deps struct {
 	Random func(n int) string
 	// Jitter returns a value in [-1, 1].
 	Jitter func() float64
+	// Tracer is optional: spans of dispatch and reconciler passes, and the
+	// trace context stamped on instances (see tracing.go).
+	Tracer ports.Tracer
 }
 
 type groupRec struct {
@@ -136,6 +139,7 @@ type App struct {
 	status  ports.StatusSink
 	random  func(int) string
 	jitter  func() float64
+	tracer  ports.Tracer
 
 	mu     sync.Mutex
 	loaded bool
@@ -182,6 +186,9 @@ func New(opts Options, d Deps) *App {
 	if d.Jitter == nil {
 		d.Jitter = func() float64 { return mrand.Float64()*2 - 1 }
 	}
+	if d.Tracer == nil {
+		d.Tracer = nopTracer{}
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 100
 	}
@@ -209,6 +216,7 @@ func New(opts Options, d Deps) *App {
 		status:        d.Status,
 		random:        d.Random,
 		jitter:        d.Jitter,
+		tracer:        d.Tracer,
 		groups:        map[string]*groupRec{},
 		insts:         map[string]*instRec{},
 		byProvider:    map[string]string{},
@@ -424,6 +432,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 		if _, taken := a.insts[in.ID]; taken {
 			continue
 		}
+		in.TraceContext = a.tracer.Carrier(ctx)
 		rev, err := a.store.CreateInstance(ctx, in)
 		if errors.Is(err, ports.ErrConflict) {
 			lastErr = err // id collision with an uncached record: draw again
@@ -433,7 +442,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 			return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: %w", group, err)
 		}
 		a.setInstLocked(in, rev)
-		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created"})
+		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created", Cause: "created"})
 		return in, rev, nil
 	}
 	return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: no free id: %w", group, lastErr)
@@ -460,6 +469,7 @@ func (a *App) commitLocked(ctx context.Context, old domain.Instance, res domain.
 	if !res.Changed {
 		return res, 0, nil
 	}
+	res.Instance = a.stampTraceLocked(ctx, old, res.Instance)
 	rev, err := a.writeInstLocked(ctx, res.Instance)
 	if err != nil {
 		return res, 0, err

@@ -18,6 +18,9 @@ type Observer interface {
 	// Reconciled counts orphan VMs terminated and records closed because
 	// their VM vanished.
 	Reconciled(orphansTerminated, vanishedClosed int)
+	// OrphansFound counts the orphan VMs one inventory comparison found
+	// (whether or not terminating them succeeded).
+	OrphansFound(n int)
 	// ConfigApplied is called after each application of the file.
 	ConfigApplied(err error)
 	// Replayed is called when a repeated request id is answered with the
@@ -46,6 +49,9 @@ func (NopObserver) Purged(int) {}
 // Reconciled implements Observer.
 func (NopObserver) Reconciled(int, int) {}
 
+// OrphansFound implements Observer.
+func (NopObserver) OrphansFound(int) {}
+
 // ConfigApplied implements Observer.
 func (NopObserver) ConfigApplied(error) {}
 
@@ -59,6 +65,8 @@ type GroupStats struct {
 	ByState map[domain.State]int
 	// CreationFailed counts live instances whose creation failed.
 	CreationFailed int
+	// Live counts the instances CA sees as the group's nodes.
+	Live int
 }
 
 // Stats returns a snapshot per group (for gauges, read at scrape time).
@@ -78,6 +86,9 @@ func (a *App) Stats() map[string]GroupStats {
 			continue
 		}
 		s.ByState[r.inst.State]++
+		if r.inst.Live() {
+			s.Live++
+		}
 		if r.inst.CreationFailed && r.inst.Live() {
 			s.CreationFailed++
 		}
