@@ -67,6 +67,10 @@ type GroupStats struct {
 	CreationFailed int
 	// Live counts the instances CA sees as the group's nodes.
 	Live int
+	// PastDeadline counts, per state, instances whose wait timed out and
+	// was not yet acted on. The dispatcher fires deadlines within a tick,
+	// so a count that stays above zero means instances are stuck.
+	PastDeadline map[domain.State]int
 }
 
 // Stats returns a snapshot per group (for gauges, read at scrape time).
@@ -76,9 +80,11 @@ func (a *App) Stats() map[string]GroupStats {
 	if !a.loaded {
 		return nil
 	}
+	now := a.clock.Now()
 	out := make(map[string]GroupStats, len(a.groups))
 	for id, g := range a.groups {
-		out[id] = GroupStats{Target: g.g.TargetSize, Min: g.g.MinSize, Max: g.g.MaxSize, ByState: map[domain.State]int{}}
+		out[id] = GroupStats{Target: g.g.TargetSize, Min: g.g.MinSize, Max: g.g.MaxSize,
+			ByState: map[domain.State]int{}, PastDeadline: map[domain.State]int{}}
 	}
 	for _, r := range a.insts {
 		s, ok := out[r.inst.Group]
@@ -86,6 +92,9 @@ func (a *App) Stats() map[string]GroupStats {
 			continue
 		}
 		s.ByState[r.inst.State]++
+		if !r.inst.Deadline.IsZero() && !now.Before(r.inst.Deadline) {
+			s.PastDeadline[r.inst.State]++
+		}
 		if r.inst.Live() {
 			s.Live++
 		}

@@ -179,6 +179,7 @@ type Collector struct {
 	maxSize   *prometheus.Desc
 	failed    *prometheus.Desc
 	nodes     *prometheus.Desc
+	overdue   *prometheus.Desc
 }
 
 // NewCollector returns a collector over stats (usually (*app.App).Stats).
@@ -190,13 +191,16 @@ func NewCollector(stats func() map[string]app.GroupStats) *Collector {
 		minSize:   prometheus.NewDesc("nodesmith_lifecycle_group_min_size", "Min size per group.", []string{"group"}, nil),
 		maxSize:   prometheus.NewDesc("nodesmith_lifecycle_group_max_size", "Max size per group.", []string{"group"}, nil),
 		failed:    prometheus.NewDesc("nodesmith_lifecycle_creation_failed_instances", "Live instances whose creation failed, per group.", []string{"group"}, nil),
-		nodes:     prometheus.NewDesc("nodesmith_lifecycle_group_nodes", "Live instances per group: the nodes Cluster Autoscaler sees in the group, whatever their state.", []string{"group"}, nil),
+		overdue: prometheus.NewDesc("nodesmith_lifecycle_instances_past_deadline",
+			"Instances whose wait in a state timed out and was not yet acted on, per group and state; above zero for long means stuck.",
+			[]string{"group", "state"}, nil),
+		nodes: prometheus.NewDesc("nodesmith_lifecycle_group_nodes", "Live instances per group: the nodes Cluster Autoscaler sees in the group, whatever their state.", []string{"group"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.instances, c.target, c.minSize, c.maxSize, c.failed, c.nodes} {
+	for _, d := range []*prometheus.Desc{c.instances, c.target, c.minSize, c.maxSize, c.failed, c.nodes, c.overdue} {
 		ch <- d
 	}
 }
@@ -206,6 +210,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for group, s := range c.stats() {
 		for _, st := range domain.States {
 			ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.ByState[st]), group, st.String())
+			ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.PastDeadline[st]), group, st.String())
 		}
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(s.Target), group)
 		ch <- prometheus.MustNewConstMetric(c.minSize, prometheus.GaugeValue, float64(s.Min), group)
