@@ -22,6 +22,11 @@ type component struct {
 	checks   *health.Checks
 }
 
+// componentsHook, when set (by tests in this package), sees the components
+// of each Run as soon as they exist: their registries are the services'
+// real ones, which the metric tests inspect.
+var componentsHook func(map[string]*component)
+
 func newComponent(name string) *component {
 	return &component{name: name, registry: prometheus.NewRegistry(), checks: &health.Checks{}}
 }

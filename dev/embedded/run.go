@@ -136,6 +136,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	for _, n := range []string{"lifecycle", "api-gateway", "cloud-adapter", "hook-runner"} {
 		comps[n] = newComponent(n)
 	}
+	if componentsHook != nil {
+		componentsHook(comps)
+	}
 
 	lc := lifecycle.DefaultConfig()
 	lc.NATS.URL, lc.NATS.Name = natsURL, "lifecycle"
