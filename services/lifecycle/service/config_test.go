@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -180,6 +181,18 @@ func TestMetricsAndHealth(t *testing.T) {
 	s.stop()
 	s.start()
 	mustOK(t, s.increase("workers", 1))
+
+	// Readiness covers the event consumer: without it a takeover could not
+	// consume results.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.env.JS.DeleteConsumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "/readyz failing without the consumer", func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "lifecycle-consumer")
+	})
 }
 
 // The configuration the embedded launcher ships (see the README) is valid.

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -474,13 +475,13 @@ func (a *App) commitLocked(ctx context.Context, old domain.Instance, res domain.
 	if err != nil {
 		return res, 0, err
 	}
-	a.observe(old, res)
+	a.observe(ctx, old, res)
 	return res, rev, nil
 }
 
-func (a *App) observe(old domain.Instance, res domain.Result) {
+func (a *App) observe(ctx context.Context, old domain.Instance, res domain.Result) {
 	in := res.Instance
-	log := a.log.With("instance", in.ID, "group", in.Group)
+	log := logging.WithTrace(ctx, a.log).With("instance", in.ID, "group", in.Group, "state", in.State.String())
 	for _, m := range res.Moves {
 		a.obs.Transition(in.Group, m)
 		log.Info("transition", "from", m.From.String(), "to", m.To.String(), "reason", m.Reason, "attempt", in.Attempt)
@@ -600,7 +601,7 @@ const (
 // should be redelivered (storage trouble, a concurrent write).
 func (a *App) HandleEvent(ctx context.Context, instanceID string, ev domain.Event) error {
 	res, _, err := a.Apply(ctx, instanceID, ev)
-	log := a.log.With("instance", instanceID, "event", domain.EventName(ev))
+	log := logging.WithTrace(ctx, a.log).With("instance", instanceID, "event", domain.EventName(ev))
 	switch {
 	case err == nil:
 		if !res.Changed {
