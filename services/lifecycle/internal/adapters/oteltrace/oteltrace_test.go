@@ -194,3 +194,72 @@ func TestStartUsesTheFirstValidParentAndLinksTheOthers(t *testing.T) {
 		t.Errorf("status %v, want the error", x.Status())
 	}
 }
+
+// spyInventory records the span context of inventory requests.
+type spyInventory struct {
+	memory.Commands
+	mu  sync.Mutex
+	ctx []trace.SpanContext
+}
+
+func (c *spyInventory) ListInventory(ctx context.Context, r ports.InventoryRequest) error {
+	c.mu.Lock()
+	c.ctx = append(c.ctx, trace.SpanContextFromContext(ctx))
+	c.mu.Unlock()
+	return c.Commands.ListInventory(ctx, r)
+}
+
+// A reconciler pass is one trace: the request span and the comparison of
+// the answer, whose context came back through the cloud adapter.
+func TestReconcilerPassIsOneSpanPerStep(t *testing.T) {
+	rec, _ := recorder(t)
+	ctx := context.Background()
+	cmds := &spyInventory{}
+	a := app.New(app.DefaultOptions(), app.Deps{
+		Store: memory.NewStore(), Commands: cmds, Clock: memory.NewClock(time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Tracer: oteltrace.Tracer{},
+	})
+	groups := []domain.NodeGroup{
+		{ID: "a", MaxSize: 5, Template: domain.InstanceTemplate{Name: "t", Provider: "tencentcloud", Account: "dev", Region: "r1"}},
+		{ID: "b", MaxSize: 5, Template: domain.InstanceTemplate{Name: "t", Provider: "tencentcloud", Account: "dev", Region: "r2"}},
+	}
+	if err := a.SetConfig(ctx, groups); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.RequestInventory(ctx)
+	req := span(rec, "reconcile: request inventory")
+	if req == nil {
+		t.Fatal("no request span")
+	}
+	if len(cmds.ctx) != 2 {
+		t.Fatalf("%d inventory requests, want one per region", len(cmds.ctx))
+	}
+	for _, sc := range cmds.ctx {
+		if sc.SpanID() != req.SpanContext().SpanID() {
+			t.Errorf("inventory requested under span %s, want the pass's span %s", sc.SpanID(), req.SpanContext().SpanID())
+		}
+	}
+	n := 0
+	for _, s := range rec.Ended() {
+		if s.Name() == "reconcile: request inventory" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d request spans for one pass, want 1", n)
+	}
+
+	// The answer arrives in the same trace (the adapters propagate it).
+	inv := cmds.Snapshot().Inventory[0]
+	answerCtx := trace.ContextWithRemoteSpanContext(ctx, req.SpanContext())
+	if err := a.HandleInventory(answerCtx, app.Inventory{RequestID: inv.RequestID, Target: inv.Target}); err != nil {
+		t.Fatal(err)
+	}
+	cmp := span(rec, "reconcile: compare inventory")
+	if cmp == nil || cmp.SpanContext().TraceID() != req.SpanContext().TraceID() {
+		t.Fatalf("compare span %v: want it in the pass's trace", cmp)
+	}
+}
