@@ -107,27 +107,11 @@ func TestTraceFromIncreaseSizeReachesTheWorkers(t *testing.T) {
 	call(t, func(ctx context.Context) (*pb.NodeGroupIncreaseSizeResponse, error) {
 		return c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1})
 	})
-	waitRunning(t, c, "workers", 1)
+	running := waitRunning(t, c, "workers", 1)
 
 	const rpc = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupIncreaseSize"
-	var root sdktrace.ReadOnlySpan
-	for _, sp := range rec.Ended() {
-		if sp.Name() == rpc {
-			root = sp
-		}
-	}
-	if root == nil {
-		t.Fatalf("no gRPC server span %q recorded", rpc)
-	}
-	if root.SpanKind() != trace.SpanKindServer || root.Parent().IsValid() {
-		t.Fatalf("the gRPC span should be the trace's root server span: kind %v parent %v", root.SpanKind(), root.Parent())
-	}
-	id := root.SpanContext().TraceID()
-
-	cases := []struct {
-		leaf string
-		want []string // from the root down; other spans may sit between
-	}{
+	id := rootTrace(t, rec, rpc)
+	expectChains(t, rec, id, rpc, []chainCase{
 		{"cvm RunInstances", []string{rpc, "lifecycle increase_size", "lifecycle increase_size",
 			"dispatch create", "publish nodesmith.cmd.cloud.create", "process nodesmith.cmd.cloud.create", "cvm RunInstances"}},
 		{"ssh run", []string{rpc, "lifecycle increase_size", "dispatch hook",
@@ -136,7 +120,54 @@ func TestTraceFromIncreaseSizeReachesTheWorkers(t *testing.T) {
 			"process nodesmith.cmd.cloud.create", "publish nodesmith.evt.cloud.created", "process nodesmith.evt.cloud.created"}},
 		{"process nodesmith.evt.hook.result", []string{rpc, "process nodesmith.cmd.hook.run",
 			"publish nodesmith.evt.hook.result", "process nodesmith.evt.hook.result"}},
+	})
+
+	// Scale-down: the node's release stamps DeleteNodes' trace on the
+	// record, so its before_delete hook and termination continue it.
+	call(t, func(ctx context.Context) (*pb.NodeGroupDeleteNodesResponse, error) {
+		return c.NodeGroupDeleteNodes(ctx, &pb.NodeGroupDeleteNodesRequest{Id: "workers",
+			Nodes: []*pb.ExternalGrpcNode{{ProviderID: running[0].GetId(), Name: nodeName(running[0].GetId())}}})
+	})
+	const delRPC = "clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupDeleteNodes"
+	del := rootTrace(t, rec, delRPC)
+	expectChains(t, rec, del, delRPC, []chainCase{
+		{"cvm TerminateInstances", []string{delRPC, "lifecycle delete_nodes", "dispatch terminate",
+			"publish nodesmith.cmd.cloud.terminate", "process nodesmith.cmd.cloud.terminate", "cvm TerminateInstances"}},
+		{"ssh run", []string{delRPC, "lifecycle delete_nodes", "dispatch hook", "process nodesmith.cmd.hook.run", "ssh run"}},
+	})
+}
+
+// rootTrace returns the trace id of the (last) server span named rpc, which
+// must be a root: the test's client sends no trace context.
+func rootTrace(t *testing.T, rec *tracetest.SpanRecorder, rpc string) trace.TraceID {
+	t.Helper()
+	var root sdktrace.ReadOnlySpan
+	// The server span ends just after the response is sent.
+	for deadline := time.Now().Add(10 * time.Second); root == nil; time.Sleep(50 * time.Millisecond) {
+		for _, sp := range rec.Ended() {
+			if sp.Name() == rpc {
+				root = sp
+			}
+		}
+		if root == nil && time.Now().After(deadline) {
+			t.Fatalf("no gRPC server span %q recorded", rpc)
+		}
 	}
+	if root.SpanKind() != trace.SpanKindServer || root.Parent().IsValid() {
+		t.Fatalf("the gRPC span should be the trace's root server span: kind %v parent %v", root.SpanKind(), root.Parent())
+	}
+	return root.SpanContext().TraceID()
+}
+
+// chainCase: the span named leaf descends, in trace id, from the spans of
+// want (from the root down; other spans may sit between them).
+type chainCase struct {
+	leaf string
+	want []string
+}
+
+func expectChains(t *testing.T, rec *tracetest.SpanRecorder, id trace.TraceID, rpc string, cases []chainCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.leaf, func(t *testing.T) {
 			// Spans end asynchronously (a worker's span ends after its
