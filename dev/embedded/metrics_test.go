@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
 // captureComponents records the components (and so the services' real
@@ -178,6 +179,9 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	components := captureComponents(t)
+	var emu *cvmemu.Server
+	emulatorHook = func(e *cvmemu.Server) { emu = e }
+	t.Cleanup(func() { emulatorHook = nil })
 	s := start(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
 	defer s.stop(t)
 	comps := components()
@@ -192,7 +196,9 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 	state := func(st string) map[string]string { return l("group", "workers", "state", st) }
 	before := gather(t, comps)
 
-	// Scale up by 2, plus one call CA gets an error for.
+	// Scale up by 2, plus one call CA gets an error for; the cloud fails
+	// the first RunInstances (the adapter retries it).
+	emu.InjectFaults(cvmemu.ActionRunInstances, cvmemu.Fault{Code: "InternalError", Message: "injected"})
 	call(t, func(ctx context.Context) (*pb.NodeGroupIncreaseSizeResponse, error) {
 		return c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 2})
 	})
@@ -232,6 +238,7 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		{name: "nodesmith_cloud_api_calls_total", labels: l("action", "RunInstances", "result", "ok"), delta: 1, atLeast: true},
 		{name: "nodesmith_cloud_api_call_seconds", labels: l("action", "RunInstances"), delta: 1, atLeast: true},
 		{name: "nodesmith_cloud_rate_limit_wait_seconds", labels: l("action", "RunInstances"), delta: 1, atLeast: true},
+		{name: "nodesmith_cloud_api_calls_total", labels: l("action", "RunInstances"), delta: 2, atLeast: true}, // the failure and the retry
 		{name: "nodesmith_cloud_api_calls_total", labels: l("action", "DescribeInstances", "result", "ok"), delta: 1, atLeast: true},
 		// Hook runs by hook and result.
 		{name: "nodesmith_hook_runs_total", labels: l("hook", "after_created", "result", "succeeded"), delta: 2},
@@ -246,6 +253,12 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		{name: "nodesmith_jetstream_consumer_pending_messages", labels: l("consumer", "hook-runner"), delta: 0, absolute: true},
 		{name: "nodesmith_lifecycle_leader", delta: 1, absolute: true},
 	})
+	// The injected failure is counted under its error kind, not ok.
+	failed := (up.v("nodesmith_cloud_api_calls_total", l("action", "RunInstances")) - up.v("nodesmith_cloud_api_calls_total", l("action", "RunInstances", "result", "ok"))) -
+		(before.v("nodesmith_cloud_api_calls_total", l("action", "RunInstances")) - before.v("nodesmith_cloud_api_calls_total", l("action", "RunInstances", "result", "ok")))
+	if failed != 1 {
+		t.Errorf("failed RunInstances calls counted: %v, want 1 (the injected fault)", failed)
+	}
 
 	// Scale down: CA deletes one node.
 	victim := running[0]

@@ -128,6 +128,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 		return err
 	}
 	defer emu.Close()
+	if emulatorHook != nil {
+		emulatorHook(emu)
+	}
 
 	// The four services, each with its own NATS connection, metrics and
 	// readiness, exactly as they would run in their own pods.
