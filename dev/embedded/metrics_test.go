@@ -266,7 +266,7 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		return c.NodeGroupDeleteNodes(ctx, &pb.NodeGroupDeleteNodesRequest{Id: "workers",
 			Nodes: []*pb.ExternalGrpcNode{{ProviderID: victim.GetId(), Name: nodeName(victim.GetId())}}})
 	})
-	expect(t, comps, up, []change{
+	down := expect(t, comps, up, []change{
 		{name: "nodesmith_gateway_grpc_requests_total", labels: l("method", del, "code", "OK"), delta: 1},
 		{name: "nodesmith_gateway_grpc_request_duration_seconds", labels: l("method", del), delta: 1},
 		{name: "nodesmith_lifecycle_operations_total", labels: l("op", "DeleteNodes", "code", "OK"), delta: 1},
@@ -281,6 +281,30 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		{name: "nodesmith_hook_runs_total", labels: l("hook", "before_delete", "result", "succeeded"), delta: 1},
 		{name: "nodesmith_lifecycle_commands_published_total", labels: l("kind", "terminate", "result", "ok"), delta: 1},
 	})
+
+	// No series is per instance: no instance-identifying label, and no
+	// label value naming one of the instances or VMs of this run.
+	ids := map[string]bool{}
+	for _, in := range running {
+		ids[in.GetId()] = true
+		ids[nodeName(in.GetId())] = true
+	}
+	for name, mf := range down {
+		if !strings.HasPrefix(name, "nodesmith_") {
+			t.Errorf("metric %s lacks the nodesmith_ prefix", name)
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				switch lp.GetName() {
+				case "instance_id", "cloud_id", "provider_id", "node", "batch":
+					t.Errorf("%s has an unbounded label %s", name, lp.GetName())
+				}
+				if ids[lp.GetValue()] || strings.HasPrefix(lp.GetValue(), "ins-") {
+					t.Errorf("%s{%s=%q} names an instance", name, lp.GetName(), lp.GetValue())
+				}
+			}
+		}
+	}
 }
 
 // nodeName is the Node name of a providerID (the instance id, its last
