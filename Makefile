@@ -91,6 +91,10 @@ lint: $(BIN)/golangci-lint ## golangci-lint (v2) on every module
 proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerate Go from proto/ with pinned tools
 	cd proto && $(BIN)/buf lint && $(BIN)/buf generate
 
+.PHONY: monitoring
+monitoring: ## regenerate the PrometheusRule (deploy/kustomize/components/monitoring) from deploy/prometheus/nodesmith-rules.yaml
+	cd tools/kube && go test ./manifests -run TestPrometheusRuleIsGeneratedFromTheRulesFile -count=1 -update
+
 .PHONY: proto-check
 proto-check: proto ## fail if generated code differs from what is committed
 	@git diff --exit-code -- proto/ || (echo "generated code is stale: run make proto and commit"; exit 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
 // component is one in-process service as the combined ops endpoint sees it:
@@ -21,6 +22,15 @@ type component struct {
 	registry *prometheus.Registry
 	checks   *health.Checks
 }
+
+// Test hooks, set only by tests in this package: componentsHook sees the
+// components of each Run as soon as they exist (their registries are the
+// services' real ones, which the metric tests inspect); emulatorHook sees
+// the CVM emulator (to inject faults).
+var (
+	componentsHook func(map[string]*component)
+	emulatorHook   func(*cvmemu.Server)
+)
 
 func newComponent(name string) *component {
 	return &component{name: name, registry: prometheus.NewRegistry(), checks: &health.Checks{}}

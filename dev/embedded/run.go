@@ -139,6 +139,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 		return err
 	}
 	defer emu.Close()
+	if emulatorHook != nil {
+		emulatorHook(emu)
+	}
 
 	// The four services, each with its own NATS connection, metrics and
 	// readiness, exactly as they would run in their own pods.
@@ -146,6 +149,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	comps := map[string]*component{}
 	for _, n := range []string{"lifecycle", "api-gateway", "cloud-adapter", "hook-runner"} {
 		comps[n] = newComponent(n)
+	}
+	if componentsHook != nil {
+		componentsHook(comps)
 	}
 
 	lc := lifecycle.DefaultConfig()

@@ -70,3 +70,14 @@ func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h traceHandler) WithGroup(name string) slog.Handler {
 	return traceHandler{h.Handler.WithGroup(name)}
 }
+
+// WithTrace returns l with the trace_id and span_id of ctx's span as
+// attributes (l itself when ctx carries none): for a logger made once per
+// message or request and then used without its context.
+func WithTrace(ctx context.Context, l *slog.Logger) *slog.Logger {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return l
+	}
+	return l.With(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+}

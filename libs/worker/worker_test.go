@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,14 @@ func TestAckNakAndPermanent(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.Handled("w", "nak")); got != 1 {
 		t.Errorf("nak count = %v", got)
+	}
+	// Message 2 came twice: one redelivery.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP nodesmith_worker_redeliveries_total Messages received more than once.
+# TYPE nodesmith_worker_redeliveries_total counter
+nodesmith_worker_redeliveries_total{consumer="w"} 1
+`), "nodesmith_worker_redeliveries_total"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -107,6 +107,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerCloudAdapter, err)
 	}
 	maxDeliver := cons.CachedInfo().Config.MaxDeliver
+	defer messaging.RegisterConsumerCollector(reg, js, messaging.CommandStream, messaging.ConsumerCloudAdapter)()
 
 	creds, err := secrets.New(secrets.Options{
 		Dir: cfg.CredentialsDir, File: cfg.CredentialsFile, Environ: environ, Logger: log, Metrics: m,

@@ -113,6 +113,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return startErr(ctx, fmt.Errorf("binding consumer %s: %w", messaging.ConsumerHookRunner, err))
 	}
 	hb := heartbeat(cons.CachedInfo().Config)
+	defer messaging.RegisterConsumerCollector(reg, js, messaging.CommandStream, messaging.ConsumerHookRunner)()
 	checks.Add("hook-runner-nats", func(context.Context) error {
 		if s := nc.Status(); s != nats.CONNECTED {
 			return fmt.Errorf("nats connection is %s", s)

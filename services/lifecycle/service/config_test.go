@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -166,7 +167,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	for _, want := range []string{
 		`nodesmith_lifecycle_instances{group="workers",state="Running"} 1`,
 		`nodesmith_lifecycle_group_target_size{group="workers"} 1`,
-		`nodesmith_lifecycle_transitions_total{from="Joined",to="Running"} 1`,
+		`nodesmith_lifecycle_transitions_total{from="Joined",reason="hook_finished",to="Running"} 1`,
 		`nodesmith_lifecycle_operations_total{code="OK",op="IncreaseSize"}`,
 		`nodesmith_lifecycle_commands_published_total{kind="create",result="ok"}`,
 		`nodesmith_lifecycle_state_duration_seconds_bucket`,
@@ -180,6 +181,18 @@ func TestMetricsAndHealth(t *testing.T) {
 	s.stop()
 	s.start()
 	mustOK(t, s.increase("workers", 1))
+
+	// Readiness covers the event consumer: without it a takeover could not
+	// consume results.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.env.JS.DeleteConsumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "/readyz failing without the consumer", func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "lifecycle-consumer")
+	})
 }
 
 // The configuration the embedded launcher ships (see the README) is valid.

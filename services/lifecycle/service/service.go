@@ -27,6 +27,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/oteltrace"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/prom"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
@@ -175,6 +176,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		Observer: metrics,
 		Notifier: ext.notifier,
 		Status:   ext.status,
+		Tracer:   oteltrace.Tracer{},
 	})
 	gauges := prom.NewCollector(a.Stats)
 	if err := reg.Register(gauges); err != nil {
@@ -182,6 +184,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	}
 	defer reg.Unregister(gauges)
 	workerMetrics := worker.NewMetrics(reg)
+	defer messaging.RegisterConsumerCollector(reg, js, messaging.EventStream, messaging.ConsumerLifecycle)()
 	if fileCfg != nil {
 		a.SetConfigCatalog(fileCfg.Catalog)
 		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {
@@ -196,6 +199,14 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		return nil
 	})
 	checks.Add("lifecycle-store", store.Ping)
+	// The event consumer is bound only while leading, but it must exist
+	// (and the stream answer) on every replica for a takeover to work.
+	checks.Add("lifecycle-consumer", func(ctx context.Context) error {
+		if _, err := js.Consumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle); err != nil {
+			return fmt.Errorf("consumer %s: %w", messaging.ConsumerLifecycle, err)
+		}
+		return nil
+	})
 
 	// Everything that writes state or answers operations runs only while
 	// leading: a follower neither dispatches nor subscribes to operations,

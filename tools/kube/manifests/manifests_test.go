@@ -56,6 +56,14 @@ func renderings(t *testing.T) []rendering {
 			check: checkOTel,
 		},
 		{
+			name: "base+servicemonitor+monitoring", resources: []string{base},
+			components: []string{component("secrets"), component("servicemonitor"), component("monitoring")},
+			check: func(t *testing.T, s *manifests.Set) {
+				checkServiceMonitor(t, s)
+				checkMonitoring(t, s)
+			},
+		},
+		{
 			name: "prod+servicemonitor+otel", resources: []string{overlay("prod")}, components: []string{component("servicemonitor"), component("otel")},
 			check: func(t *testing.T, s *manifests.Set) {
 				checkProd(t, s)

@@ -1055,7 +1055,11 @@ type Instance struct {
 	// Set while a command for the current state is in flight.
 	InFlight bool `protobuf:"varint,21,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	// True once CA's target no longer counts this instance (deletion requested).
-	Released      bool `protobuf:"varint,22,opt,name=released,proto3" json:"released,omitempty"`
+	Released bool `protobuf:"varint,22,opt,name=released,proto3" json:"released,omitempty"`
+	// W3C trace context (traceparent, tracestate) of the operation that
+	// created or released this instance: the commands lifecycle dispatches
+	// for it later continue that operation's trace.
+	TraceContext  map[string]string `protobuf:"bytes,23,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1242,6 +1246,13 @@ func (x *Instance) GetReleased() bool {
 		return x.Released
 	}
 	return false
+}
+
+func (x *Instance) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
 }
 
 // CloudAccount is a cloud account of the catalog (key "accounts.<name>" in
@@ -1551,7 +1562,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x04from\x121\n" +
 	"\x02to\x18\x02 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x02to\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe9\x06\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xff\a\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x127\n" +
@@ -1581,7 +1592,11 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"sshHostKey\x12(\n" +
 	"\x10hook_output_tail\x18\x14 \x01(\tR\x0ehookOutputTail\x12\x1b\n" +
 	"\tin_flight\x18\x15 \x01(\bR\binFlight\x12\x1a\n" +
-	"\breleased\x18\x16 \x01(\bR\breleased\"\x9e\x01\n" +
+	"\breleased\x18\x16 \x01(\bR\breleased\x12S\n" +
+	"\rtrace_context\x18\x17 \x03(\v2..nodesmith.state.v1.Instance.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
 	"\fCloudAccount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -1624,7 +1639,7 @@ func file_nodesmith_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(InstanceState)(0),            // 0: nodesmith.state.v1.InstanceState
 	(OnFailure)(0),                // 1: nodesmith.state.v1.OnFailure
@@ -1647,8 +1662,9 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	nil,                           // 18: nodesmith.state.v1.NodeTemplate.AllocatableEntry
 	nil,                           // 19: nodesmith.state.v1.HookSpec.EnvEntry
 	nil,                           // 20: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	nil,                           // 21: nodesmith.state.v1.Instance.TraceContextEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	15, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
@@ -1656,10 +1672,10 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	2,  // 2: nodesmith.state.v1.NodeTemplate.taints:type_name -> nodesmith.state.v1.Taint
 	17, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
 	18, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	21, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
-	21, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
-	21, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
-	21, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
+	22, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
+	22, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
+	22, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
+	22, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
 	1,  // 9: nodesmith.state.v1.HookSpec.on_failure:type_name -> nodesmith.state.v1.OnFailure
 	19, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
 	5,  // 11: nodesmith.state.v1.Hooks.after_created:type_name -> nodesmith.state.v1.HookSpec
@@ -1670,27 +1686,28 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	4,  // 16: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
 	6,  // 17: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
 	7,  // 18: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	22, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	23, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	23, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
 	0,  // 21: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
 	0,  // 22: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	22, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	23, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
 	0,  // 24: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
 	10, // 25: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	22, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	22, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	22, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	22, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	23, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	23, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	23, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	23, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
 	11, // 30: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	8,  // 31: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
-	13, // 32: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
-	5,  // 33: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
-	22, // 34: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	21, // 31: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
+	8,  // 32: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
+	13, // 33: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
+	5,  // 34: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
+	23, // 35: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
@@ -1710,7 +1727,7 @@ func file_nodesmith_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_state_v1_state_proto_rawDesc), len(file_nodesmith_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
@@ -27,7 +28,7 @@ func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Deli
 	if c.GetBatchId() == "" || len(c.GetInstances()) == 0 {
 		return fmt.Errorf("%w: create without batch id or instances", ErrInvalidCommand)
 	}
-	log := s.log.With("batch", c.GetBatchId(), "group", c.GetGroup(), "template", c.GetTemplateName(),
+	log := logging.WithTrace(ctx, s.log).With("batch", c.GetBatchId(), "group", c.GetGroup(), "template", c.GetTemplateName(),
 		"instances", len(c.GetInstances()), "delivery", d.Attempt)
 	attempt := batchAttempt(c.GetInstances())
 

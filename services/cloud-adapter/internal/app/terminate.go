@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -22,7 +23,7 @@ func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, 
 	if err != nil {
 		return s.terminateFailed(ctx, t.GetInstances(), err)
 	}
-	log := s.log.With("account", target.Account, "region", target.Region, "delivery", d.Attempt)
+	log := logging.WithTrace(ctx, s.log).With("account", target.Account, "region", target.Region, "delivery", d.Attempt)
 
 	// Sets of refs sharing ports.MaxBatch distinct cloud ids; refs without
 	// a cloud id ride along with the first set.

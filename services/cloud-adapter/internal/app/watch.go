@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
@@ -44,7 +45,7 @@ func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delive
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
-	log := s.log.With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
+	log := logging.WithTrace(ctx, s.log).With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
 
 	watch := domain.NewWatch(ids, s.o.NotFoundGrace)
 	deadline := s.o.Now().Add(s.o.MaxWatch)

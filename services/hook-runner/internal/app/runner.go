@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/ports"
 )
@@ -85,7 +86,7 @@ func NewRunner(exec ports.Executor, pub ports.ResultPublisher, o Options) *Runne
 // redelivery that raced a heartbeat) does not start a second, concurrent
 // run on the VM: it waits for the first and shares its outcome.
 func (r *Runner) Handle(ctx context.Context, h domain.Hook) error {
-	log := r.o.Logger.With(
+	log := logging.WithTrace(ctx, r.o.Logger).With(
 		"instance", h.InstanceID, "group", h.Group, "hook", h.Kind.String(),
 		"hook_name", h.Name, "attempt", h.Attempt, "host", h.Host)
 

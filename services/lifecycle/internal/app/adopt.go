@@ -161,7 +161,7 @@ func (a *App) adopt(ctx context.Context, ad adoption) {
 		// left alone); the target stays one short until the next change.
 		log.Error("raising the target for an adopted node failed", "err", err)
 	}
-	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted"})
+	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted", Cause: "adopted"})
 	log.Info("existing node adopted", "cloud_id", ad.cloudID, "target", g.g.TargetSize)
 	if a.notify != nil {
 		a.notify.Notify(ports.Notice{Node: ad.node.Name, Reason: ReasonAdopted,

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -111,6 +112,9 @@ type Deps struct {
 	Random func(n int) string
 	// Jitter returns a value in [-1, 1].
 	Jitter func() float64
+	// Tracer is optional: spans of dispatch and reconciler passes, and the
+	// trace context stamped on instances (see tracing.go).
+	Tracer ports.Tracer
 }
 
 type groupRec struct {
@@ -136,6 +140,7 @@ type App struct {
 	status  ports.StatusSink
 	random  func(int) string
 	jitter  func() float64
+	tracer  ports.Tracer
 
 	mu     sync.Mutex
 	loaded bool
@@ -184,6 +189,9 @@ func New(opts Options, d Deps) *App {
 	if d.Jitter == nil {
 		d.Jitter = func() float64 { return mrand.Float64()*2 - 1 }
 	}
+	if d.Tracer == nil {
+		d.Tracer = nopTracer{}
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 100
 	}
@@ -211,6 +219,7 @@ func New(opts Options, d Deps) *App {
 		status:        d.Status,
 		random:        d.Random,
 		jitter:        d.Jitter,
+		tracer:        d.Tracer,
 		groups:        map[string]*groupRec{},
 		insts:         map[string]*instRec{},
 		byProvider:    map[string]string{},
@@ -432,6 +441,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 		if _, taken := a.insts[in.ID]; taken {
 			continue
 		}
+		in.TraceContext = a.tracer.Carrier(ctx)
 		rev, err := a.store.CreateInstance(ctx, in)
 		if errors.Is(err, ports.ErrConflict) {
 			lastErr = err // id collision with an uncached record: draw again
@@ -441,7 +451,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 			return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: %w", group, err)
 		}
 		a.setInstLocked(in, rev)
-		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created"})
+		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created", Cause: "created"})
 		return in, rev, nil
 	}
 	return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: no free id: %w", group, lastErr)
@@ -468,17 +478,18 @@ func (a *App) commitLocked(ctx context.Context, old domain.Instance, res domain.
 	if !res.Changed {
 		return res, 0, nil
 	}
+	res.Instance = a.stampTraceLocked(ctx, old, res.Instance)
 	rev, err := a.writeInstLocked(ctx, res.Instance)
 	if err != nil {
 		return res, 0, err
 	}
-	a.observe(old, res)
+	a.observe(ctx, old, res)
 	return res, rev, nil
 }
 
-func (a *App) observe(old domain.Instance, res domain.Result) {
+func (a *App) observe(ctx context.Context, old domain.Instance, res domain.Result) {
 	in := res.Instance
-	log := a.log.With("instance", in.ID, "group", in.Group)
+	log := logging.WithTrace(ctx, a.log).With("instance", in.ID, "group", in.Group, "state", in.State.String())
 	for _, m := range res.Moves {
 		a.obs.Transition(in.Group, m)
 		log.Info("transition", "from", m.From.String(), "to", m.To.String(), "reason", m.Reason, "attempt", in.Attempt)
@@ -598,7 +609,7 @@ const (
 // should be redelivered (storage trouble, a concurrent write).
 func (a *App) HandleEvent(ctx context.Context, instanceID string, ev domain.Event) error {
 	res, _, err := a.Apply(ctx, instanceID, ev)
-	log := a.log.With("instance", instanceID, "event", domain.EventName(ev))
+	log := logging.WithTrace(ctx, a.log).With("instance", instanceID, "event", domain.EventName(ev))
 	switch {
 	case err == nil:
 		if !res.Changed {

@@ -18,6 +18,9 @@ type Observer interface {
 	// Reconciled counts orphan VMs terminated and records closed because
 	// their VM vanished.
 	Reconciled(orphansTerminated, vanishedClosed int)
+	// OrphansFound counts the orphan VMs one inventory comparison found
+	// (whether or not terminating them succeeded).
+	OrphansFound(n int)
 	// ConfigApplied is called after each application of the file.
 	ConfigApplied(err error)
 	// Replayed is called when a repeated request id is answered with the
@@ -46,6 +49,9 @@ func (NopObserver) Purged(int) {}
 // Reconciled implements Observer.
 func (NopObserver) Reconciled(int, int) {}
 
+// OrphansFound implements Observer.
+func (NopObserver) OrphansFound(int) {}
+
 // ConfigApplied implements Observer.
 func (NopObserver) ConfigApplied(error) {}
 
@@ -59,6 +65,12 @@ type GroupStats struct {
 	ByState map[domain.State]int
 	// CreationFailed counts live instances whose creation failed.
 	CreationFailed int
+	// Live counts the instances CA sees as the group's nodes.
+	Live int
+	// PastDeadline counts, per state, instances whose wait timed out and
+	// was not yet acted on. The dispatcher fires deadlines within a tick,
+	// so a count that stays above zero means instances are stuck.
+	PastDeadline map[domain.State]int
 }
 
 // Stats returns a snapshot per group (for gauges, read at scrape time).
@@ -68,9 +80,11 @@ func (a *App) Stats() map[string]GroupStats {
 	if !a.loaded {
 		return nil
 	}
+	now := a.clock.Now()
 	out := make(map[string]GroupStats, len(a.groups))
 	for id, g := range a.groups {
-		out[id] = GroupStats{Target: g.g.TargetSize, Min: g.g.MinSize, Max: g.g.MaxSize, ByState: map[domain.State]int{}}
+		out[id] = GroupStats{Target: g.g.TargetSize, Min: g.g.MinSize, Max: g.g.MaxSize,
+			ByState: map[domain.State]int{}, PastDeadline: map[domain.State]int{}}
 	}
 	for _, r := range a.insts {
 		s, ok := out[r.inst.Group]
@@ -78,6 +92,12 @@ func (a *App) Stats() map[string]GroupStats {
 			continue
 		}
 		s.ByState[r.inst.State]++
+		if !r.inst.Deadline.IsZero() && !now.Before(r.inst.Deadline) {
+			s.PastDeadline[r.inst.State]++
+		}
+		if r.inst.Live() {
+			s.Live++
+		}
 		if r.inst.CreationFailed && r.inst.Live() {
 			s.CreationFailed++
 		}

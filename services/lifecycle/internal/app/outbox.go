@@ -32,6 +32,7 @@ func (a *App) publishOutbox(ctx context.Context) {
 		return
 	}
 	items, skipped := a.outboxLocked()
+	parents := a.traceParentsLocked(items)
 	a.mu.Unlock()
 
 	for _, s := range skipped {
@@ -42,8 +43,8 @@ func (a *App) publishOutbox(ctx context.Context) {
 			a.log.Warn("skipping a hook that is no longer configured", "instance", s.InstanceID, "err", err)
 		}
 	}
-	for _, it := range items {
-		err := it.publish(ctx)
+	for i, it := range items {
+		err := a.publishTraced(ctx, it, parents[i])
 		a.obs.Published(it.kind, err)
 		if err != nil {
 			// Retried at the next pass; the record stays in flight.

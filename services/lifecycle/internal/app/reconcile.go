@@ -71,8 +71,12 @@ func (a *App) RunReconciler(ctx context.Context) error {
 	}
 }
 
-// RequestInventory publishes one ListInventory per target in use.
+// RequestInventory publishes one ListInventory per target in use. Each
+// reconciler pass is one trace: this span, the cloud adapter's listing
+// and HandleInventory's comparison.
 func (a *App) RequestInventory(ctx context.Context) {
+	ctx, span := a.tracer.Start(ctx, "reconcile: request inventory", ports.SpanOptions{})
+	defer span.End(nil)
 	a.mu.Lock()
 	if !a.loaded {
 		a.mu.Unlock()
@@ -99,6 +103,7 @@ func (a *App) RequestInventory(ctx context.Context) {
 		reqs = append(reqs, ports.InventoryRequest{RequestID: id, Target: t, ClusterID: a.opts.ClusterID})
 	}
 	a.mu.Unlock()
+	span.SetAttributes(ports.Attribute{Key: "nodesmith.targets", Value: len(reqs)})
 	for _, r := range reqs {
 		if err := a.cmds.ListInventory(ctx, r); err != nil {
 			a.log.Warn("requesting the cloud inventory", "account", r.Target.Account, "region", r.Target.Region, "err", err)
@@ -110,6 +115,11 @@ func (a *App) RequestInventory(ctx context.Context) {
 // this leader did not make (another term, another replica) are dropped: the
 // reconciler must know when the listing started.
 func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
+	ctx, span := a.tracer.Start(ctx, "reconcile: compare inventory", ports.SpanOptions{Attributes: []ports.Attribute{
+		{Key: "nodesmith.request_id", Value: inv.RequestID},
+		{Key: "nodesmith.cloud_vms", Value: len(inv.Items)},
+	}})
+	defer span.End(nil)
 	a.mu.Lock()
 	if !a.loaded || a.inventory == nil {
 		a.mu.Unlock()
@@ -195,6 +205,9 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 			"region", req.target.Region, "missing", len(vanished), "records", considered)
 		vanished = nil
 	}
+	a.obs.OrphansFound(len(orphans))
+	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_found", Value: len(orphans)},
+		ports.Attribute{Key: "nodesmith.vanished", Value: len(vanished)})
 	closed := 0
 	for _, id := range vanished {
 		res, _, err := a.Apply(ctx, id, domain.VMGone{Reason: "not in the cloud inventory"})
@@ -221,5 +234,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 		a.log.Info("reconciled with the cloud inventory", "orphans_terminated", terminated, "vanished_closed", closed)
 	}
 	a.obs.Reconciled(terminated, closed)
+	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_terminated", Value: terminated},
+		ports.Attribute{Key: "nodesmith.vanished_closed", Value: closed})
 	return nil
 }

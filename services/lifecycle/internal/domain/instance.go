@@ -47,6 +47,11 @@ type Instance struct {
 	InFlight bool
 	// Released is set once CA's target no longer counts the instance.
 	Released bool
+	// TraceContext is the opaque trace context (a W3C traceparent and
+	// tracestate carrier) of the operation that created or released the
+	// instance; its later commands continue that trace. The domain never
+	// interprets it, and it is replaced, never modified in place.
+	TraceContext map[string]string
 }
 
 // ErrorInfo is an instance's last error as CA and operators see it.

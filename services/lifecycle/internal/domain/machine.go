@@ -213,6 +213,10 @@ type Effect struct {
 type Move struct {
 	From, To State
 	Reason   string
+	// Cause is the name of the event that made the move (EventName), or
+	// "created" / "adopted" for a new record: a bounded counterpart of
+	// Reason, for metrics.
+	Cause string
 	// InState is how long the instance was in From.
 	InState time.Duration
 }
@@ -287,6 +291,9 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 	}
 	if !m.changed && m.ignored == "" {
 		m.ignored = "no change"
+	}
+	for i := range m.moves {
+		m.moves[i].Cause = ev.eventName()
 	}
 	res := Result{
 		Instance:       m.in,

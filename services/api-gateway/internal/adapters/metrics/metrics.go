@@ -46,33 +46,12 @@ func InstrumentLifecycle(next ports.Lifecycle, reg prometheus.Registerer) *Lifec
 
 // Do implements ports.Lifecycle.
 func (l *Lifecycle) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
-	op := OpName(req)
+	op := lifecyclev1.OpName(req)
 	start := time.Now()
 	revs, err := l.next.Do(ctx, req)
 	l.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	l.requests.WithLabelValues(op, domain.CodeOf(err).String()).Inc()
 	return revs, err
-}
-
-// OpName names a request's operation for metrics and logs.
-func OpName(req *lifecyclev1.Request) string {
-	switch req.GetOp().(type) {
-	case *lifecyclev1.Request_IncreaseSize:
-		return "increase_size"
-	case *lifecyclev1.Request_DecreaseTargetSize:
-		return "decrease_target_size"
-	case *lifecyclev1.Request_DeleteNodes:
-		return "delete_nodes"
-	case *lifecyclev1.Request_PutGroup:
-		return "put_group"
-	case *lifecyclev1.Request_DeleteGroup:
-		return "delete_group"
-	case *lifecyclev1.Request_SetTargetSize:
-		return "set_target_size"
-	case *lifecyclev1.Request_InstanceAction:
-		return "instance_action"
-	}
-	return "unknown"
 }
 
 // RegisterReadModel exports the read model's size, revisions and sync

@@ -42,22 +42,6 @@ nodesmith_gateway_lifecycle_requests_total{code="unavailable",op="increase_size"
 	}
 }
 
-func TestOpName(t *testing.T) {
-	for want, req := range map[string]*lifecyclev1.Request{
-		"decrease_target_size": {Op: &lifecyclev1.Request_DecreaseTargetSize{}},
-		"delete_nodes":         {Op: &lifecyclev1.Request_DeleteNodes{}},
-		"put_group":            {Op: &lifecyclev1.Request_PutGroup{}},
-		"delete_group":         {Op: &lifecyclev1.Request_DeleteGroup{}},
-		"set_target_size":      {Op: &lifecyclev1.Request_SetTargetSize{}},
-		"instance_action":      {Op: &lifecyclev1.Request_InstanceAction{}},
-		"unknown":              {},
-	} {
-		if got := metrics.OpName(req); got != want {
-			t.Errorf("OpName = %q, want %q", got, want)
-		}
-	}
-}
-
 func TestReadModelGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rm := app.NewReadModel()

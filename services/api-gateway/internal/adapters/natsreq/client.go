@@ -91,7 +91,7 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 		req.RequestId = nuid.Next()
 	}
 	id := req.GetRequestId()
-	op := OpName(req)
+	op := lifecyclev1.OpName(req)
 	ctx, span := c.tracer.Start(ctx, "lifecycle "+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String("messaging.system", "nats"),
 		attribute.String("messaging.destination.name", c.opt.Subject),
@@ -182,13 +182,4 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 		return ports.Revisions{}, &domain.Error{Code: code, Message: msg}
 	}
 	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision()}, nil
-}
-
-// OpName is the operation's name in snake case ("increase_size"): the
-// name of the oneof field set, "unknown" for a request without one.
-func OpName(req *lifecyclev1.Request) string {
-	if f := req.ProtoReflect().WhichOneof(req.ProtoReflect().Descriptor().Oneofs().ByName("op")); f != nil {
-		return string(f.Name())
-	}
-	return "unknown"
 }

@@ -256,19 +256,3 @@ func TestRequestIDTravelsInTheRequest(t *testing.T) {
 		t.Errorf("Do modified a shared request")
 	}
 }
-
-func TestOpName(t *testing.T) {
-	tests := map[string]*lifecyclev1.Request{
-		"increase_size":        increase,
-		"decrease_target_size": {Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{}}},
-		"put_group":            {Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{}}},
-		"set_target_size":      setSize,
-		"instance_action":      {Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{}}},
-		"unknown":              {},
-	}
-	for want, req := range tests {
-		if got := natsreq.OpName(req); got != want {
-			t.Errorf("OpName = %q, want %q", got, want)
-		}
-	}
-}

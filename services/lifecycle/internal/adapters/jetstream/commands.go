@@ -32,7 +32,9 @@ type MessagingPublisher struct{ P *messaging.Publisher }
 
 // Publish implements Publisher.
 func (m MessagingPublisher) Publish(ctx context.Context, subject, msgID string, msg proto.Message) error {
+	ctx, end := publishSpan(ctx, subject, msgID)
 	_, err := m.P.Publish(ctx, subject, msgID, msg)
+	end(err)
 	return err
 }
 

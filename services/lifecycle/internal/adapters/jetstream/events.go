@@ -29,7 +29,7 @@ type EventSink interface {
 // undecodable message is terminated (it can never succeed); a sink error
 // naks the message for redelivery.
 func EventHandler(sink EventSink) worker.Handler {
-	return func(ctx context.Context, msg jetstream.Msg) error {
+	return tracedEvents(func(ctx context.Context, msg jetstream.Msg) error {
 		subject := msg.Subject()
 		switch {
 		case strings.HasPrefix(subject, messaging.SubjectCloudEvents+"."):
@@ -46,7 +46,7 @@ func EventHandler(sink EventSink) worker.Handler {
 			return HandleHookResult(ctx, sink, &res)
 		}
 		return worker.Permanent(fmt.Errorf("unexpected subject %s", subject))
-	}
+	})
 }
 
 func cloudErr(e *cloudv1.CloudError) domain.CloudError {

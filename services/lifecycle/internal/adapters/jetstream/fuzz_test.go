@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -28,8 +29,8 @@ var eventSubjects = []string{
 	messaging.SubjectHookEvents + ".result", "nodesmith.evt.other",
 }
 
-// fakeMsg is a delivered message; the handler reads only its subject and
-// data.
+// fakeMsg is a delivered message; the handler reads its subject and data
+// (and, for its span, headers and metadata, which a fake lacks).
 type fakeMsg struct {
 	jetstream.Msg
 	subject string
@@ -38,6 +39,10 @@ type fakeMsg struct {
 
 func (m fakeMsg) Subject() string { return m.subject }
 func (m fakeMsg) Data() []byte    { return m.data }
+
+func (fakeMsg) Headers() nats.Header { return nil }
+
+func (fakeMsg) Metadata() (*jetstream.MsgMetadata, error) { return nil, jetstream.ErrNotJSMessage }
 
 // fuzzApp is a leading App whose store holds one instance in every state,
 // named after it ("g-pending", "g-running", ...).

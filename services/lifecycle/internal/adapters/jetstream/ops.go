@@ -81,8 +81,15 @@ func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
 	if err := proto.Unmarshal(data, &req); err != nil {
 		return errReply(codes.InvalidArgument, "decoding request: "+err.Error())
 	}
-	revs, err := ops.Once(ctx, req.GetRequestId(), fingerprint(&req), func(ctx context.Context) (app.Revisions, error) {
-		return dispatch(ctx, ops, &req)
+	ctx, span := startOpSpan(ctx, &req)
+	reply := handle(ctx, ops, &req)
+	endOpSpan(span, reply)
+	return reply
+}
+
+func handle(ctx context.Context, ops Ops, req *lifecyclev1.Request) *lifecyclev1.Reply {
+	revs, err := ops.Once(ctx, req.GetRequestId(), fingerprint(req), func(ctx context.Context) (app.Revisions, error) {
+		return dispatch(ctx, ops, req)
 	})
 	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances, CatalogRevision: revs.Catalog}
 	if err != nil {

@@ -5,6 +5,8 @@ package prom
 
 import (
 	"strconv"
+	"strings"
+	"unicode"
 
 	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
 
@@ -25,6 +27,7 @@ type Metrics struct {
 	published      *prometheus.CounterVec
 	purged         prometheus.Counter
 	orphans        prometheus.Counter
+	orphansFound   prometheus.Counter
 	vanished       prometheus.Counter
 	configApplied  *prometheus.CounterVec
 	replayed       prometheus.Counter
@@ -35,8 +38,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodesmith_lifecycle_transitions_total",
-			Help: "Instance state transitions, by from and to state.",
-		}, []string{"from", "to"}),
+			Help: "Instance state transitions, by from and to state and the reason (the event that caused it: cloud_created, hook_finished, tick for a deadline or retry, delete_requested, ...).",
+		}, []string{"from", "to", "reason"}),
 		stateSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodesmith_lifecycle_state_duration_seconds",
 			Help:    "Time instances spent in a state before leaving it.",
@@ -62,6 +65,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "nodesmith_lifecycle_orphans_terminated_total",
 			Help: "Tagged VMs without a live record that the reconciler terminated.",
 		}),
+		orphansFound: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodesmith_lifecycle_orphans_found_total",
+			Help: "Tagged VMs without a live record found by the reconciler (older than the orphan grace).",
+		}),
 		vanished: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodesmith_lifecycle_vanished_instances_total",
 			Help: "Records closed by the reconciler because their VM was gone.",
@@ -84,6 +91,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.published = libmetrics.Register(reg, m.published)
 	m.purged = libmetrics.Register(reg, m.purged)
 	m.orphans = libmetrics.Register(reg, m.orphans)
+	m.orphansFound = libmetrics.Register(reg, m.orphansFound)
 	m.vanished = libmetrics.Register(reg, m.vanished)
 	m.configApplied = libmetrics.Register(reg, m.configApplied)
 	m.replayed = libmetrics.Register(reg, m.replayed)
@@ -92,7 +100,7 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Transition implements app.Observer.
 func (m *Metrics) Transition(_ string, mv domain.Move) {
-	m.transitions.WithLabelValues(mv.From.String(), mv.To.String()).Inc()
+	m.transitions.WithLabelValues(mv.From.String(), mv.To.String(), reasonLabel(mv.Cause)).Inc()
 	if mv.From != domain.StateUnknown && mv.InState > 0 {
 		m.stateSeconds.WithLabelValues(mv.From.String()).Observe(mv.InState.Seconds())
 	}
@@ -130,6 +138,29 @@ func (m *Metrics) Reconciled(orphans, vanished int) {
 	m.vanished.Add(float64(vanished))
 }
 
+// OrphansFound implements app.Observer.
+func (m *Metrics) OrphansFound(n int) { m.orphansFound.Add(float64(n)) }
+
+// reasonLabel turns a move's cause (an event name such as "NodeReady")
+// into a label value ("node_ready"); causes are a closed set, so the label
+// is bounded.
+func reasonLabel(cause string) string {
+	if cause == "" {
+		return "unknown"
+	}
+	var b strings.Builder
+	for i, r := range cause {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // ConfigApplied implements app.Observer.
 func (m *Metrics) ConfigApplied(err error) {
 	r := "ok"
@@ -147,6 +178,8 @@ type Collector struct {
 	minSize   *prometheus.Desc
 	maxSize   *prometheus.Desc
 	failed    *prometheus.Desc
+	nodes     *prometheus.Desc
+	overdue   *prometheus.Desc
 }
 
 // NewCollector returns a collector over stats (usually (*app.App).Stats).
@@ -158,12 +191,16 @@ func NewCollector(stats func() map[string]app.GroupStats) *Collector {
 		minSize:   prometheus.NewDesc("nodesmith_lifecycle_group_min_size", "Min size per group.", []string{"group"}, nil),
 		maxSize:   prometheus.NewDesc("nodesmith_lifecycle_group_max_size", "Max size per group.", []string{"group"}, nil),
 		failed:    prometheus.NewDesc("nodesmith_lifecycle_creation_failed_instances", "Live instances whose creation failed, per group.", []string{"group"}, nil),
+		overdue: prometheus.NewDesc("nodesmith_lifecycle_instances_past_deadline",
+			"Instances whose wait in a state timed out and was not yet acted on, per group and state; above zero for long means stuck.",
+			[]string{"group", "state"}, nil),
+		nodes: prometheus.NewDesc("nodesmith_lifecycle_group_nodes", "Live instances per group: the nodes Cluster Autoscaler sees in the group, whatever their state.", []string{"group"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.instances, c.target, c.minSize, c.maxSize, c.failed} {
+	for _, d := range []*prometheus.Desc{c.instances, c.target, c.minSize, c.maxSize, c.failed, c.nodes, c.overdue} {
 		ch <- d
 	}
 }
@@ -173,11 +210,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for group, s := range c.stats() {
 		for _, st := range domain.States {
 			ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.ByState[st]), group, st.String())
+			ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(s.PastDeadline[st]), group, st.String())
 		}
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(s.Target), group)
 		ch <- prometheus.MustNewConstMetric(c.minSize, prometheus.GaugeValue, float64(s.Min), group)
 		ch <- prometheus.MustNewConstMetric(c.maxSize, prometheus.GaugeValue, float64(s.Max), group)
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(s.CreationFailed), group)
+		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(s.Live), group)
 	}
 }
 

@@ -221,6 +221,7 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 		HookOutputTail: i.HookOutputTail,
 		InFlight:       i.InFlight,
 		Released:       i.Released,
+		TraceContext:   i.TraceContext,
 	}
 	if e := i.LastError; e != nil {
 		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}
@@ -256,6 +257,7 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		HookOutputTail: p.GetHookOutputTail(),
 		InFlight:       p.GetInFlight(),
 		Released:       p.GetReleased(),
+		TraceContext:   p.GetTraceContext(),
 	}
 	if e := p.GetLastError(); e != nil {
 		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
