@@ -22,10 +22,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
 )
 
-var (
-	increase = &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}
-	setSize  = &lifecyclev1.Request{Op: &lifecyclev1.Request_SetTargetSize{SetTargetSize: &lifecyclev1.SetTargetSize{Group: "g", TargetSize: 3}}}
-)
+var increase = &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}
 
 // signalHandler signals on the first log record whose message is msg.
 type signalHandler struct {
