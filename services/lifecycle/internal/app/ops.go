@@ -594,13 +594,18 @@ func (a *App) Instances(group string) []domain.Instance {
 
 // restoreTargetLocked raises a group's target by n after a partly failed
 // release (best effort: on failure the dispatcher's reconciliation and the
-// caller's retry bring the group back in line).
+// caller's retry bring the group back in line). A release whose request the
+// group records is not undone but finished (requests.go).
 func (a *App) restoreTargetLocked(ctx context.Context, g *groupRec, n int, revs *Revisions) {
 	if g == nil {
 		return
 	}
-	// The release is taken back: so is the request's record (undoing).
-	if err := a.setTargetLocked(undoing(ctx), g, g.g.ClampTarget(g.g.TargetSize+n), revs); err != nil {
+	if appliedLocked(ctx) {
+		// The group records the request: the release counts as applied
+		// and is finished by the next pass or the repeat (requests.go).
+		return
+	}
+	if err := a.setTargetLocked(ctx, g, g.g.ClampTarget(g.g.TargetSize+n), revs); err != nil {
 		a.log.Error("restoring the target after a failed release", "group", g.g.ID, "err", err)
 	}
 }

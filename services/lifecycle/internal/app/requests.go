@@ -27,13 +27,15 @@ import (
 //     another leader, or this one after a restart, finds the id there and
 //     is answered as applied, with the current revisions (at least those
 //     the first attempt wrote, so the caller's read-your-writes holds).
-//     Undoing the change (a release that failed midway restores the
-//     target) removes the id in the same write. Refusals write nothing and
-//     are re-evaluated by a repeat, which is fine: nothing was applied. An
-//     operation whose group write names instances to release (DeleteNodes,
-//     a decrease) counts as applied from that write; should the instance
-//     writes not follow (the leader died), the next pass or a repeat
-//     releases those still live, so a crash between the writes converges.
+//     Refusals write nothing and are re-evaluated by a repeat, which is
+//     fine: nothing was applied. An operation whose group write names
+//     instances to release (DeleteNodes, a decrease, an instance action)
+//     counts as applied from that write: should the instance writes fail or
+//     not follow (the leader died), the next pass or a repeat releases those
+//     still live, so a crash between the writes converges, and a retry
+//     after a partial failure neither lowers the target again nor restores
+//     it. (Without a request id, a partial release restores the target
+//     instead, so that a retry lowers it only once.)
 //     Records are bounded per group: they expire after the request window
 //     and only the newest Options.RequestsPerGroup are kept.
 //   - The in-memory log below remembers every outcome (refusals too) at
@@ -198,14 +200,13 @@ type opRequest struct {
 	id          string
 	fingerprint string
 	// release are the instances the operation releases after its group
-	// write (noteRelease); reset before every compare-and-set attempt.
-	release []string
+	// write (noteRelease); recorded is set once a group write recorded the
+	// request. Both are reset before every compare-and-set attempt.
+	release  []string
+	recorded bool
 }
 
-type (
-	requestKey struct{}
-	undoKey    struct{}
-)
+type requestKey struct{}
 
 func withRequest(ctx context.Context, r *opRequest) context.Context {
 	return context.WithValue(ctx, requestKey{}, r)
@@ -215,10 +216,6 @@ func requestOf(ctx context.Context) *opRequest {
 	r, _ := ctx.Value(requestKey{}).(*opRequest)
 	return r
 }
-
-// undoing marks a write that takes back the operation's change (a restored
-// target): it removes the request's record instead of adding it.
-func undoing(ctx context.Context) context.Context { return context.WithValue(ctx, undoKey{}, true) }
 
 // noteRelease names the instances the operation releases after its next
 // group write; the write records them with the request.
@@ -234,8 +231,8 @@ func noteRelease(ctx context.Context, ins []domain.Instance) {
 }
 
 // appliedForWriteLocked returns the applied requests a group write stores
-// over cur: cur with the context's request recorded (or removed, when
-// undoing), expired and surplus records dropped. Without a request, cur is
+// over cur: cur with the context's request recorded, expired and surplus
+// records dropped. Without a request, cur is
 // carried over unchanged, so writes that rebuild a group from its
 // definition (configuration, PutGroup, catalog) keep the records.
 func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedRequest) []domain.AppliedRequest {
@@ -243,12 +240,19 @@ func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedReq
 	if r == nil || a.requests == nil {
 		return cur
 	}
-	if undo, _ := ctx.Value(undoKey{}).(bool); undo {
-		return domain.WithoutApplied(cur, r.id)
-	}
 	now := a.clock.Now()
 	rec := domain.AppliedRequest{ID: r.id, Fingerprint: r.fingerprint, At: now, Release: slices.Clone(r.release)}
+	r.recorded = true
 	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, a.opts.RequestsPerGroup)
+}
+
+// appliedLocked reports whether the operation's request is recorded in a
+// group already: its release then counts as applied, and instance writes
+// that failed are finished by the next pass or the repeat instead of being
+// undone.
+func appliedLocked(ctx context.Context) bool {
+	r := requestOf(ctx)
+	return r != nil && r.recorded
 }
 
 // repeatLocked answers an operation whose request a group already records
@@ -262,7 +266,7 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 	if r == nil || a.requests == nil {
 		return Revisions{}, false, nil
 	}
-	r.release = nil
+	r.release, r.recorded = nil, false
 	g, rec, ok := a.findAppliedLocked(r.id)
 	if !ok {
 		return Revisions{}, false, nil

@@ -1,9 +1,6 @@
 package domain
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // AppliedRequest is the durable record of an operation applied to a group:
 // it is written in the same compare-and-set as the group change the
@@ -50,24 +47,6 @@ func WithApplied(rs []AppliedRequest, r AppliedRequest, now time.Time, window ti
 	out = append(out, r)
 	if drop := len(out) - max(limit, 1); drop > 0 {
 		out = out[drop:]
-	}
-	return out
-}
-
-// WithoutApplied returns rs without the record of request id (the
-// operation was undone before it counted as applied). rs is not modified.
-func WithoutApplied(rs []AppliedRequest, id string) []AppliedRequest {
-	if !slices.ContainsFunc(rs, func(x AppliedRequest) bool { return x.ID == id }) {
-		return rs
-	}
-	out := make([]AppliedRequest, 0, len(rs)-1)
-	for _, x := range rs {
-		if x.ID != id {
-			out = append(out, x)
-		}
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }

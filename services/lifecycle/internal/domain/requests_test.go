@@ -49,7 +49,7 @@ func TestWithApplied(t *testing.T) {
 	}
 }
 
-func TestFindAndRemoveApplied(t *testing.T) {
+func TestFindApplied(t *testing.T) {
 	const window = time.Minute
 	rs := []domain.AppliedRequest{{ID: "a", At: t0}, {ID: "b", At: t0.Add(30 * time.Second)}}
 	if _, ok := domain.FindApplied(rs, "a", t0.Add(59*time.Second), window); !ok {
@@ -60,14 +60,5 @@ func TestFindAndRemoveApplied(t *testing.T) {
 	}
 	if _, ok := domain.FindApplied(rs, "c", t0, window); ok {
 		t.Error("c found: never recorded")
-	}
-	if got := ids(domain.WithoutApplied(rs, "a")); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("without a: %v", got)
-	}
-	if got := domain.WithoutApplied(rs, "c"); len(got) != 2 {
-		t.Errorf("removing an absent id changed the records: %v", ids(got))
-	}
-	if got := domain.WithoutApplied(rs[:1], "a"); got != nil {
-		t.Errorf("removing the last record: %v, want nil", ids(got))
 	}
 }
