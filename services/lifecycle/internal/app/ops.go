@@ -600,7 +600,7 @@ func (a *App) restoreTargetLocked(ctx context.Context, g *groupRec, n int, revs 
 	if g == nil {
 		return
 	}
-	if appliedLocked(ctx) {
+	if requestRecorded(ctx) {
 		// The group records the request: the release counts as applied
 		// and is finished by the next pass or the repeat (requests.go).
 		return

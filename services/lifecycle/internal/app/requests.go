@@ -42,9 +42,10 @@ import (
 //     the leader: a fast path for repeats, and the place a concurrent
 //     repeat waits for the first attempt rather than running alongside it.
 //
-// An operation that writes no group record (an absolute target already
-// reached, nodes already being deleted, catalog entries) is idempotent by
-// itself or answered by the in-memory log within a leader's term.
+// An operation that writes no group (an absolute target already reached,
+// nodes already being deleted, a catalog entry no group uses, DeleteGroup)
+// is idempotent by itself or answered by the in-memory log within a
+// leader's term.
 
 // requestLog is a bounded map of request id -> outcome with a time to live.
 // An operation still running is in the log too, so a concurrent repeat waits
@@ -232,9 +233,9 @@ func noteRelease(ctx context.Context, ins []domain.Instance) {
 
 // appliedForWriteLocked returns the applied requests a group write stores
 // over cur: cur with the context's request recorded, expired and surplus
-// records dropped. Without a request, cur is
-// carried over unchanged, so writes that rebuild a group from its
-// definition (configuration, PutGroup, catalog) keep the records.
+// records dropped. Without a request, cur is carried over unchanged, so
+// writes that rebuild a group from its definition (configuration,
+// PutGroup, catalog) keep the records.
 func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedRequest) []domain.AppliedRequest {
 	r := requestOf(ctx)
 	if r == nil || a.requests == nil {
@@ -246,11 +247,11 @@ func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedReq
 	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, a.opts.RequestsPerGroup)
 }
 
-// appliedLocked reports whether the operation's request is recorded in a
-// group already: its release then counts as applied, and instance writes
-// that failed are finished by the next pass or the repeat instead of being
+// requestRecorded reports whether a group write of the operation recorded
+// its request: its release then counts as applied, and instance writes that
+// failed are finished by the next pass or the repeat instead of being
 // undone.
-func appliedLocked(ctx context.Context) bool {
+func requestRecorded(ctx context.Context) bool {
 	r := requestOf(ctx)
 	return r != nil && r.recorded
 }
@@ -318,6 +319,11 @@ func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.A
 			ev = domain.Cancel{Reason: reason}
 		}
 		if _, _, err := a.applyLocked(ctx, id, ev); err != nil {
+			if errors.Is(err, domain.ErrInvalidTransition) {
+				// Not releasable by this event: retrying cannot help.
+				a.log.Warn("an instance an applied request names cannot be released", "instance", id, "request_id", rec.ID, "err", err)
+				continue
+			}
 			errs = append(errs, fmt.Errorf("releasing %s: %w", id, err))
 			continue
 		}
