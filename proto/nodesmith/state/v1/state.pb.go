@@ -889,8 +889,8 @@ type AppliedRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The request id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Identifies the operation and its arguments: a reused id with another
-	// fingerprint is refused.
+	// Identifies the operation and its arguments (a short hash): a reused id
+	// with another fingerprint is refused.
 	Fingerprint string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// When the operation was applied; the entry expires a window after.
 	At *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`

@@ -3,6 +3,8 @@ package app
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -242,7 +244,7 @@ func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedReq
 		return cur
 	}
 	now := a.clock.Now()
-	rec := domain.AppliedRequest{ID: r.id, Fingerprint: r.fingerprint, At: now, Release: slices.Clone(r.release)}
+	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release)}
 	r.recorded = true
 	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, a.opts.RequestsPerGroup)
 }
@@ -272,7 +274,7 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 	if !ok {
 		return Revisions{}, false, nil
 	}
-	if rec.Fingerprint != r.fingerprint {
+	if rec.Fingerprint != storedFingerprint(r.fingerprint) {
 		return Revisions{}, true, reusedID(r.id)
 	}
 	if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
@@ -353,6 +355,14 @@ func (a *App) finishReleasesLocked(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// storedFingerprint is the short form of a fingerprint kept in the group
+// record: 64 bits of its SHA-256 tell a reused id from a repeat, and a
+// group's records stay small (every write of the group carries them).
+func storedFingerprint(fp string) string {
+	sum := sha256.Sum256([]byte(fp))
+	return hex.EncodeToString(sum[:8])
 }
 
 func reusedID(id string) error {
