@@ -67,7 +67,7 @@ type Options struct {
 	RequestTTL     time.Duration
 	RequestLogSize int
 	// RequestsPerGroup bounds the applied requests a group record keeps
-	// (requests.go); the oldest are dropped first.
+	// (requests.go); the oldest are dropped first. Zero means the default.
 	RequestsPerGroup int
 }
 
@@ -92,7 +92,7 @@ func DefaultOptions() Options {
 		StatusErrors:             20,
 		RequestTTL:               10 * time.Minute,
 		RequestLogSize:           100_000,
-		RequestsPerGroup:         100,
+		RequestsPerGroup:         defaultRequestsPerGroup,
 	}
 }
 

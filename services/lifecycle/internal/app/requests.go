@@ -246,8 +246,17 @@ func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedReq
 	now := a.clock.Now()
 	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release)}
 	r.recorded = true
-	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, a.opts.RequestsPerGroup)
+	limit := a.opts.RequestsPerGroup
+	if limit <= 0 {
+		limit = defaultRequestsPerGroup
+	}
+	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, limit)
 }
+
+// defaultRequestsPerGroup bounds a group's applied requests unless
+// Options say otherwise: about 7 KiB in the group record, and more than
+// the operations Cluster Autoscaler sends a group within a request window.
+const defaultRequestsPerGroup = 100
 
 // requestRecorded reports whether a group write of the operation recorded
 // its request: its release then counts as applied, and instance writes that
