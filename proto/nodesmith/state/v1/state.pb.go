@@ -749,10 +749,17 @@ type NodeGroup struct {
 	// Adopt existing Nodes that match the template (opt-in).
 	AdoptExisting bool `protobuf:"varint,10,opt,name=adopt_existing,json=adoptExisting,proto3" json:"adopt_existing,omitempty"`
 	// Where the definition came from: "config" or "api".
-	Source        string                 `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Source    string                 `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The operations applied to this group recently, by request id: written
+	// in the same compare-and-set as the change they made, so a repeat of a
+	// request (the gateway retries an attempt whose answer was lost) is
+	// recognised by any leader and not applied twice. Bounded: entries older
+	// than the request window are dropped, and the oldest beyond a maximum
+	// count. Oldest first.
+	AppliedRequests []*AppliedRequest `protobuf:"bytes,13,rep,name=applied_requests,json=appliedRequests,proto3" json:"applied_requests,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *NodeGroup) Reset() {
@@ -869,6 +876,91 @@ func (x *NodeGroup) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *NodeGroup) GetAppliedRequests() []*AppliedRequest {
+	if x != nil {
+		return x.AppliedRequests
+	}
+	return nil
+}
+
+// AppliedRequest is the durable record of an operation applied to a group
+// (lifecycle.v1.Request.request_id).
+type AppliedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Identifies the operation and its arguments (a short hash): a reused id
+	// with another fingerprint is refused.
+	Fingerprint string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// When the operation was applied; the entry expires a window after.
+	At *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	// Instances the operation releases after its group write. Should the
+	// leader stop between that write and the instance writes, the next one
+	// (or a repeat of the request) releases those still live: the operation
+	// counts as applied from the group write on.
+	Release       []string `protobuf:"bytes,4,rep,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedRequest) Reset() {
+	*x = AppliedRequest{}
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedRequest) ProtoMessage() {}
+
+func (x *AppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedRequest.ProtoReflect.Descriptor instead.
+func (*AppliedRequest) Descriptor() ([]byte, []int) {
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AppliedRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppliedRequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *AppliedRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AppliedRequest) GetRelease() []string {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
 // ErrorInfo is the last error of an instance, as CA and operators see it.
 type ErrorInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -884,7 +976,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[8]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +988,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[8]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1001,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ErrorInfo) GetCode() string {
@@ -960,7 +1052,7 @@ type Transition struct {
 
 func (x *Transition) Reset() {
 	*x = Transition{}
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[9]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1064,7 @@ func (x *Transition) String() string {
 func (*Transition) ProtoMessage() {}
 
 func (x *Transition) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[9]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1077,7 @@ func (x *Transition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transition.ProtoReflect.Descriptor instead.
 func (*Transition) Descriptor() ([]byte, []int) {
-	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Transition) GetFrom() InstanceState {
@@ -1059,14 +1151,19 @@ type Instance struct {
 	// W3C trace context (traceparent, tracestate) of the operation that
 	// created or released this instance: the commands lifecycle dispatches
 	// for it later continue that operation's trace.
-	TraceContext  map[string]string `protobuf:"bytes,23,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,23,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The instance adopts an existing Node: it was not created by a create
+	// batch, and its VM does not carry nodesmith's cluster tag (the
+	// reconciler's inventory does not list it). Records written before this
+	// field carry batch_id "adopted" instead, which is still honoured.
+	Adopted       bool `protobuf:"varint,24,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[10]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1175,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[10]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1188,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Instance) GetId() string {
@@ -1255,6 +1352,13 @@ func (x *Instance) GetTraceContext() map[string]string {
 	return nil
 }
 
+func (x *Instance) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
+}
+
 // CloudAccount is a cloud account of the catalog (key "accounts.<name>" in
 // the catalog bucket). Its credentials, when given through the admin API,
 // are sealed by the gateway (AES-256-GCM, libs/sealed, the account name as
@@ -1280,7 +1384,7 @@ type CloudAccount struct {
 
 func (x *CloudAccount) Reset() {
 	*x = CloudAccount{}
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1396,7 @@ func (x *CloudAccount) String() string {
 func (*CloudAccount) ProtoMessage() {}
 
 func (x *CloudAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[11]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1409,7 @@ func (x *CloudAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudAccount.ProtoReflect.Descriptor instead.
 func (*CloudAccount) Descriptor() ([]byte, []int) {
-	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CloudAccount) GetName() string {
@@ -1364,7 +1468,7 @@ type CatalogEntry struct {
 
 func (x *CatalogEntry) Reset() {
 	*x = CatalogEntry{}
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1480,7 @@ func (x *CatalogEntry) String() string {
 func (*CatalogEntry) ProtoMessage() {}
 
 func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_state_v1_state_proto_msgTypes[12]
+	mi := &file_nodesmith_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1493,7 @@ func (x *CatalogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogEntry.ProtoReflect.Descriptor instead.
 func (*CatalogEntry) Descriptor() ([]byte, []int) {
-	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_nodesmith_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CatalogEntry) GetEntry() isCatalogEntry_Entry {
@@ -1534,7 +1638,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\bssh_port\x18\r \x01(\rR\asshPort\x1a:\n" +
 	"\fHookEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd3\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x05\n" +
 	"\tNodeGroup\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bmin_size\x18\x02 \x01(\x05R\aminSize\x12\x19\n" +
@@ -1550,7 +1654,13 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	" \x01(\bR\radoptExisting\x12\x16\n" +
 	"\x06source\x18\v \x01(\tR\x06source\x129\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x99\x01\n" +
+	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12M\n" +
+	"\x10applied_requests\x18\r \x03(\v2\".nodesmith.state.v1.AppliedRequestR\x0fappliedRequests\"\x88\x01\n" +
+	"\x0eAppliedRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
+	"\arelease\x18\x04 \x03(\tR\arelease\"\x99\x01\n" +
 	"\tErrorInfo\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -1562,7 +1672,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x04from\x121\n" +
 	"\x02to\x18\x02 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x02to\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xff\a\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x99\b\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x127\n" +
@@ -1593,7 +1703,8 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x10hook_output_tail\x18\x14 \x01(\tR\x0ehookOutputTail\x12\x1b\n" +
 	"\tin_flight\x18\x15 \x01(\bR\binFlight\x12\x1a\n" +
 	"\breleased\x18\x16 \x01(\bR\breleased\x12S\n" +
-	"\rtrace_context\x18\x17 \x03(\v2..nodesmith.state.v1.Instance.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\x17 \x03(\v2..nodesmith.state.v1.Instance.TraceContextEntryR\ftraceContext\x12\x18\n" +
+	"\aadopted\x18\x18 \x01(\bR\aadopted\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
@@ -1639,7 +1750,7 @@ func file_nodesmith_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(InstanceState)(0),            // 0: nodesmith.state.v1.InstanceState
 	(OnFailure)(0),                // 1: nodesmith.state.v1.OnFailure
@@ -1651,63 +1762,66 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(*Parallelism)(nil),           // 7: nodesmith.state.v1.Parallelism
 	(*InstanceTemplate)(nil),      // 8: nodesmith.state.v1.InstanceTemplate
 	(*NodeGroup)(nil),             // 9: nodesmith.state.v1.NodeGroup
-	(*ErrorInfo)(nil),             // 10: nodesmith.state.v1.ErrorInfo
-	(*Transition)(nil),            // 11: nodesmith.state.v1.Transition
-	(*Instance)(nil),              // 12: nodesmith.state.v1.Instance
-	(*CloudAccount)(nil),          // 13: nodesmith.state.v1.CloudAccount
-	(*CatalogEntry)(nil),          // 14: nodesmith.state.v1.CatalogEntry
-	nil,                           // 15: nodesmith.state.v1.NodeTemplate.LabelsEntry
-	nil,                           // 16: nodesmith.state.v1.NodeTemplate.AnnotationsEntry
-	nil,                           // 17: nodesmith.state.v1.NodeTemplate.CapacityEntry
-	nil,                           // 18: nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	nil,                           // 19: nodesmith.state.v1.HookSpec.EnvEntry
-	nil,                           // 20: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	nil,                           // 21: nodesmith.state.v1.Instance.TraceContextEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*AppliedRequest)(nil),        // 10: nodesmith.state.v1.AppliedRequest
+	(*ErrorInfo)(nil),             // 11: nodesmith.state.v1.ErrorInfo
+	(*Transition)(nil),            // 12: nodesmith.state.v1.Transition
+	(*Instance)(nil),              // 13: nodesmith.state.v1.Instance
+	(*CloudAccount)(nil),          // 14: nodesmith.state.v1.CloudAccount
+	(*CatalogEntry)(nil),          // 15: nodesmith.state.v1.CatalogEntry
+	nil,                           // 16: nodesmith.state.v1.NodeTemplate.LabelsEntry
+	nil,                           // 17: nodesmith.state.v1.NodeTemplate.AnnotationsEntry
+	nil,                           // 18: nodesmith.state.v1.NodeTemplate.CapacityEntry
+	nil,                           // 19: nodesmith.state.v1.NodeTemplate.AllocatableEntry
+	nil,                           // 20: nodesmith.state.v1.HookSpec.EnvEntry
+	nil,                           // 21: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
+	nil,                           // 22: nodesmith.state.v1.Instance.TraceContextEntry
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
-	15, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
-	16, // 1: nodesmith.state.v1.NodeTemplate.annotations:type_name -> nodesmith.state.v1.NodeTemplate.AnnotationsEntry
+	16, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
+	17, // 1: nodesmith.state.v1.NodeTemplate.annotations:type_name -> nodesmith.state.v1.NodeTemplate.AnnotationsEntry
 	2,  // 2: nodesmith.state.v1.NodeTemplate.taints:type_name -> nodesmith.state.v1.Taint
-	17, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
-	18, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	22, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
-	22, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
-	22, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
-	22, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
+	18, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
+	19, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
+	23, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
+	23, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
+	23, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
+	23, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
 	1,  // 9: nodesmith.state.v1.HookSpec.on_failure:type_name -> nodesmith.state.v1.OnFailure
-	19, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
+	20, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
 	5,  // 11: nodesmith.state.v1.Hooks.after_created:type_name -> nodesmith.state.v1.HookSpec
 	5,  // 12: nodesmith.state.v1.Hooks.before_delete:type_name -> nodesmith.state.v1.HookSpec
-	20, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
+	21, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
 	8,  // 14: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
 	3,  // 15: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
 	4,  // 16: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
 	6,  // 17: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
 	7,  // 18: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	23, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	23, // 20: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
-	0,  // 21: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
-	0,  // 22: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	23, // 23: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
-	0,  // 24: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
-	10, // 25: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	23, // 26: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	23, // 27: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	23, // 28: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	23, // 29: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
-	11, // 30: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	21, // 31: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
-	8,  // 32: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
-	13, // 33: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
-	5,  // 34: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
-	23, // 35: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	24, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 20: nodesmith.state.v1.NodeGroup.applied_requests:type_name -> nodesmith.state.v1.AppliedRequest
+	24, // 21: nodesmith.state.v1.AppliedRequest.at:type_name -> google.protobuf.Timestamp
+	24, // 22: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	0,  // 23: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
+	0,  // 24: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
+	24, // 25: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	0,  // 26: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
+	11, // 27: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
+	24, // 28: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	24, // 29: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	24, // 30: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	24, // 31: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	12, // 32: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
+	22, // 33: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
+	8,  // 34: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
+	14, // 35: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
+	5,  // 36: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
+	24, // 37: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
@@ -1716,7 +1830,7 @@ func file_nodesmith_state_v1_state_proto_init() {
 		return
 	}
 	file_nodesmith_state_v1_state_proto_msgTypes[2].OneofWrappers = []any{}
-	file_nodesmith_state_v1_state_proto_msgTypes[12].OneofWrappers = []any{
+	file_nodesmith_state_v1_state_proto_msgTypes[13].OneofWrappers = []any{
 		(*CatalogEntry_Template)(nil),
 		(*CatalogEntry_Account)(nil),
 		(*CatalogEntry_Hook)(nil),
@@ -1727,7 +1841,7 @@ func file_nodesmith_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_state_v1_state_proto_rawDesc), len(file_nodesmith_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -106,7 +106,7 @@ func TestAdoptExisting(t *testing.T) {
 
 			var adopted []domain.Instance
 			for _, in := range h.instances("") {
-				if in.Adopted() {
+				if in.Adopted {
 					adopted = append(adopted, in)
 				}
 			}

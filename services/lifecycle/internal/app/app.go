@@ -66,6 +66,9 @@ type Options struct {
 	// oldest are forgotten first). A zero TTL disables the request log.
 	RequestTTL     time.Duration
 	RequestLogSize int
+	// RequestsPerGroup bounds the applied requests a group record keeps
+	// (requests.go); the oldest are dropped first. Zero means the default.
+	RequestsPerGroup int
 }
 
 // DefaultOptions returns production defaults.
@@ -89,6 +92,7 @@ func DefaultOptions() Options {
 		StatusErrors:             20,
 		RequestTTL:               10 * time.Minute,
 		RequestLogSize:           100_000,
+		RequestsPerGroup:         defaultRequestsPerGroup,
 	}
 }
 
@@ -161,6 +165,9 @@ type App struct {
 	wake  chan struct{}
 	// requests remembers operation outcomes by request id (nil: disabled).
 	requests *requestLog
+	// releasesDue: an applied request may have instances left to release
+	// (requests.go).
+	releasesDue bool
 	// adoptReported remembers, per Node, the last reason it was not
 	// adopted, so it is reported once rather than every pass.
 	adoptReported map[string]string
@@ -313,6 +320,9 @@ func (a *App) load(ctx context.Context) error {
 	// The node watch restarts with the term: until it is synced again, a
 	// Node missing from the cache proves nothing.
 	a.nodes.unsync()
+	// The last leader may have died between an operation's group write and
+	// its instance writes.
+	a.releasesDue = true
 	a.loaded = true
 	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
 	return nil
@@ -381,6 +391,7 @@ func (r *Revisions) inst(rev uint64)  { r.Instances = max(r.Instances, rev) }
 // caller can recompute and retry.
 func (a *App) writeGroupLocked(ctx context.Context, rec *groupRec, g domain.NodeGroup) (uint64, error) {
 	g.UpdatedAt = a.clock.Now()
+	g.Applied = a.appliedForWriteLocked(ctx, rec.g.Applied)
 	rev, err := a.store.UpdateGroup(ctx, g, rec.rev)
 	if err != nil {
 		if errors.Is(err, ports.ErrConflict) {

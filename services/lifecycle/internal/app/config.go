@@ -137,10 +137,11 @@ func (a *App) applyFileGroupLocked(ctx context.Context, fg domain.NodeGroup) err
 }
 
 // sameDefinition reports whether two groups differ only in what the file
-// does not own (target, source, timestamp).
+// does not own (target, source, timestamp, applied requests).
 func sameDefinition(x, y domain.NodeGroup) bool {
 	x, y = normalize(x), normalize(y)
 	x.TargetSize, y.TargetSize = 0, 0
+	x.Applied, y.Applied = nil, nil
 	x.UpdatedAt, y.UpdatedAt = time.Time{}, time.Time{}
 	x.Source, y.Source = "", ""
 	return reflect.DeepEqual(x, y)

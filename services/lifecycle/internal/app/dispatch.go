@@ -35,6 +35,7 @@ func (a *App) Pass(ctx context.Context) {
 		return
 	}
 	now := a.clock.Now()
+	a.finishReleasesLocked(ctx)
 	a.keepSizesLocked(ctx)
 	due, ready := a.dueLocked(now)
 	nodeChanges := a.nodeChangesLocked()

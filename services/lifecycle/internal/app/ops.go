@@ -38,6 +38,9 @@ func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) 
 		}
 		var err error
 		for range a.opts.CASRetries {
+			if revs, done, err := a.repeatLocked(ctx); done {
+				return revs, err
+			}
 			var revs Revisions
 			revs, err = f()
 			if !errors.Is(err, ports.ErrConflict) {
@@ -49,6 +52,11 @@ func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) 
 		}
 		return Revisions{}, &domain.Error{Code: domain.CodeAborted, Msg: name + ": concurrent writes kept conflicting", Err: err}
 	}()
+	if err != nil {
+		// A failure may have come between a group write and the instance
+		// writes that complete it.
+		a.releasesDue = true
+	}
 	a.mu.Unlock()
 	code := domain.CodeOf(err)
 	if err != nil && code == domain.CodeUnknown {
@@ -183,6 +191,7 @@ func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why s
 			g.g.ID, target, registered, len(candidates))
 	}
 	sort.SliceStable(candidates, func(i, j int) bool { return cancelOrder(candidates[i], candidates[j]) })
+	noteRelease(ctx, candidates[:max(0, excess)])
 	if err := a.setTargetLocked(ctx, g, target, &revs); err != nil {
 		return revs, err
 	}
@@ -316,6 +325,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 				"deleting %d nodes would take %q below its min size %d (target %d)", len(release), group, g.g.MinSize, g.g.TargetSize)
 		}
 		decrease := normal + min(failed, room-normal)
+		noteRelease(ctx, release)
 		if err := a.setTargetLocked(ctx, g, g.g.TargetSize-decrease, &revs); err != nil {
 			return revs, err
 		}
@@ -420,6 +430,7 @@ func (a *App) PutGroup(ctx context.Context, req PutGroupRequest) (Revisions, err
 			revs.group(rev)
 		} else {
 			g.UpdatedAt = a.clock.Now()
+			g.Applied = a.appliedForWriteLocked(ctx, nil)
 			rev, err := a.store.CreateGroup(ctx, g)
 			if err != nil {
 				if errors.Is(err, ports.ErrConflict) {
@@ -530,6 +541,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 			}
 			switch {
 			case g.g.TargetSize > g.g.MinSize:
+				noteRelease(ctx, []domain.Instance{in})
 				if err := a.setTargetLocked(ctx, g, g.g.TargetSize-1, &revs); err != nil {
 					return revs, err
 				}
@@ -582,9 +594,15 @@ func (a *App) Instances(group string) []domain.Instance {
 
 // restoreTargetLocked raises a group's target by n after a partly failed
 // release (best effort: on failure the dispatcher's reconciliation and the
-// caller's retry bring the group back in line).
+// caller's retry bring the group back in line). A release whose request the
+// group records is not undone but finished (requests.go).
 func (a *App) restoreTargetLocked(ctx context.Context, g *groupRec, n int, revs *Revisions) {
 	if g == nil {
+		return
+	}
+	if requestRecorded(ctx) {
+		// The group records the request: the release counts as applied
+		// and is finished by the next pass or the repeat (requests.go).
 		return
 	}
 	if err := a.setTargetLocked(ctx, g, g.g.ClampTarget(g.g.TargetSize+n), revs); err != nil {

@@ -183,7 +183,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	for id, r := range a.insts {
 		in := r.inst
 		g, ok := a.groups[in.Group]
-		if !ok || targetOf(g.g.Template) != req.target || in.CloudID == "" || in.Adopted() {
+		if !ok || targetOf(g.g.Template) != req.target || in.CloudID == "" || in.Adopted {
 			// An adopted VM lacks our cluster tag: the inventory cannot
 			// list it, so its absence there means nothing.
 			continue

@@ -3,8 +3,15 @@ package app
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -12,15 +19,35 @@ import (
 // At-most-once operations. The gateway sends the same request id on every
 // attempt of one operation: an attempt whose reply was lost (a timeout, a
 // leader that answered and died) is retried, and must not scale up twice.
-// The App remembers the outcome of every operation by request id for a
-// window and answers a repeat with it instead of applying it again.
 //
-// The log is in memory, at the leader. A repeat that reaches another
-// process (a leader change or a restart within the window) is applied
-// again: making that exact needs the outcome persisted with the same
-// compare-and-set as the operation (a field of the group record), which the
-// state schema does not have yet. The window covers what a gateway retries
-// (seconds); a leader change between an answer and its retry is rare.
+// Two records answer a repeat, neither applying it again:
+//
+//   - The group record (domain.NodeGroup.Applied, state.v1.AppliedRequest)
+//     is the source of truth. An operation's group write carries its
+//     request id in the same compare-and-set as the change, so the change
+//     and the record of it are committed together: a repeat that reaches
+//     another leader, or this one after a restart, finds the id there and
+//     is answered as applied, with the current revisions (at least those
+//     the first attempt wrote, so the caller's read-your-writes holds).
+//     Refusals write nothing and are re-evaluated by a repeat, which is
+//     fine: nothing was applied. An operation whose group write names
+//     instances to release (DeleteNodes, a decrease, an instance action)
+//     counts as applied from that write: should the instance writes fail or
+//     not follow (the leader died), the next pass or a repeat releases those
+//     still live, so a crash between the writes converges, and a retry
+//     after a partial failure neither lowers the target again nor restores
+//     it. (Without a request id, a partial release restores the target
+//     instead, so that a retry lowers it only once.)
+//     Records are bounded per group: they expire after the request window
+//     and only the newest Options.RequestsPerGroup are kept.
+//   - The in-memory log below remembers every outcome (refusals too) at
+//     the leader: a fast path for repeats, and the place a concurrent
+//     repeat waits for the first attempt rather than running alongside it.
+//
+// An operation that writes no group (an absolute target already reached,
+// nodes already being deleted, a catalog entry no group uses, DeleteGroup)
+// is idempotent by itself or answered by the in-memory log within a
+// leader's term.
 
 // requestLog is a bounded map of request id -> outcome with a time to live.
 // An operation still running is in the log too, so a concurrent repeat waits
@@ -136,6 +163,10 @@ func final(err error) bool {
 // arguments: an id reused for a different operation is refused with
 // InvalidArgument. A repeat that arrives while the first is still running
 // waits for it. An empty requestID disables the check.
+//
+// f's context carries the request: the operation's group write records it
+// in the group (see above), so a repeat that reaches another leader, or
+// this one after a restart, is answered as applied too.
 func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (Revisions, error)) (Revisions, error) {
 	if requestID == "" || a.requests == nil {
 		return f(ctx)
@@ -143,13 +174,12 @@ func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ct
 	for {
 		e, owner := a.requests.begin(requestID, fingerprint, a.clock.Now())
 		if owner {
-			revs, err := f(ctx)
+			revs, err := f(withRequest(ctx, &opRequest{id: requestID, fingerprint: fingerprint}))
 			a.requests.finish(e, revs, err, final(err), a.clock.Now())
 			return revs, err
 		}
 		if e.fingerprint != fingerprint {
-			return Revisions{}, domain.Errorf(domain.CodeInvalidArgument,
-				"request id %q was already used for a different operation", requestID)
+			return Revisions{}, reusedID(requestID)
 		}
 		select {
 		case <-e.done:
@@ -165,4 +195,185 @@ func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ct
 		}
 		// The first attempt was not final (nothing applied): try again.
 	}
+}
+
+// opRequest is the request an operation runs for (in its context), so that
+// its group write records it.
+type opRequest struct {
+	id          string
+	fingerprint string
+	// release are the instances the operation releases after its group
+	// write (noteRelease); recorded is set once a group write recorded the
+	// request. Both are reset before every compare-and-set attempt.
+	release  []string
+	recorded bool
+}
+
+type requestKey struct{}
+
+func withRequest(ctx context.Context, r *opRequest) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+func requestOf(ctx context.Context) *opRequest {
+	r, _ := ctx.Value(requestKey{}).(*opRequest)
+	return r
+}
+
+// noteRelease names the instances the operation releases after its next
+// group write; the write records them with the request.
+func noteRelease(ctx context.Context, ins []domain.Instance) {
+	r := requestOf(ctx)
+	if r == nil {
+		return
+	}
+	r.release = make([]string, len(ins))
+	for i, in := range ins {
+		r.release[i] = in.ID
+	}
+}
+
+// appliedForWriteLocked returns the applied requests a group write stores
+// over cur: cur with the context's request recorded, expired and surplus
+// records dropped. Without a request, cur is carried over unchanged, so
+// writes that rebuild a group from its definition (configuration,
+// PutGroup, catalog) keep the records.
+func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedRequest) []domain.AppliedRequest {
+	r := requestOf(ctx)
+	if r == nil || a.requests == nil {
+		return cur
+	}
+	now := a.clock.Now()
+	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release)}
+	r.recorded = true
+	limit := a.opts.RequestsPerGroup
+	if limit <= 0 {
+		limit = defaultRequestsPerGroup
+	}
+	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, limit)
+}
+
+// defaultRequestsPerGroup bounds a group's applied requests unless
+// Options say otherwise: about 7 KiB in the group record, and more than
+// the operations Cluster Autoscaler sends a group within a request window.
+const defaultRequestsPerGroup = 100
+
+// requestRecorded reports whether a group write of the operation recorded
+// its request: its release then counts as applied, and instance writes that
+// failed are finished by the next pass or the repeat instead of being
+// undone.
+func requestRecorded(ctx context.Context) bool {
+	r := requestOf(ctx)
+	return r != nil && r.recorded
+}
+
+// repeatLocked answers an operation whose request a group already records
+// (done true): a repeat with the same fingerprint is answered as applied,
+// after releasing the instances the first attempt named and did not
+// release; another fingerprint is refused. It runs before every
+// compare-and-set attempt, so a record another leader wrote in the
+// meantime (the conflict refreshed the cache) is found too.
+func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err error) {
+	r := requestOf(ctx)
+	if r == nil || a.requests == nil {
+		return Revisions{}, false, nil
+	}
+	r.release, r.recorded = nil, false
+	g, rec, ok := a.findAppliedLocked(r.id)
+	if !ok {
+		return Revisions{}, false, nil
+	}
+	if rec.Fingerprint != storedFingerprint(r.fingerprint) {
+		return Revisions{}, true, reusedID(r.id)
+	}
+	if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
+		return Revisions{}, true, &domain.Error{Code: domain.CodeUnavailable,
+			Msg: "releasing the instances of request " + r.id, Err: opaque(err)}
+	}
+	revs.group(g.rev)
+	for _, in := range a.insts {
+		revs.inst(in.rev)
+	}
+	for _, e := range a.cat.entries {
+		revs.Catalog = max(revs.Catalog, e.rev)
+	}
+	a.obs.Replayed()
+	logging.WithTrace(ctx, a.log).Info("repeated request found applied in its group record: not applied again",
+		"request_id", r.id, "group", g.g.ID, "applied_at", rec.At)
+	return revs, true, nil
+}
+
+// findAppliedLocked returns the group recording request id, unexpired.
+func (a *App) findAppliedLocked(id string) (*groupRec, domain.AppliedRequest, bool) {
+	now := a.clock.Now()
+	for _, g := range a.groups {
+		if rec, ok := domain.FindApplied(g.g.Applied, id, now, a.opts.RequestTTL); ok {
+			return g, rec, true
+		}
+	}
+	return nil, domain.AppliedRequest{}, false
+}
+
+// finishReleaseLocked releases the instances rec names that are still live
+// (their writes did not follow the group write): a Pending one is
+// cancelled, any other deleted.
+func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.AppliedRequest) error {
+	var errs []error
+	for _, id := range rec.Release {
+		r, ok := a.insts[id]
+		if !ok || r.inst.Group != g.g.ID || !r.inst.Live() {
+			continue
+		}
+		reason := "request " + rec.ID
+		var ev domain.Event = domain.DeleteRequested{Reason: reason}
+		if r.inst.State == domain.StatePending {
+			ev = domain.Cancel{Reason: reason}
+		}
+		if _, _, err := a.applyLocked(ctx, id, ev); err != nil {
+			if errors.Is(err, domain.ErrInvalidTransition) {
+				// Not releasable by this event: retrying cannot help.
+				a.log.Warn("an instance an applied request names cannot be released", "instance", id, "request_id", rec.ID, "err", err)
+				continue
+			}
+			errs = append(errs, fmt.Errorf("releasing %s: %w", id, err))
+			continue
+		}
+		a.log.Info("released an instance an applied request named", "instance", id, "group", g.g.ID, "request_id", rec.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// finishReleasesLocked finishes the releases of every group's applied
+// requests, when one may be unfinished: after a load (the last leader may
+// have died between the writes) and after an operation failed.
+func (a *App) finishReleasesLocked(ctx context.Context) {
+	if !a.releasesDue {
+		return
+	}
+	a.releasesDue = false
+	now := a.clock.Now()
+	for _, id := range a.sortedGroupIDsLocked() {
+		g := a.groups[id]
+		for _, rec := range g.g.Applied {
+			if len(rec.Release) == 0 || rec.Expired(now, a.opts.RequestTTL) {
+				continue
+			}
+			if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
+				a.log.Warn("releasing the instances of an applied request; retrying next pass", "group", id, "request_id", rec.ID, "err", err)
+				a.releasesDue = true
+			}
+		}
+	}
+}
+
+// storedFingerprint is the short form of a fingerprint kept in the group
+// record: 64 bits of its SHA-256 tell a reused id from a repeat, and a
+// group's records stay small (every write of the group carries them).
+func storedFingerprint(fp string) string {
+	sum := sha256.Sum256([]byte(fp))
+	return hex.EncodeToString(sum[:8])
+}
+
+func reusedID(id string) error {
+	return domain.Errorf(domain.CodeInvalidArgument, "request id %q was already used for a different operation", id)
 }

@@ -136,10 +136,12 @@ func TestRequestIDConcurrentRepeats(t *testing.T) {
 	}
 }
 
-// The log is bounded: beyond RequestLogSize the oldest ids are forgotten.
+// The log is bounded: beyond RequestLogSize the oldest ids are forgotten
+// (and beyond RequestsPerGroup by the group record).
 func TestRequestLogIsBounded(t *testing.T) {
 	h := newHarness(t, []domain.NodeGroup{group("g", 0, 50, 0)}, withOptions(func(o *app.Options) {
 		o.RequestLogSize = 2
+		o.RequestsPerGroup = 2
 		o.RequestTTL = time.Hour
 	}))
 	for _, id := range []string{"a", "b", "c"} {

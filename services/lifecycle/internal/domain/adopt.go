@@ -22,14 +22,6 @@ import (
 // empty template cannot claim every Node of the account (control planes
 // included).
 
-// AdoptedBatch is the BatchID of an adopted instance: it was not created
-// by a create batch, and its VM does not carry nodesmith's cluster tag (the
-// reconciler's inventory does not list it).
-const AdoptedBatch = "adopted"
-
-// Adopted reports whether the instance was adopted from an existing Node.
-func (i Instance) Adopted() bool { return i.BatchID == AdoptedBatch }
-
 var systemTaintPrefixes = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/"}
 
 // MatchesNode reports whether a Node with these labels, annotations and
@@ -142,7 +134,7 @@ func NewAdoptedInstance(g NodeGroup, nodeName, providerID, cloudID, privateIP st
 	in.ProviderID = providerID
 	in.NodeName = nodeName
 	in.PrivateIP = privateIP
-	in.BatchID = AdoptedBatch
+	in.Adopted = true
 	in.History = []Transition{{From: StateUnknown, To: StateRunning, Reason: "adopted existing node " + nodeName, At: now}}
 	return in
 }

@@ -90,7 +90,7 @@ func TestAdoptedInstance(t *testing.T) {
 		t.Errorf("two providerIDs share an id")
 	}
 	in := NewAdoptedInstance(g, "node-7", pid, "ins-q1w2e3r4", "10.1.2.3", t0)
-	if in.State != StateRunning || !in.Live() || !in.Adopted() || in.CloudID != "ins-q1w2e3r4" || in.Node() != "node-7" || in.ProviderID != pid {
+	if in.State != StateRunning || !in.Live() || !in.Adopted || in.BatchID != "" || in.CloudID != "ins-q1w2e3r4" || in.Node() != "node-7" || in.ProviderID != pid {
 		t.Errorf("adopted record %+v", in)
 	}
 	// Deleting it goes the normal way: before_delete on its address, then

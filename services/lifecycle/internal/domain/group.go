@@ -34,6 +34,9 @@ type NodeGroup struct {
 	AdoptExisting bool
 	Source        Source
 	UpdatedAt     time.Time
+	// Applied are the operations recently applied to the group, by request
+	// id, oldest first (see AppliedRequest).
+	Applied []AppliedRequest
 }
 
 // InstanceTemplate is how to create a VM: the provider's create parameters

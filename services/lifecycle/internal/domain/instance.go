@@ -52,6 +52,10 @@ type Instance struct {
 	// instance; its later commands continue that trace. The domain never
 	// interprets it, and it is replaced, never modified in place.
 	TraceContext map[string]string
+	// Adopted marks an instance that adopts an existing Node: it was not
+	// created by a create batch, and its VM does not carry nodesmith's
+	// cluster tag (the reconciler's inventory does not list it).
+	Adopted bool
 }
 
 // ErrorInfo is an instance's last error as CA and operators see it.

@@ -96,16 +96,18 @@ type Parallelism struct {
 
 // Instance is an instance; History and HookOutputTail only in detail views.
 type Instance struct {
-	ID             string     `json:"id"`
-	Group          string     `json:"group"`
-	State          string     `json:"state"`
-	ProviderID     string     `json:"providerID"`
-	CloudID        string     `json:"cloudID,omitempty"`
-	NodeName       string     `json:"nodeName,omitempty"`
-	PrivateIP      string     `json:"privateIP,omitempty"`
-	Attempt        uint32     `json:"attempt"`
-	Retries        uint32     `json:"retries"`
-	BatchID        string     `json:"batchID,omitempty"`
+	ID         string `json:"id"`
+	Group      string `json:"group"`
+	State      string `json:"state"`
+	ProviderID string `json:"providerID"`
+	CloudID    string `json:"cloudID,omitempty"`
+	NodeName   string `json:"nodeName,omitempty"`
+	PrivateIP  string `json:"privateIP,omitempty"`
+	Attempt    uint32 `json:"attempt"`
+	Retries    uint32 `json:"retries"`
+	BatchID    string `json:"batchID,omitempty"`
+	// Adopted: the instance adopts an existing Node (not created by us).
+	Adopted        bool       `json:"adopted,omitempty"`
 	CreationFailed bool       `json:"creationFailed"`
 	Released       bool       `json:"released"`
 	InFlight       bool       `json:"inFlight"`
@@ -245,6 +247,8 @@ func instanceJSON(v app.InstanceView, detail bool) Instance {
 		ID: r.GetId(), Group: r.GetGroup(), State: stateName(r.GetState()), ProviderID: v.ReportedID,
 		CloudID: r.GetCloudId(), NodeName: r.GetNodeName(), PrivateIP: r.GetPrivateIp(),
 		Attempt: r.GetAttempt(), Retries: r.GetRetries(), BatchID: r.GetBatchId(),
+		// Records written before the adopted field carry batch id "adopted".
+		Adopted:        r.GetAdopted() || r.GetBatchId() == "adopted",
 		CreationFailed: r.GetCreationFailed(), Released: r.GetReleased(), InFlight: r.GetInFlight(),
 		CreatedAt: ts(r.GetCreatedAt()), StateSince: ts(r.GetStateSince()), Deadline: ts(r.GetDeadline()),
 		NextRetryAt: ts(r.GetNextRetryAt()), Revision: v.Revision,

@@ -5,6 +5,7 @@ package protoconv
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -109,6 +110,11 @@ func GroupToProto(g domain.NodeGroup) *statev1.NodeGroup {
 	for _, t := range g.NodeTemplate.Taints {
 		p.NodeTemplate.Taints = append(p.NodeTemplate.Taints, &statev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 	}
+	for _, r := range g.Applied {
+		p.AppliedRequests = append(p.AppliedRequests, &statev1.AppliedRequest{
+			Id: r.ID, Fingerprint: r.Fingerprint, At: ts(r.At), Release: slices.Clone(r.Release),
+		})
+	}
 	return p
 }
 
@@ -195,6 +201,11 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 	for _, t := range nt.GetTaints() {
 		g.NodeTemplate.Taints = append(g.NodeTemplate.Taints, domain.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
 	}
+	for _, r := range p.GetAppliedRequests() {
+		g.Applied = append(g.Applied, domain.AppliedRequest{
+			ID: r.GetId(), Fingerprint: r.GetFingerprint(), At: fromTS(r.GetAt()), Release: slices.Clone(r.GetRelease()),
+		})
+	}
 	return g
 }
 
@@ -222,6 +233,7 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 		InFlight:       i.InFlight,
 		Released:       i.Released,
 		TraceContext:   i.TraceContext,
+		Adopted:        i.Adopted,
 	}
 	if e := i.LastError; e != nil {
 		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}
@@ -233,6 +245,10 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 	}
 	return p
 }
+
+// legacyAdoptedBatch is the batch id that marked an adopted instance
+// before state.v1.Instance.adopted existed.
+const legacyAdoptedBatch = "adopted"
 
 // InstanceFromProto maps a record to an instance.
 func InstanceFromProto(p *statev1.Instance) domain.Instance {
@@ -258,6 +274,9 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		InFlight:       p.GetInFlight(),
 		Released:       p.GetReleased(),
 		TraceContext:   p.GetTraceContext(),
+		// Records written before the adopted field marked adoption with
+		// a batch id.
+		Adopted: p.GetAdopted() || p.GetBatchId() == legacyAdoptedBatch,
 	}
 	if e := p.GetLastError(); e != nil {
 		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}

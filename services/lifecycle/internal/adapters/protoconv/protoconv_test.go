@@ -33,3 +33,30 @@ func TestMappingToleratesUnsetMessages(t *testing.T) {
 		t.Errorf("round trip %+v", got)
 	}
 }
+
+// Adopted instances were marked with batch id "adopted" before the adopted
+// field: such records still read as adopted; new ones carry the field only.
+func TestAdoptedMarker(t *testing.T) {
+	tests := []struct {
+		name string
+		rec  *statev1.Instance
+		want bool
+	}{
+		{"field", &statev1.Instance{Id: "i", Adopted: true}, true},
+		{"legacy batch id", &statev1.Instance{Id: "i", BatchId: "adopted"}, true},
+		{"created by a batch", &statev1.Instance{Id: "i", BatchId: "b-1"}, false},
+		{"neither", &statev1.Instance{Id: "i"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := protoconv.InstanceFromProto(tc.rec)
+			if in.Adopted != tc.want {
+				t.Fatalf("adopted = %v, want %v", in.Adopted, tc.want)
+			}
+			// Written back, the record carries the field.
+			if got := protoconv.InstanceToProto(in).GetAdopted(); got != tc.want {
+				t.Errorf("written back: adopted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -225,6 +225,10 @@ func SampleGroup(id string) domain.NodeGroup {
 		AdoptExisting: true,
 		Source:        domain.SourceConfig,
 		UpdatedAt:     t0,
+		Applied: []domain.AppliedRequest{
+			{ID: "req-1", Fingerprint: "fp-1", At: t0},
+			{ID: "req-2", Fingerprint: "fp-2", At: t0.Add(time.Second), Release: []string{id + "-aaaaaaaaaa", id + "-bbbbbbbbbb"}},
+		},
 	}
 }
 
@@ -238,5 +242,6 @@ func SampleInstance(group, id string) domain.Instance {
 		NextRetryAt: t0.Add(time.Minute), Retries: 2,
 		History:    []domain.Transition{{From: domain.StatePending, To: domain.StateCreating, Reason: "r", At: t0}},
 		SSHHostKey: "ssh-ed25519 AAAA", HookOutputTail: "ok", InFlight: true, Released: true,
+		Adopted: true,
 	}
 }
