@@ -1,9 +1,10 @@
 // Package worker runs a JetStream pull consumer with bounded concurrency:
 // the part every worker service (cloud-adapter, hook-runner) and lifecycle's
-// event loop share. It heartbeats long work so AckWait never fires mid-task,
-// naks failures with backoff, terminates poison messages, and on shutdown
-// stops pulling, hands back prefetched messages and lets in-flight work
-// finish within a grace period.
+// event loop share. It pulls a message only for a free slot (no prefetch,
+// so work spreads evenly over replicas), heartbeats long work so AckWait
+// never fires mid-task, naks failures with backoff, terminates poison
+// messages, and on shutdown stops pulling, hands back a message that
+// arrives meanwhile and lets in-flight work finish within a grace period.
 package worker
 
 import (
@@ -11,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -81,50 +84,33 @@ func (o *Options) defaults() {
 // Run consumes from cons until ctx is done, then drains as described in the
 // package comment and returns nil. It returns an error only if consuming
 // cannot start.
+//
+// Each of the Concurrency slots pulls one message only when it is free: a
+// busy replica holds no messages beyond those it is handling, so queued
+// work goes to whichever replica has a free slot (a prefetching iterator
+// would park commands in a busy replica's buffer while others idle). A
+// failed pull (NATS restarting, consumer briefly unavailable) is retried
+// with backoff; Run never stops consuming before ctx ends.
 func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) error {
 	o.defaults()
-	it, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", o.Name, err)
+	if cons == nil {
+		return fmt.Errorf("consuming %s: no consumer", o.Name)
 	}
 	// Handlers get their own context: it outlives ctx by the grace period so
 	// in-flight work can finish on SIGTERM.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	stopped := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			it.Drain()
-		case <-stopped:
-		}
-	}()
 
-	sem := make(chan struct{}, o.Concurrency)
 	var wg sync.WaitGroup
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				o.Logger.Error("consumer stopped", "consumer", o.Name, "err", err)
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			// Prefetched after shutdown began: hand it to another replica now
-			// rather than after AckWait.
-			_ = msg.Nak()
-			continue
-		}
-		sem <- struct{}{}
+	for range o.Concurrency {
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			handle(workCtx, msg, o, h)
+			defer wg.Done()
+			slot(ctx, workCtx, cons, o, h)
 		}()
 	}
-	close(stopped)
 
+	<-ctx.Done()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -135,6 +121,60 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 		<-done
 	}
 	return nil
+}
+
+// pullWait bounds one pull request: an idle slot renews its request this
+// often, which also bounds how long a request lost with a NATS connection
+// leaves the slot idle.
+const pullWait = 5 * time.Second
+
+// slot pulls and handles one message at a time until ctx ends.
+func slot(ctx, workCtx context.Context, cons jetstream.Consumer, o Options, h Handler) {
+	failures := 0
+	for ctx.Err() == nil {
+		msg, err := next(ctx, cons)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
+				failures = 0
+				continue
+			}
+			failures++
+			d := pullBackoff(failures)
+			o.Logger.Warn("pulling a message failed, retrying", "consumer", o.Name, "err", err, "in", d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures = 0
+		if ctx.Err() != nil {
+			// Received as shutdown began: hand it to another replica now
+			// rather than after AckWait.
+			_ = msg.Nak()
+			return
+		}
+		handle(workCtx, msg, o, h)
+	}
+}
+
+// next pulls one message, waiting at most pullWait (less if ctx ends).
+func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+	pctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	return cons.Next(jetstream.FetchContext(pctx))
+}
+
+// pullBackoff is 100ms doubling up to 5s, with jitter so replicas that lost
+// NATS together do not retry in lockstep.
+func pullBackoff(failures int) time.Duration {
+	d := 100 * time.Millisecond << min(failures-1, 6)
+	d = min(d, 5*time.Second)
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
 }
 
 func handle(ctx context.Context, msg jetstream.Msg, o Options, h Handler) {
