@@ -51,7 +51,12 @@ func (a *App) publishOutbox(ctx context.Context) {
 			continue
 		}
 		a.mu.Lock()
-		maps.Copy(a.published, it.covers)
+		for id, att := range it.covers {
+			// An instance that settled meanwhile has nothing to remember.
+			if r, ok := a.insts[id]; ok && r.inst.InFlight {
+				a.published[id] = att
+			}
+		}
 		a.mu.Unlock()
 	}
 }
@@ -68,7 +73,9 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		watches   = map[targetKey][]ports.InstanceRef{}
 		terminate = map[targetKey][]ports.InstanceRef{}
 	)
-	ids := slices.Sorted(maps.Keys(a.insts))
+	// Only instances not at rest can have a command (PendingCommand needs
+	// InFlight); setInstLocked forgets the publication of the others.
+	ids := slices.Sorted(maps.Keys(a.idx.active))
 	for _, id := range ids {
 		in := a.insts[id].inst
 		c, ok := domain.PendingCommand(in)
@@ -155,10 +162,8 @@ func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRe
 // members that already have their VM are ignored as duplicates).
 func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
 	var members []domain.Instance
-	for _, r := range a.insts {
-		if r.inst.BatchID == batch {
-			members = append(members, r.inst)
-		}
+	for id := range a.idx.batches[batch] {
+		members = append(members, a.insts[id].inst)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	first := waiting[0]
