@@ -142,11 +142,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 
 	g, gctx := run.NewGroup(ctx)
 	svc := app.New(clouds, jetstream.NewEvents(js, m), app.Options{
-		PollInterval:  cfg.WatchPollInterval,
-		MaxWatch:      cfg.WatchMaxDuration,
-		NotFoundGrace: cfg.WatchNotFoundGrace,
-		Stopping:      gctx.Done(),
-		Logger:        log,
+		PollInterval:     cfg.WatchPollInterval,
+		FastPollInterval: cfg.WatchFastPollInterval,
+		FastPollFor:      cfg.WatchFastPollFor,
+		MaxWatch:         cfg.WatchMaxDuration,
+		NotFoundGrace:    cfg.WatchNotFoundGrace,
+		Stopping:         gctx.Done(),
+		Logger:           log,
 	})
 	g.Go("consumer", func(ctx context.Context) error {
 		return jetstream.Consume(ctx, cons, svc, worker.Options{
