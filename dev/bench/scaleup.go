@@ -27,6 +27,8 @@ type scaleUp struct {
 	Transitions float64
 	// VMsCreated is what the emulator created (duplicates would show).
 	VMsCreated int
+	// RunInstancesCalls is what the emulator was asked (create batches).
+	RunInstancesCalls int
 	// Failed are instances whose creation failed.
 	Failed int
 	// InState are the times instances spent in each state on their way
@@ -100,7 +102,8 @@ func runScaleUp(ctx context.Context, w *harness.World, s *harness.Stack, group s
 		}
 	}
 	res.Transitions = transitions() - before
-	res.VMsCreated = w.Emulator.Stats().VMsCreated
+	st := w.Emulator.Stats()
+	res.VMsCreated, res.RunInstancesCalls = st.VMsCreated, st.RunInstancesCalls
 
 	nc, err := nats.Connect(w.NATSURL())
 	if err != nil {
