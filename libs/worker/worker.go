@@ -85,12 +85,14 @@ func (o *Options) defaults() {
 // package comment and returns nil. It returns an error only if consuming
 // cannot start.
 //
-// Each of the Concurrency slots pulls one message only when it is free: a
-// busy replica holds no messages beyond those it is handling, so queued
-// work goes to whichever replica has a free slot (a prefetching iterator
-// would park commands in a busy replica's buffer while others idle). A
-// failed pull (NATS restarting, consumer briefly unavailable) is retried
-// with backoff; Run never stops consuming before ctx ends.
+// It pulls only for free slots: each pull asks for as many messages as
+// this replica has free slots right then, and another pull starts once a
+// slot is free again. A busy replica therefore holds no messages beyond
+// those it handles, so queued work goes to whichever replica has room (a
+// prefetching iterator parks commands in a busy replica's buffer while
+// others idle), and a backlog is still drained in batches. A failed pull
+// (NATS restarting, consumer briefly unavailable) is retried with backoff:
+// Run never stops consuming before ctx ends.
 func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) error {
 	o.defaults()
 	if cons == nil {
@@ -101,16 +103,57 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
+	// slots holds a token per running handler (and per message asked for).
+	slots := make(chan struct{}, o.Concurrency)
 	var wg sync.WaitGroup
-	for range o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slot(ctx, workCtx, cons, o, h)
-		}()
+	failures := 0
+	for ctx.Err() == nil {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		n := 1
+	more:
+		for n < o.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		got, err := pull(ctx, cons, n, func(msg jetstream.Msg) {
+			if ctx.Err() != nil {
+				// Received as shutdown began: hand it to another replica
+				// now rather than after AckWait.
+				_ = msg.Nak()
+				<-slots
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				handle(workCtx, msg, o, h)
+			}()
+		})
+		for range n - got {
+			<-slots // asked for but not delivered
+		}
+		if err == nil || ctx.Err() != nil {
+			failures = 0
+			continue
+		}
+		failures++
+		d := pullBackoff(failures)
+		o.Logger.Warn("pulling messages failed, retrying", "consumer", o.Name, "err", err, "in", d)
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
 	}
 
-	<-ctx.Done()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -123,50 +166,32 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 	return nil
 }
 
-// pullWait bounds one pull request: an idle slot renews its request this
+// pullWait bounds one pull request: an idle replica renews its request this
 // often, which also bounds how long a request lost with a NATS connection
-// leaves the slot idle.
+// leaves free slots unused.
 const pullWait = 5 * time.Second
 
-// slot pulls and handles one message at a time until ctx ends.
-func slot(ctx, workCtx context.Context, cons jetstream.Consumer, o Options, h Handler) {
-	failures := 0
-	for ctx.Err() == nil {
-		msg, err := next(ctx, cons)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				failures = 0
-				continue
-			}
-			failures++
-			d := pullBackoff(failures)
-			o.Logger.Warn("pulling a message failed, retrying", "consumer", o.Name, "err", err, "in", d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(d):
-			}
-			continue
-		}
-		failures = 0
-		if ctx.Err() != nil {
-			// Received as shutdown began: hand it to another replica now
-			// rather than after AckWait.
-			_ = msg.Nak()
-			return
-		}
-		handle(workCtx, msg, o, h)
-	}
-}
-
-// next pulls one message, waiting at most pullWait (less if ctx ends).
-func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+// pull asks for up to n messages, waiting at most pullWait (less if ctx
+// ends), and passes each to deliver as it arrives. It returns how many were
+// delivered; an expired request is not an error.
+func pull(ctx context.Context, cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, error) {
 	pctx, cancel := context.WithTimeout(ctx, pullWait)
 	defer cancel()
-	return cons.Next(jetstream.FetchContext(pctx))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(pctx))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		deliver(msg)
+	}
+	err = batch.Error()
+	if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return got, nil
+	}
+	return got, err
 }
 
 // pullBackoff is 100ms doubling up to 5s, with jitter so replicas that lost

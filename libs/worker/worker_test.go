@@ -23,6 +23,13 @@ import (
 // setup returns a JetStream env and a fresh consumer on a private stream
 // with a short AckWait, so redelivery paths run quickly.
 func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
+	return setupAck(t, ackWait)
+}
+
+// setupTB is setup for benchmarks.
+func setupTB(b *testing.B) (*natstest.Env, jetstream.Consumer) { return setupAck(b, 30*time.Second) }
+
+func setupAck(t testing.TB, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
 	t.Helper()
 	env := natstest.Start(t)
 	ctx := context.Background()
@@ -36,7 +43,7 @@ func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consum
 	return env, c
 }
 
-func publish(t *testing.T, env *natstest.Env, ctx context.Context, n int) {
+func publish(t testing.TB, env *natstest.Env, ctx context.Context, n int) {
 	t.Helper()
 	pub := messaging.NewPublisher(env.JS)
 	for i := range n {
