@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -142,5 +143,47 @@ func TestCreateBatchesCoalesce(t *testing.T) {
 	h.app.Pass(h.ctx)
 	if got := creates(); len(got) != 3 || got[2] != 10 {
 		t.Fatalf("all slots free: batches %v, want [10 3 10] at once", got)
+	}
+}
+
+// The watch of a create batch is published once its members have their
+// create results (one command polling the cloud for the batch), or after
+// CreateLinger for the members whose results came.
+func TestBatchWatchedByOneCommand(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 100, 0), group("h", 0, 100, 0)})
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 3))
+	h.ok(h.app.IncreaseSize(h.ctx, "h", 2))
+	h.app.Pass(h.ctx)
+	creates := h.cmds.Snapshot().Creates
+	if len(creates) != 2 {
+		t.Fatalf("%d create batches, want 2", len(creates))
+	}
+	created := func(c ports.CreateCommand, i int) {
+		r := c.Instances[i]
+		h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.BatchID, CloudID: fmt.Sprintf("%s-%d", c.BatchID, i)})
+	}
+	g, hh := creates[0], creates[1]
+	if g.Group != "g" {
+		g, hh = hh, g
+	}
+	created(g, 0)
+	created(hh, 0)
+	h.app.Pass(h.ctx)
+	if w := h.cmds.Snapshot().Watches; len(w) != 0 {
+		t.Fatalf("watches published while their batches wait for create results: %+v", w)
+	}
+	created(g, 1)
+	created(g, 2)
+	h.app.Pass(h.ctx)
+	w := h.cmds.Snapshot().Watches
+	if len(w) != 1 || len(w[0].Instances) != 3 {
+		t.Fatalf("watches %+v, want one of g's 3 instances", w)
+	}
+	// h's second result never comes: its first member is watched after the linger.
+	h.clock.Advance(h.opts.CreateLinger)
+	h.app.Pass(h.ctx)
+	w = h.cmds.Snapshot().Watches
+	if len(w) != 2 || len(w[1].Instances) != 1 || w[1].Instances[0].InstanceID != hh.Instances[0].InstanceID {
+		t.Fatalf("watches %+v, want h's created member watched after the linger", w)
 	}
 }
