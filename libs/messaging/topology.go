@@ -221,7 +221,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 	// restart used to exit with this error).
 	backoff := 200 * time.Millisecond
 	for {
-		err := ensureOnce(ctx, js, o)
+		// Each attempt has its own timeout: a request lost with the
+		// connection (NATS restarting) would otherwise hold the attempt
+		// until ctx's own deadline, and the start fail on it.
+		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
+		err := ensureOnce(actx, js, o)
+		cancel()
 		if err == nil || !unavailable(err) || ctx.Err() != nil {
 			return err
 		}
@@ -235,6 +240,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// ensureAttemptTimeout bounds one attempt of Ensure (every request of it).
+var ensureAttemptTimeout = 10 * time.Second
 
 // unavailable reports whether err says JetStream could not be reached (as
 // opposed to refusing the topology, which retrying cannot fix).

@@ -203,3 +203,50 @@ func TestEnsureFailsFastOnRefusedTopology(t *testing.T) {
 		t.Fatalf("Ensure retried a refusal until its context ended: %v", err)
 	}
 }
+
+// A request lost with its answer (NATS restarting under the caller) ends
+// its attempt, not the whole Ensure: the next attempt succeeds well before
+// the caller's deadline.
+func TestEnsureRetriesALostRequest(t *testing.T) {
+	defer messaging.SetEnsureAttemptTimeout(300 * time.Millisecond)()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// Something takes the JetStream API requests and never answers.
+	sink, err := nc.Subscribe("$JS.API.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- messaging.Ensure(ctx, js, messaging.DefaultOptions()) }()
+	time.Sleep(time.Second) // a few attempts lost
+	if err := sink.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir(), MaxMemory: 1 << 30, MaxStore: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Ensure only ended with its caller's deadline")
+	}
+}
