@@ -14,7 +14,7 @@ import (
 
 // benchApp returns a started App whose store holds running Running
 // instances at rest in 10 groups, plus the group "new" (empty).
-func benchApp(b *testing.B, running int) *app.App {
+func benchApp(b *testing.B, running int) (*app.App, *memory.Commands) {
 	b.Helper()
 	ctx := context.Background()
 	store := memory.NewStore()
@@ -31,8 +31,9 @@ func benchApp(b *testing.B, running int) *app.App {
 		}
 	}
 	groups = append(groups, group("new", 0, 1_000_000, 0))
+	cmds := &memory.Commands{}
 	a := app.New(app.DefaultOptions(), app.Deps{
-		Store: store, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
+		Store: store, Commands: cmds, Clock: memory.NewClock(t0),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err := a.SetConfig(ctx, groups); err != nil {
@@ -42,7 +43,7 @@ func benchApp(b *testing.B, running int) *app.App {
 		b.Fatal(err)
 	}
 	a.Pass(ctx)
-	return a
+	return a, cmds
 }
 
 // BenchmarkPassIdle is a dispatcher pass with nothing to do beside running
@@ -50,7 +51,7 @@ func benchApp(b *testing.B, running int) *app.App {
 func BenchmarkPassIdle(b *testing.B) {
 	for _, n := range []int{1000, 10_000, 50_000} {
 		b.Run(fmt.Sprintf("running=%d", n), func(b *testing.B) {
-			a := benchApp(b, n)
+			a, _ := benchApp(b, n)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -60,18 +61,47 @@ func BenchmarkPassIdle(b *testing.B) {
 	}
 }
 
-// BenchmarkPassScaleUp is one IncreaseSize(1) and the pass that batches
-// and publishes its creation, beside running instances at rest.
-func BenchmarkPassScaleUp(b *testing.B) {
-	for _, n := range []int{1000, 10_000} {
+// BenchmarkScaleUpOne takes one instance from IncreaseSize(1) to Running
+// (create batch, created, observed running, hook succeeded, with the
+// dispatcher passes between) beside running instances at rest: the
+// dispatcher's and the state machine's cost per instance of a scale-up.
+func BenchmarkScaleUpOne(b *testing.B) {
+	for _, n := range []int{1000, 10_000, 50_000} {
 		b.Run(fmt.Sprintf("running=%d", n), func(b *testing.B) {
-			a := benchApp(b, n)
+			a, cmds := benchApp(b, n)
 			ctx := context.Background()
+			event := func(id string, ev domain.Event) {
+				if err := a.HandleEvent(ctx, id, ev); err != nil {
+					b.Fatal(err)
+				}
+			}
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
+				i++
+				cmds.Reset()
 				if _, err := a.IncreaseSize(ctx, "new", 1); err != nil {
 					b.Fatal(err)
 				}
+				a.Pass(ctx)
+				c := cmds.Snapshot()
+				if len(c.Creates) != 1 {
+					b.Fatalf("%d create commands", len(c.Creates))
+				}
+				r := c.Creates[0].Instances[0]
+				event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.Creates[0].BatchID, CloudID: fmt.Sprintf("ins-new-%d", i)})
+				a.Pass(ctx)
+				w := cmds.Snapshot().Watches
+				if len(w) != 1 {
+					b.Fatalf("%d watch commands", len(w))
+				}
+				event(r.InstanceID, domain.CloudObserved{Attempt: w[0].Instances[0].Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.2"})
+				a.Pass(ctx)
+				h := cmds.Snapshot().Hooks
+				if len(h) != 1 {
+					b.Fatalf("%d hook commands", len(h))
+				}
+				event(r.InstanceID, domain.HookFinished{Attempt: h[0].Attempt, Kind: h[0].Kind, Succeeded: true})
 				a.Pass(ctx)
 			}
 		})
