@@ -17,7 +17,10 @@ type instIndex struct {
 	// active: the instances not at rest (see atRest): the only ones a
 	// pass can have work for.
 	active map[string]struct{}
-	// batches: the members of each create batch.
+	// batches: the members not at rest of each create batch (whether a
+	// batch still waits for create results; the full membership, needed
+	// rarely, is found through byGroup). Members at rest are left out so
+	// the index stays proportional to the work, not to every record.
 	batches map[string]map[string]struct{}
 }
 
@@ -46,9 +49,9 @@ func (x instIndex) add(in domain.Instance) {
 	}
 	if !atRest(in) {
 		x.active[in.ID] = struct{}{}
-	}
-	if in.BatchID != "" {
-		addTo(x.batches, in.BatchID, in.ID)
+		if in.BatchID != "" {
+			addTo(x.batches, in.BatchID, in.ID)
+		}
 	}
 }
 
@@ -59,10 +62,10 @@ func (x instIndex) remove(in domain.Instance) {
 			delete(x.live, in.Group)
 		}
 	}
-	delete(x.active, in.ID)
-	if in.BatchID != "" {
+	if _, ok := x.active[in.ID]; ok && in.BatchID != "" {
 		removeFrom(x.batches, in.BatchID, in.ID)
 	}
+	delete(x.active, in.ID)
 }
 
 func addTo(m map[string]map[string]struct{}, key, id string) {

@@ -204,9 +204,13 @@ func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRe
 // ClientToken is only idempotent for an identical request; results for
 // members that already have their VM are ignored as duplicates).
 func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
+	// A batch is one group's: its members are found among the group's
+	// records (once per publication of the batch's command).
 	var members []domain.Instance
-	for id := range a.idx.batches[batch] {
-		members = append(members, a.insts[id].inst)
+	for id := range a.idx.byGroup[waiting[0].Group] {
+		if in := a.insts[id].inst; in.BatchID == batch {
+			members = append(members, in)
+		}
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	first := waiting[0]
