@@ -4,15 +4,18 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsembed"
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 )
 
 // B1 targets (issue #9).
@@ -92,11 +95,23 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	}
 	defer func() { _ = gwProc.Stop(10 * time.Second) }()
 	loaded := time.Since(start)
-	floorProc, floorAddr, err := startFloorProcess(ctx, e, sz.groups, sz.instances)
+	echoAddr, err := harness.FreeAddr()
+	if err != nil {
+		return err
+	}
+	floorProc, floorAddr, err := startFloorProcess(ctx, e, sz.groups, sz.instances, echoAddr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = floorProc.Stop(10 * time.Second) }()
+	echo, err := harness.DialEcho(echoAddr)
+	if err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	defer echo.Close()
+	// The echo frames are as large as CA's NodeGroupForNode request.
+	echoSize := proto.Size(&pb.NodeGroupForNodeRequest{Node: seed.Nodes[0]})
+	echoPerLoop := min(len(seed.Nodes), 10_000)
 
 	gwConn, err := harness.Dial(gwAddr)
 	if err != nil {
@@ -119,6 +134,8 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	}
 	gw.Reset()
 	fl.Reset()
+	var gcBefore runtime.MemStats
+	runtime.ReadMemStats(&gcBefore)
 	e.progress("B1 %s: %d loops each (gateway loaded %d records, %s, in %s)", size, sz.loops, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
 	for range sz.loops {
 		if ctx.Err() != nil {
@@ -130,7 +147,12 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		if err := fl.Run(seed.Nodes, nil); err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
+		if err := echo.RoundTrips(echoPerLoop, echoSize); err != nil {
+			return err
+		}
 	}
+	var gcAfter runtime.MemStats
+	runtime.ReadMemStats(&gcAfter)
 
 	r := e.report
 	r.add(Result{Scenario: "B1", Size: size, Metric: "gateway initial load (KV to ready)", Value: ms(loaded), Unit: "ms"})
@@ -145,6 +167,12 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		r.add(Result{Scenario: "B1", Size: size, Metric: rpc + " p50 (floor)", Value: us(f.P50), Unit: "us"})
 		r.add(Result{Scenario: "B1", Size: size, Metric: rpc + " p99 (floor)", Value: us(f.P99), Unit: "us"})
 	}
+	ec := harness.Summarize(echo.Latencies)
+	r.add(Result{Scenario: "B1", Size: size, Metric: "TCP echo round trip p50 (no gRPC)", Value: us(ec.P50), Unit: "us",
+		Note: fmt.Sprintf("%d-byte frames between the same two processes as the floor", echoSize)})
+	r.add(Result{Scenario: "B1", Size: size, Metric: "TCP echo round trip p99 (no gRPC)", Value: us(ec.P99), Unit: "us"})
+	r.add(Result{Scenario: "B1", Size: size, Metric: "client GCs during the loops", Value: float64(gcAfter.NumGC - gcBefore.NumGC), Unit: "",
+		Note: fmt.Sprintf("stop-the-world total %s", time.Duration(gcAfter.PauseTotalNs-gcBefore.PauseTotalNs).Round(time.Microsecond))})
 	if m, err := gwProc.Memory(); err == nil {
 		r.add(Result{Scenario: "B1", Size: size, Metric: "gateway RSS after the loops", Value: float64(m.RSSKiB) / 1024, Unit: "MiB"})
 	}

@@ -21,6 +21,7 @@ func floorMain(ctx context.Context, args []string) error {
 	groups := fs.Int("groups", 100, "groups")
 	instances := fs.Int("instances", 1000, "instances")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	echoAddr := fs.String("echo-addr", "", "listen address of a TCP echo server (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,13 +30,21 @@ func floorMain(ctx context.Context, args []string) error {
 		return err
 	}
 	defer f.Stop()
+	if *echoAddr != "" {
+		echo, err := harness.StartEcho(*echoAddr)
+		if err != nil {
+			return err
+		}
+		defer echo.Stop()
+	}
 	fmt.Println(f.Addr)
 	<-ctx.Done()
 	return nil
 }
 
-// startFloorProcess runs `bench floor` as a child process on a free port.
-func startFloorProcess(ctx context.Context, e *env, groups, instances int) (*harness.Process, string, error) {
+// startFloorProcess runs `bench floor` as a child process on a free port,
+// with a TCP echo server on another (echoAddr).
+func startFloorProcess(ctx context.Context, e *env, groups, instances int, echoAddr string) (*harness.Process, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -45,7 +54,7 @@ func startFloorProcess(ctx context.Context, e *env, groups, instances int) (*har
 		return nil, "", err
 	}
 	logFile := filepath.Join(e.tmp, "floor.log")
-	p, err := harness.StartProcess("floor", self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr}, nil, logFile)
+	p, err := harness.StartProcess("floor", self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr, "-echo-addr", echoAddr}, nil, logFile)
 	if err != nil {
 		return nil, "", err
 	}

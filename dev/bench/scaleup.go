@@ -27,6 +27,8 @@ type scaleUp struct {
 	Transitions float64
 	// VMsCreated is what the emulator created (duplicates would show).
 	VMsCreated int
+	// RunInstancesCalls is what the emulator was asked (create batches).
+	RunInstancesCalls int
 	// Failed are instances whose creation failed.
 	Failed int
 	// InState are the times instances spent in each state on their way
@@ -66,6 +68,11 @@ func runScaleUp(ctx context.Context, w *harness.World, s *harness.Stack, group s
 		v, _ := harness.MetricSum(reg, "nodesmith_lifecycle_transitions_total", nil)
 		return v
 	}
+	// CA asks only for groups its NodeGroups call returned: wait until the
+	// gateway's read model has the group (lifecycle may have it first).
+	if err := waitNodeGroup(ctx, client, group); err != nil {
+		return nil, err
+	}
 	before := transitions()
 	t0 := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // CA's grpc_timeout
@@ -100,7 +107,8 @@ func runScaleUp(ctx context.Context, w *harness.World, s *harness.Stack, group s
 		}
 	}
 	res.Transitions = transitions() - before
-	res.VMsCreated = w.Emulator.Stats().VMsCreated
+	st := w.Emulator.Stats()
+	res.VMsCreated, res.RunInstancesCalls = st.VMsCreated, st.RunInstancesCalls
 
 	nc, err := nats.Connect(w.NATSURL())
 	if err != nil {
@@ -137,4 +145,29 @@ func runScaleUp(ctx context.Context, w *harness.World, s *harness.Stack, group s
 	}
 	res.FirstRunning = first
 	return res, nil
+}
+
+// waitNodeGroup waits until the gateway lists group in NodeGroups.
+func waitNodeGroup(ctx context.Context, client pb.CloudProviderClient, group string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := client.NodeGroups(cctx, &pb.NodeGroupsRequest{})
+		cancel()
+		if err == nil {
+			for _, g := range res.GetNodeGroups() {
+				if g.GetId() == group {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the gateway does not list node group %s after 1m (last error: %w)", group, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

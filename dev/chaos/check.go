@@ -230,6 +230,8 @@ func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost in
 	var rows []row
 	rows = append(rows, row{"kill -9 lifecycle", r.lifecycle.kills, ok(stateOK, r.lifecycle.kills), lost,
 		"lost = records lost; restarted 1s later each time, once in the scale-up and once in the scale-down"})
+	rows = append(rows, row{"kill -9 api-gateway", r.gateway.kills, ok(stateOK && f.gatewayOK(), r.gateway.kills), lost,
+		fmt.Sprintf("lost = records lost; restarted 2s later in the scale-down; CA calls retried meanwhile: %d (all retried DeleteNodes succeeded)", f.caRetries.Load())})
 	rows = append(rows, row{"kill -9 cloud-adapter replica", r.cloud[1].kills, ok(duplicates == 0 && orphans == 0 && stateOK, r.cloud[1].kills), max(duplicates, 0) + orphans,
 		"lost = duplicate + orphan VMs; its commands redelivered after the ack wait"})
 	rows = append(rows, row{"kill -9 hook-runner mid-hook", f.midHook, ok(unaccounted == 0, f.midHook), unaccounted,

@@ -23,6 +23,8 @@ type faults struct {
 	r *run
 
 	scaleUpDone atomic.Bool
+	// scaleDownDone: the scale-down settled as CA expected.
+	scaleDownDone atomic.Bool
 	// caRetries counts CA calls that failed and were retried.
 	caRetries atomic.Int64
 
@@ -110,6 +112,11 @@ func (f *faults) killAndRestart(ctx context.Context, s *svc, down time.Duration,
 	}
 	return s.restart()
 }
+
+// gatewayOK reports whether CA's view through the restarted gateway is
+// whole: the scale-down settled through it (targets and instances as CA
+// expects), which the run only reaches if every DeleteNodes went through.
+func (f *faults) gatewayOK() bool { return f.r.gateway.kills > 0 && f.scaleDownDone.Load() }
 
 // scaleUpSchedule injects the process faults as the scale-up progresses.
 func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {

@@ -238,6 +238,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	if err := r.scaleDown(ctx); err != nil {
 		return nil, fmt.Errorf("scale-down: %w", err)
 	}
+	r.faults.scaleDownDone.Store(true)
 	r.w.Emulator.ClearFaults()
 	wait := r.cfg.reconcile + r.cfg.orphanGrace + 10*time.Second
 	r.logf("faults off; waiting %s (a reconcile period past the orphan grace) before checking", wait)

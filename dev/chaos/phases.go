@@ -207,6 +207,14 @@ func (r *run) scaleDown(ctx context.Context) error {
 	// Interleave groups, as CA's scale-down of several groups would.
 	sort.SliceStable(batches, func(i, j int) bool { return batches[i].round < batches[j].round })
 	for i, b := range batches {
+		if i == len(batches)/4 {
+			// CA's client must ride out its provider restarting: calls fail
+			// while it is down and the loop retries them (DeleteNodes is
+			// idempotent, even for a call that took effect before the kill).
+			if err := r.faults.killAndRestart(ctx, r.gateway, 2*time.Second, "scale-down, a quarter of the DeleteNodes calls made"); err != nil {
+				return err
+			}
+		}
 		if i == len(batches)/2 {
 			if err := r.faults.scaleDownFaults(ctx); err != nil {
 				return err

@@ -10,8 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -209,11 +212,54 @@ func KeyValueConfigs(o Options) []jetstream.KeyValueConfig {
 }
 
 // Ensure creates or updates every stream, consumer and bucket. It is safe to
-// call concurrently from several services.
+// call concurrently from several services. While JetStream cannot be reached
+// (NATS restarting) it retries with backoff until ctx ends; a refused
+// topology fails at once.
 func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("invalid topology options: %w", err)
 	}
+	// A service may start while NATS is (re)starting: connected, but
+	// JetStream not answering yet. That is retried until ctx ends, as the
+	// connection itself is (a replica restarted at the moment of a NATS
+	// restart used to exit with this error).
+	backoff := 200 * time.Millisecond
+	for {
+		// Each attempt has its own timeout: a request lost with the
+		// connection (NATS restarting) would otherwise hold the attempt
+		// until ctx's own deadline, and the start fail on it.
+		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
+		err := ensureOnce(actx, js, o)
+		cancel()
+		if err == nil || !unavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		d := backoff/2 + time.Duration(mrand.Int64N(int64(backoff)))
+		slog.Warn("JetStream not available yet, retrying", "err", err, "in", d)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(d):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// ensureAttemptTimeout bounds one attempt of Ensure (every request of it).
+var ensureAttemptTimeout = 10 * time.Second
+
+// unavailable reports whether err says JetStream could not be reached (as
+// opposed to refusing the topology, which retrying cannot fix).
+func unavailable(err error) bool {
+	return errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected)
+}
+
+func ensureOnce(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, sc := range StreamConfigs(o) {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("ensuring stream %s: %w", sc.Name, err)

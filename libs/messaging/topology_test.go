@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -118,5 +120,133 @@ func TestValidateRejectsBadOptions(t *testing.T) {
 	}
 	if err := messaging.DefaultOptions().Validate(); err != nil {
 		t.Errorf("defaults invalid: %v", err)
+	}
+}
+
+// A service that starts while JetStream is not available yet (NATS
+// restarting) waits for it instead of failing its start.
+func TestEnsureWaitsForJetStream(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- messaging.Ensure(ctx, js, messaging.DefaultOptions()) }()
+	// JetStream comes up only after Ensure has met it missing.
+	select {
+	case err := <-errc:
+		t.Fatalf("Ensure returned before JetStream was enabled: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir(), MaxMemory: 1 << 30, MaxStore: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Ensure after JetStream came up: %v", err)
+	}
+	if _, err := js.Stream(ctx, messaging.CommandStream); err != nil {
+		t.Fatalf("command stream: %v", err)
+	}
+}
+
+// A topology the server refuses is not retried.
+func TestEnsureFailsFastOnRefusedTopology(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir(), MaxMemory: 1 << 30, MaxStore: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The command stream exists in memory: a stream's storage cannot be
+	// changed, so the server refuses the file-backed one Ensure declares.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: messaging.CommandStream, Subjects: []string{"other.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	err = messaging.Ensure(ctx, js, messaging.DefaultOptions())
+	if err == nil {
+		t.Fatal("Ensure succeeded over a conflicting stream")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Ensure retried a refusal until its context ended: %v", err)
+	}
+}
+
+// A request lost with its answer (NATS restarting under the caller) ends
+// its attempt, not the whole Ensure: the next attempt succeeds well before
+// the caller's deadline.
+func TestEnsureRetriesALostRequest(t *testing.T) {
+	defer messaging.SetEnsureAttemptTimeout(300 * time.Millisecond)()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// Something takes the JetStream API requests and never answers.
+	sink, err := nc.Subscribe("$JS.API.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- messaging.Ensure(ctx, js, messaging.DefaultOptions()) }()
+	time.Sleep(time.Second) // a few attempts lost
+	if err := sink.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir(), MaxMemory: 1 << 30, MaxStore: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Ensure only ended with its caller's deadline")
 	}
 }

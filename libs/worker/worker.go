@@ -1,9 +1,10 @@
 // Package worker runs a JetStream pull consumer with bounded concurrency:
 // the part every worker service (cloud-adapter, hook-runner) and lifecycle's
-// event loop share. It heartbeats long work so AckWait never fires mid-task,
-// naks failures with backoff, terminates poison messages, and on shutdown
-// stops pulling, hands back prefetched messages and lets in-flight work
-// finish within a grace period.
+// event loop share. It pulls a message only for a free slot (no prefetch,
+// so work spreads evenly over replicas), heartbeats long work so AckWait
+// never fires mid-task, naks failures with backoff, terminates poison
+// messages, and on shutdown stops pulling, hands back a message that
+// arrives meanwhile and lets in-flight work finish within a grace period.
 package worker
 
 import (
@@ -11,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -81,49 +84,75 @@ func (o *Options) defaults() {
 // Run consumes from cons until ctx is done, then drains as described in the
 // package comment and returns nil. It returns an error only if consuming
 // cannot start.
+//
+// It pulls only for free slots: each pull asks for as many messages as
+// this replica has free slots right then, and another pull starts once a
+// slot is free again. A busy replica therefore holds no messages beyond
+// those it handles, so queued work goes to whichever replica has room (a
+// prefetching iterator parks commands in a busy replica's buffer while
+// others idle), and a backlog is still drained in batches. A failed pull
+// (NATS restarting, consumer briefly unavailable) is retried with backoff:
+// Run never stops consuming before ctx ends.
 func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) error {
 	o.defaults()
-	it, err := cons.Messages(jetstream.PullMaxMessages(o.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", o.Name, err)
+	if cons == nil {
+		return fmt.Errorf("consuming %s: no consumer", o.Name)
 	}
 	// Handlers get their own context: it outlives ctx by the grace period so
 	// in-flight work can finish on SIGTERM.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	stopped := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			it.Drain()
-		case <-stopped:
-		}
-	}()
 
-	sem := make(chan struct{}, o.Concurrency)
+	// slots holds a token per running handler (and per message asked for).
+	slots := make(chan struct{}, o.Concurrency)
 	var wg sync.WaitGroup
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				o.Logger.Error("consumer stopped", "consumer", o.Name, "err", err)
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			// Prefetched after shutdown began: hand it to another replica now
-			// rather than after AckWait.
-			_ = msg.Nak()
+	failures := 0
+	for ctx.Err() == nil {
+		// Wait for one free slot, then take every other free one.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			handle(workCtx, msg, o, h)
-		}()
+		n := 1
+	more:
+		for n < o.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		got, err := pull(ctx, cons, n, func(msg jetstream.Msg) {
+			if ctx.Err() != nil {
+				// Received as shutdown began: hand it to another replica
+				// now rather than after AckWait.
+				_ = msg.Nak()
+				<-slots
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				handle(workCtx, msg, o, h)
+			}()
+		})
+		for range n - got {
+			<-slots // asked for but not delivered
+		}
+		if err == nil || ctx.Err() != nil {
+			failures = 0
+			continue
+		}
+		failures++
+		d := pullBackoff(failures)
+		o.Logger.Warn("pulling messages failed, retrying", "consumer", o.Name, "err", err, "in", d)
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
 	}
-	close(stopped)
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -135,6 +164,42 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 		<-done
 	}
 	return nil
+}
+
+// pullWait bounds one pull request: an idle replica renews its request this
+// often, which also bounds how long a request lost with a NATS connection
+// leaves free slots unused.
+const pullWait = 5 * time.Second
+
+// pull asks for up to n messages, waiting at most pullWait (less if ctx
+// ends), and passes each to deliver as it arrives. It returns how many were
+// delivered; an expired request is not an error.
+func pull(ctx context.Context, cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, error) {
+	pctx, cancel := context.WithTimeout(ctx, pullWait)
+	defer cancel()
+	batch, err := cons.Fetch(n, jetstream.FetchContext(pctx))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		deliver(msg)
+	}
+	err = batch.Error()
+	if err == nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return got, nil
+	}
+	return got, err
+}
+
+// pullBackoff is 100ms doubling up to 5s, with jitter so replicas that lost
+// NATS together do not retry in lockstep.
+func pullBackoff(failures int) time.Duration {
+	d := 100 * time.Millisecond << min(failures-1, 6)
+	d = min(d, 5*time.Second)
+	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
 }
 
 func handle(ctx context.Context, msg jetstream.Msg, o Options, h Handler) {

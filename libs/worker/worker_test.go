@@ -24,6 +24,13 @@ import (
 // setup returns a JetStream env and a fresh consumer on a private stream
 // with a short AckWait, so redelivery paths run quickly.
 func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
+	return setupAck(t, ackWait)
+}
+
+// setupTB is setup for benchmarks.
+func setupTB(b *testing.B) (*natstest.Env, jetstream.Consumer) { return setupAck(b, 30*time.Second) }
+
+func setupAck(t testing.TB, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
 	t.Helper()
 	env := natstest.Start(t)
 	ctx := context.Background()
@@ -37,7 +44,7 @@ func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consum
 	return env, c
 }
 
-func publish(t *testing.T, env *natstest.Env, ctx context.Context, n int) {
+func publish(t testing.TB, env *natstest.Env, ctx context.Context, n int) {
 	t.Helper()
 	pub := messaging.NewPublisher(env.JS)
 	for i := range n {
@@ -217,5 +224,101 @@ func TestMetricsShareARegistry(t *testing.T) {
 	b.Handled("x", "ack").Inc()
 	if got := testutil.ToFloat64(a.Handled("x", "ack")); got != 2 {
 		t.Fatalf("shared counter = %v, want 2", got)
+	}
+}
+
+// A busy replica holds only the messages it is handling: the rest stay on
+// the stream for any replica with a free slot.
+func TestPullsOnlyForFreeSlots(t *testing.T) {
+	env, cons := setup(t, 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publish(t, env, ctx, 6)
+
+	release := make(chan struct{})
+	var mu sync.Mutex
+	handled := map[string]int{}
+	run := func(name string, concurrency int) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = worker.Run(ctx, cons, worker.Options{Name: name, Concurrency: concurrency},
+				func(hctx context.Context, _ jetstream.Msg) error {
+					mu.Lock()
+					handled[name]++
+					mu.Unlock()
+					select {
+					case <-release:
+						return nil
+					case <-hctx.Done():
+						return hctx.Err()
+					}
+				})
+		}()
+		return done
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[name]
+	}
+	doneA := run("a", 2)
+	eventually(t, "replica a to run 2", func() bool { return count("a") == 2 })
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing prefetched: delivered-but-unacked equals what runs.
+	if info.NumAckPending != 2 || info.NumPending != 4 {
+		t.Fatalf("with replica a busy: ack pending %d, pending %d; want 2 and 4 (no prefetch)", info.NumAckPending, info.NumPending)
+	}
+	doneB := run("b", 4)
+	eventually(t, "replica b to take the other 4", func() bool { return count("b") == 4 })
+	if got := count("a"); got != 2 {
+		t.Fatalf("replica a handled %d while busy, want 2", got)
+	}
+	close(release)
+	eventually(t, "stream to empty", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	cancel()
+	<-doneA
+	<-doneB
+}
+
+// Pulls that fail (the consumer is gone for a while) are retried: Run keeps
+// consuming once the consumer is back instead of stopping quietly.
+func TestKeepsConsumingAfterPullFailures(t *testing.T) {
+	env, cons := setup(t, 5*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- worker.Run(ctx, cons, worker.Options{Name: "w", Concurrency: 2},
+			func(context.Context, jetstream.Msg) error { calls.Add(1); return nil })
+	}()
+	publish(t, env, ctx, 1)
+	eventually(t, "first message", func() bool { return calls.Load() == 1 })
+
+	if err := env.JS.DeleteConsumer(ctx, "W", "w"); err != nil {
+		t.Fatal(err)
+	}
+	// Let the slots fail against the missing consumer at least once.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := env.JS.CreateOrUpdateConsumer(ctx, "W", jetstream.ConsumerConfig{Durable: "w", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second, MaxDeliver: 5}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, env, ctx, 2)
+	eventually(t, "messages after the consumer came back", func() bool { return calls.Load() >= 2 })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned before its context ended: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -108,3 +108,26 @@ func TestSummarize(t *testing.T) {
 		t.Error("empty sample")
 	}
 }
+
+func TestEchoRoundTrips(t *testing.T) {
+	s, err := StartEcho("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	c, err := DialEcho(s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.RoundTrips(3, 700); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Latencies) != 3 {
+		t.Fatalf("%d round trips recorded, want 3", len(c.Latencies))
+	}
+	// A frame larger than the server accepts ends the connection.
+	if err := c.RoundTrips(1, 2<<20); err == nil {
+		t.Fatal("an oversized frame was echoed")
+	}
+}

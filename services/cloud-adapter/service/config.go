@@ -33,8 +33,12 @@ type Config struct {
 	// stop signal before they are cancelled (and redelivered elsewhere).
 	ShutdownGrace time.Duration
 
-	// WatchPollInterval is the pause between DescribeInstances rounds.
-	WatchPollInterval time.Duration
+	// WatchPollInterval is the pause between DescribeInstances rounds once
+	// a watch saw no change for WatchFastPollFor; WatchFastPollInterval the
+	// pause before that (see app.Options).
+	WatchPollInterval     time.Duration
+	WatchFastPollInterval time.Duration
+	WatchFastPollFor      time.Duration
 	// WatchMaxDuration bounds one watch; lifecycle's deadlines cover the rest.
 	WatchMaxDuration time.Duration
 	// WatchNotFoundGrace is how long a watched VM must stay absent before
@@ -82,6 +86,8 @@ func DefaultConfig() Config {
 		Heartbeat:                 15 * time.Second,
 		ShutdownGrace:             20 * time.Second,
 		WatchPollInterval:         3 * time.Second,
+		WatchFastPollInterval:     time.Second,
+		WatchFastPollFor:          time.Minute,
 		WatchMaxDuration:          10 * time.Minute,
 		WatchNotFoundGrace:        time.Minute,
 		CallTimeout:               30 * time.Second,
@@ -103,7 +109,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "cloud commands handled at once by this replica")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a command in progress is marked InProgress (below --js-cloud-ack-wait)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight commands may finish on shutdown")
-	fs.DurationVar(&c.WatchPollInterval, "watch-poll-interval", c.WatchPollInterval, "pause between DescribeInstances rounds of a watch")
+	fs.DurationVar(&c.WatchPollInterval, "watch-poll-interval", c.WatchPollInterval, "pause between DescribeInstances rounds of a watch that saw no change for --watch-fast-poll-for")
+	fs.DurationVar(&c.WatchFastPollInterval, "watch-fast-poll-interval", c.WatchFastPollInterval, "pause between DescribeInstances rounds of a young watch or one that saw a change recently (at most --watch-poll-interval)")
+	fs.DurationVar(&c.WatchFastPollFor, "watch-fast-poll-for", c.WatchFastPollFor, "how long after its start or last change a watch polls every --watch-fast-poll-interval (0: never)")
 	fs.DurationVar(&c.WatchMaxDuration, "watch-max-duration", c.WatchMaxDuration, "longest a watch polls before giving up")
 	fs.DurationVar(&c.WatchNotFoundGrace, "watch-not-found-grace", c.WatchNotFoundGrace, "how long a watched VM must be absent to be reported NOT_FOUND")
 	fs.DurationVar(&c.CallTimeout, "cloud-call-timeout", c.CallTimeout, "timeout of one cloud API call")
@@ -136,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.WatchPollInterval <= 0 || c.WatchMaxDuration < c.WatchPollInterval {
 		errs = append(errs, fmt.Errorf("watch poll interval %s must be positive and at most the watch max duration %s", c.WatchPollInterval, c.WatchMaxDuration))
+	}
+	if c.WatchFastPollInterval <= 0 || c.WatchFastPollFor < 0 {
+		errs = append(errs, fmt.Errorf("watch fast poll interval %s must be positive and watch fast poll duration %s not negative", c.WatchFastPollInterval, c.WatchFastPollFor))
 	}
 	if c.WatchNotFoundGrace < 0 {
 		errs = append(errs, errors.New("watch not-found grace must not be negative"))

@@ -161,11 +161,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	g, gctx := run.NewGroup(ctx)
 	g.Go("catalog credentials", catalogCreds.Run)
 	svc := app.New(clouds, jetstream.NewEvents(js, m), app.Options{
-		PollInterval:  cfg.WatchPollInterval,
-		MaxWatch:      cfg.WatchMaxDuration,
-		NotFoundGrace: cfg.WatchNotFoundGrace,
-		Stopping:      gctx.Done(),
-		Logger:        log,
+		PollInterval:     cfg.WatchPollInterval,
+		FastPollInterval: cfg.WatchFastPollInterval,
+		FastPollFor:      cfg.WatchFastPollFor,
+		MaxWatch:         cfg.WatchMaxDuration,
+		NotFoundGrace:    cfg.WatchNotFoundGrace,
+		Stopping:         gctx.Done(),
+		Logger:           log,
 	})
 	g.Go("consumer", func(ctx context.Context) error {
 		// Commands are taken only once the catalog's credentials are

@@ -100,6 +100,9 @@ type Config struct {
 	// work per cloud account across all its groups.
 	AccountCreateParallelism int
 	AccountDeleteParallelism int
+	// CreateLinger is how long Pending instances may wait for a fuller
+	// create batch while their group's creations finish one by one.
+	CreateLinger time.Duration
 
 	// Deadlines of the waiting states.
 	LaunchTimeout           time.Duration
@@ -168,6 +171,7 @@ func DefaultConfig() Config {
 		DeleteParallelism:        o.DeleteParallelism,
 		AccountCreateParallelism: o.AccountCreateParallelism,
 		AccountDeleteParallelism: o.AccountDeleteParallelism,
+		CreateLinger:             o.CreateLinger,
 		LaunchTimeout:            p.LaunchTimeout,
 		AfterCreatedHookTimeout:  p.AfterCreatedHookTimeout,
 		JoinTimeout:              p.JoinTimeout,
@@ -215,6 +219,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.CreateParallelism, "create-parallelism", c.CreateParallelism, "default in-flight creations per node group")
 	fs.IntVar(&c.DeleteParallelism, "delete-parallelism", c.DeleteParallelism, "default in-flight deletions per node group")
 	fs.IntVar(&c.AccountCreateParallelism, "account-create-parallelism", c.AccountCreateParallelism, "in-flight creations per cloud account")
+	fs.DurationVar(&c.CreateLinger, "create-linger", c.CreateLinger, "how long Pending instances may wait for a fuller create batch while their group's creations finish one by one (0: batch at once)")
 	fs.IntVar(&c.AccountDeleteParallelism, "account-delete-parallelism", c.AccountDeleteParallelism, "in-flight deletions per cloud account")
 	fs.DurationVar(&c.LaunchTimeout, "launch-timeout", c.LaunchTimeout, "deadline from the create call to a RUNNING VM with an IP")
 	fs.DurationVar(&c.AfterCreatedHookTimeout, "after-created-hook-timeout", c.AfterCreatedHookTimeout, "deadline for an after_created hook result")
@@ -247,6 +252,7 @@ func (c Config) Validate() error {
 	check(c.ClusterID != "" && domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
 	check(c.CreateParallelism > 0, "create-parallelism must be positive, got %d", c.CreateParallelism)
 	check(c.DeleteParallelism > 0, "delete-parallelism must be positive, got %d", c.DeleteParallelism)
+	check(c.CreateLinger >= 0, "create-linger must not be negative, got %s", c.CreateLinger)
 	check(c.AccountCreateParallelism > 0, "account-create-parallelism must be positive, got %d", c.AccountCreateParallelism)
 	check(c.AccountDeleteParallelism > 0, "account-delete-parallelism must be positive, got %d", c.AccountDeleteParallelism)
 	for name, d := range map[string]time.Duration{
@@ -306,6 +312,7 @@ func (c Config) appOptions() app.Options {
 	o.DeleteParallelism = c.DeleteParallelism
 	o.AccountCreateParallelism = c.AccountCreateParallelism
 	o.AccountDeleteParallelism = c.AccountDeleteParallelism
+	o.CreateLinger = c.CreateLinger
 	o.TickInterval = c.TickInterval
 	o.DeletedRetention = c.DeletedRetention
 	o.ReconcileInterval = c.ReconcileInterval

@@ -27,8 +27,18 @@ var ErrHandedBack = errors.New("service stopping: command handed back for redeli
 
 // Options tune the use cases.
 type Options struct {
-	// PollInterval is the pause between Describe rounds of a watch.
+	// PollInterval is the pause between Describe rounds of a watch once
+	// nothing changed for FastPollFor.
 	PollInterval time.Duration
+	// FastPollInterval is the pause between rounds while the watch is young
+	// or something changed within FastPollFor: a VM becomes RUNNING on
+	// average half a pause before it is seen, so the pause is short while
+	// a change is likely (VMs are booting) and long otherwise (a VM that
+	// will not boot soon, a throttled account). Capped at PollInterval.
+	FastPollInterval time.Duration
+	// FastPollFor is how long after its start or its last observed change
+	// a watch polls every FastPollInterval.
+	FastPollFor time.Duration
 	// MaxWatch bounds one watch; lifecycle's deadlines cover the rest.
 	MaxWatch time.Duration
 	// NotFoundGrace is how long a watched VM must stay absent before it is
@@ -72,10 +82,26 @@ func New(clouds map[string]ports.Cloud, events ports.Events, o Options) *Service
 	if o.PollInterval <= 0 {
 		o.PollInterval = 3 * time.Second
 	}
+	if o.FastPollInterval <= 0 {
+		o.FastPollInterval = time.Second
+	}
+	o.FastPollInterval = min(o.FastPollInterval, o.PollInterval)
+	if o.FastPollFor < 0 {
+		o.FastPollFor = 0
+	}
 	if o.MaxWatch <= 0 {
 		o.MaxWatch = 10 * time.Minute
 	}
 	return &Service{clouds: clouds, events: events, o: o, log: o.Logger}
+}
+
+// PollAfter is the pause before the next Describe round of a watch whose
+// last change (or start) was sinceChange ago.
+func (o Options) PollAfter(sinceChange time.Duration) time.Duration {
+	if sinceChange < o.FastPollFor {
+		return min(o.FastPollInterval, o.PollInterval)
+	}
+	return o.PollInterval
 }
 
 // Handle runs one command. nil means done (ack); an error wrapping

@@ -550,3 +550,28 @@ func TestListInventoryFailures(t *testing.T) {
 	equal(t, "events", fmt.Sprint(kinds(evs)), "[inventory]")
 	equal(t, "error kind", evs[0].Event.GetInventory().GetError().GetKind(), cloudv1.ErrorKind_ERROR_KIND_TRANSIENT)
 }
+
+func TestWatchPollsFastWhileVMsAreLikelyToChange(t *testing.T) {
+	o := app.Options{PollInterval: 3 * time.Second, FastPollInterval: time.Second, FastPollFor: time.Minute}
+	capped := app.Options{PollInterval: 500 * time.Millisecond, FastPollInterval: time.Second, FastPollFor: time.Minute}
+	never := app.Options{PollInterval: 3 * time.Second, FastPollInterval: time.Second}
+	for _, tc := range []struct {
+		name        string
+		o           app.Options
+		sinceChange time.Duration
+		want        time.Duration
+	}{
+		{"new watch", o, 0, time.Second},
+		{"booting", o, 59 * time.Second, time.Second},
+		{"quiet for the fast window", o, time.Minute, 3 * time.Second},
+		{"quiet for long", o, time.Hour, 3 * time.Second},
+		{"fast never slower than the interval", capped, 0, 500 * time.Millisecond},
+		{"no fast window", never, 0, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.o.PollAfter(tc.sinceChange); got != tc.want {
+				t.Errorf("PollAfter(%s) = %s, want %s", tc.sinceChange, got, tc.want)
+			}
+		})
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-// Watch polls the cloud (Describe in sets of at most ports.MaxBatch) until
+// Watch polls the cloud (Describe in sets of at most ports.MaxBatch), every
+// FastPollInterval while VMs are likely to change and every PollInterval
+// once nothing changed for FastPollFor (Options.PollAfter), until
 // every instance has settled (domain.Watch says when), publishing
 // InstanceObserved for each state change. It gives up after MaxWatch:
 // lifecycle's deadlines cover instances that never settle. Throttled and
@@ -48,12 +50,19 @@ func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delive
 	log := logging.WithTrace(ctx, s.log).With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
 
 	watch := domain.NewWatch(ids, s.o.NotFoundGrace)
-	deadline := s.o.Now().Add(s.o.MaxWatch)
+	start := s.o.Now()
+	deadline := start.Add(s.o.MaxWatch)
+	lastChange := start
 	for {
 		found, err := s.describe(ctx, cloud, target, watch.Pending())
 		switch {
 		case err == nil:
-			for _, ch := range watch.Observe(s.o.Now(), found) {
+			now := s.o.Now()
+			changes := watch.Observe(now, found)
+			if len(changes) > 0 {
+				lastChange = now
+			}
+			for _, ch := range changes {
 				for _, ref := range byCloud[ch.CloudID] {
 					if err := s.observed(ctx, ref, ch.Status); err != nil {
 						return err
@@ -77,7 +86,7 @@ func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delive
 			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
 			return nil
 		}
-		if err := s.sleep(ctx, s.o.PollInterval); err != nil {
+		if err := s.sleep(ctx, s.o.PollAfter(s.o.Now().Sub(lastChange))); err != nil {
 			return err
 		}
 	}

@@ -43,6 +43,12 @@ type Options struct {
 	AccountDeleteParallelism int
 	// MaxBatch caps instances per create call (RunInstances takes 100).
 	MaxBatch int
+	// CreateLinger is how long a group's Pending instances may wait for a
+	// fuller create batch while the group's own creations are in flight
+	// and free their slots one by one, and how long a batch's watch may
+	// wait for the rest of its create results (0: neither waits). Fewer,
+	// fuller calls matter because the cloud rate-limits calls, not VMs.
+	CreateLinger time.Duration
 	// TickInterval is how often the dispatcher runs without being woken.
 	TickInterval time.Duration
 	// DeletedRetention is how long Deleted records are kept.
@@ -81,6 +87,7 @@ func DefaultOptions() Options {
 		AccountCreateParallelism: 100,
 		AccountDeleteParallelism: 100,
 		MaxBatch:                 100,
+		CreateLinger:             time.Second,
 		TickInterval:             time.Second,
 		DeletedRetention:         15 * 24 * time.Hour,
 		PurgeInterval:            10 * time.Minute,
@@ -152,6 +159,19 @@ type App struct {
 	insts  map[string]*instRec
 	// byProvider indexes instances by providerID (placeholder or real).
 	byProvider map[string]string
+	// idx indexes insts for the dispatcher (kept by setInstLocked and
+	// dropInstLocked), so a pass costs what has work, not every record.
+	idx instIndex
+	// lingerSince is when a group's create batch started waiting for more
+	// free slots (see Options.CreateLinger).
+	lingerSince map[string]time.Time
+	// watchHold is when a create batch's watches started waiting for the
+	// rest of its create results (see watchHeldLocked).
+	watchHold map[string]time.Time
+	// nodesSeen is the node cache version the last full node check saw;
+	// nodeRecheck forces a full check (a node change failed to apply).
+	nodesSeen   uint64
+	nodeRecheck bool
 	// published remembers the attempt whose command was published per
 	// instance, so the outbox publishes each (instance, attempt) once per
 	// leadership term.
@@ -230,6 +250,9 @@ func New(opts Options, d Deps) *App {
 		groups:        map[string]*groupRec{},
 		insts:         map[string]*instRec{},
 		byProvider:    map[string]string{},
+		idx:           newInstIndex(),
+		lingerSince:   map[string]time.Time{},
+		watchHold:     map[string]time.Time{},
 		published:     map[string]uint32{},
 		nodes:         newNodeCache(),
 		wake:          make(chan struct{}, 1),
@@ -306,6 +329,9 @@ func (a *App) load(ctx context.Context) error {
 	}
 	a.insts = make(map[string]*instRec, len(is))
 	a.byProvider = make(map[string]string, len(is))
+	a.idx = newInstIndex()
+	a.lingerSince = map[string]time.Time{}
+	a.watchHold = map[string]time.Time{}
 	inFlight := 0
 	for _, v := range is {
 		a.setInstLocked(v.Instance, v.Revision)
@@ -345,18 +371,27 @@ func (a *App) Wake() {
 }
 
 func (a *App) setInstLocked(in domain.Instance, rev uint64) {
-	if old, ok := a.insts[in.ID]; ok && old.inst.ProviderID != in.ProviderID {
-		delete(a.byProvider, old.inst.ProviderID)
+	if old, ok := a.insts[in.ID]; ok {
+		if old.inst.ProviderID != in.ProviderID {
+			delete(a.byProvider, old.inst.ProviderID)
+		}
+		a.idx.remove(old.inst)
 	}
 	a.insts[in.ID] = &instRec{inst: in, rev: rev}
 	a.byProvider[in.ProviderID] = in.ID
 	a.byProvider[providerid.Placeholder(in.Group, in.ID)] = in.ID
+	a.idx.add(in)
+	if _, ok := domain.PendingCommand(in); !ok {
+		// Nothing to publish: forget what was published for it.
+		delete(a.published, in.ID)
+	}
 }
 
 func (a *App) dropInstLocked(id string) {
 	if r, ok := a.insts[id]; ok {
 		delete(a.byProvider, r.inst.ProviderID)
 		delete(a.byProvider, providerid.Placeholder(r.inst.Group, r.inst.ID))
+		a.idx.remove(r.inst)
 	}
 	delete(a.insts, id)
 	delete(a.published, id)

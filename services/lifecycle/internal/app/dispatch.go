@@ -9,8 +9,9 @@ import (
 )
 
 // RunDispatcher drives every instance towards its next step until ctx
-// ends. It is level-triggered: each pass looks at all records, so a missed
-// wake-up only delays work until the next tick.
+// ends. It is level-triggered: each pass looks at every record that can
+// have work (the index of instances not at rest, kept on every change), so
+// a missed wake-up only delays work until the next tick.
 func (a *App) RunDispatcher(ctx context.Context) error {
 	t := time.NewTicker(a.opts.TickInterval)
 	defer t.Stop()
@@ -59,6 +60,9 @@ func (a *App) Pass(ctx context.Context) {
 	for id, ev := range nodeChanges {
 		if _, _, err := a.Apply(ctx, id, ev); err != nil {
 			a.log.Warn("applying a node change", "instance", id, "event", domain.EventName(ev), "err", err)
+			a.mu.Lock()
+			a.nodeRecheck = true // the next pass checks every Running instance again
+			a.mu.Unlock()
 		}
 	}
 
@@ -80,13 +84,13 @@ func (a *App) Pass(ctx context.Context) {
 func (a *App) keepSizesLocked(ctx context.Context) {
 	for _, id := range a.sortedGroupIDsLocked() {
 		g := a.groups[id]
-		live := a.liveLocked(id)
-		switch {
-		case len(live) < g.g.TargetSize:
+		switch n := a.idx.live[id]; {
+		case n < g.g.TargetSize:
 			var revs Revisions
-			a.log.Info("group below target, creating instances", "group", id, "live", len(live), "target", g.g.TargetSize)
+			a.log.Info("group below target, creating instances", "group", id, "live", n, "target", g.g.TargetSize)
 			a.fillLocked(ctx, g, &revs)
-		case len(live) > g.g.TargetSize:
+		case n > g.g.TargetSize:
+			live := a.liveLocked(id)
 			surplus := len(live) - g.g.TargetSize
 			sort.SliceStable(live, func(i, j int) bool { return cancelOrder(live[i], live[j]) })
 			for _, in := range live {
@@ -108,8 +112,8 @@ func (a *App) keepSizesLocked(ctx context.Context) {
 func (a *App) dueLocked(now time.Time) ([]string, map[string]string) {
 	var due []string
 	ready := map[string]string{}
-	for id, r := range a.insts {
-		in := r.inst
+	for id := range a.idx.active {
+		in := a.insts[id].inst
 		if (!in.Deadline.IsZero() && !now.Before(in.Deadline)) ||
 			(!in.NextRetryAt.IsZero() && !now.Before(in.NextRetryAt) && !in.InFlight && in.State != domain.StatePending) {
 			due = append(due, id)
@@ -132,8 +136,8 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 	perGroup := map[string]int{}
 	perAccount := map[string]int{}
 	pending := map[string][]domain.Instance{}
-	for _, r := range a.insts {
-		in := r.inst
+	for id := range a.idx.active {
+		in := a.insts[id].inst
 		g, ok := a.groups[in.Group]
 		if !ok {
 			continue
@@ -156,6 +160,9 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 		slots := min(g.g.CreateParallelism(a.opts.CreateParallelism)-perGroup[id],
 			a.opts.AccountCreateParallelism-perAccount[acct])
 		if slots <= 0 {
+			continue
+		}
+		if a.lingerLocked(id, now, slots, len(ready), perGroup[id]) {
 			continue
 		}
 		sort.Slice(ready, func(i, j int) bool {
@@ -188,14 +195,41 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 	}
 }
 
+// lingerLocked reports whether a group's create batch should wait for more
+// free slots. While the group's own creations are in flight they finish
+// (and free their slots) one by one as the cloud reports VMs running; a
+// batch formed at every pass would then be a stream of small create calls,
+// each costing one call of the cloud's rate limit. So a batch smaller than
+// what waits (up to MaxBatch) waits up to CreateLinger for more slots. A
+// batch is never delayed when nothing of the group is in flight (no slot
+// will free) or when it is already as large as it can be.
+func (a *App) lingerLocked(group string, now time.Time, slots, ready, inFlight int) bool {
+	full := min(ready, a.opts.MaxBatch)
+	if a.opts.CreateLinger <= 0 || slots >= full || inFlight == 0 {
+		delete(a.lingerSince, group)
+		return false
+	}
+	since, waiting := a.lingerSince[group]
+	if !waiting {
+		a.lingerSince[group] = now
+		time.AfterFunc(a.opts.CreateLinger, a.Wake)
+		return true
+	}
+	if now.Sub(since) < a.opts.CreateLinger {
+		return true
+	}
+	delete(a.lingerSince, group)
+	return false
+}
+
 // startDeletesLocked starts queued deletions within the group's and the
 // account's delete parallelism.
 func (a *App) startDeletesLocked(ctx context.Context) {
 	perGroup := map[string]int{}
 	perAccount := map[string]int{}
 	queued := map[string][]domain.Instance{}
-	for _, r := range a.insts {
-		in := r.inst
+	for id := range a.idx.active {
+		in := a.insts[id].inst
 		g := a.groups[in.Group]
 		acct := ""
 		if g != nil {

@@ -22,6 +22,8 @@ type nodeCache struct {
 	// synced: the current watch delivered its initial list, so a Node
 	// missing from the cache is really gone.
 	synced bool
+	// version counts the changes that matter to the dispatcher (see apply).
+	version uint64
 }
 
 func newNodeCache() *nodeCache {
@@ -56,6 +58,11 @@ func (c *nodeCache) isSynced() bool {
 func (c *nodeCache) apply(ev ports.NodeEvent) (relevant bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer func() {
+		if relevant {
+			c.version++
+		}
+	}()
 	switch ev.Type {
 	case ports.NodesSynced:
 		c.syncLocked()
@@ -98,6 +105,13 @@ func (c *nodeCache) syncLocked() {
 		delete(c.seen, name)
 	}
 	c.synced = true
+}
+
+// changes returns the version of the cache's relevant content.
+func (c *nodeCache) changes() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.version
 }
 
 // forInstance returns the Node of an instance: the one carrying its
@@ -202,11 +216,18 @@ func (a *App) nodeChangesLocked() map[string]domain.Event {
 		return nil
 	}
 	synced := a.nodes.isSynced()
+	// A Running instance at rest can only need a change when the Nodes
+	// changed: check every instance then, else only those with work (a
+	// Running one waiting for its Node again has a deadline).
+	ids := a.idx.active
+	if v := a.nodes.changes(); v != a.nodesSeen || a.nodeRecheck {
+		a.nodesSeen, a.nodeRecheck = v, false
+		ids = nil
+	}
 	out := map[string]domain.Event{}
-	for id, r := range a.insts {
-		in := r.inst
+	check := func(id string, in domain.Instance) {
 		if in.State != domain.StateRunning {
-			continue
+			return
 		}
 		_, present := a.nodes.forInstance(in)
 		switch {
@@ -214,6 +235,15 @@ func (a *App) nodeChangesLocked() map[string]domain.Event {
 			out[id] = domain.NodeBack{NodeName: in.Node()}
 		case !present && synced && !in.NodeLost():
 			out[id] = domain.NodeGone{NodeName: in.Node()}
+		}
+	}
+	if ids == nil {
+		for id, r := range a.insts {
+			check(id, r.inst)
+		}
+	} else {
+		for id := range ids {
+			check(id, a.insts[id].inst)
 		}
 	}
 	return out

@@ -87,8 +87,8 @@ func (a *App) groupLocked(id string) (*groupRec, error) {
 
 func (a *App) liveLocked(group string) []domain.Instance {
 	var out []domain.Instance
-	for _, r := range a.insts {
-		if r.inst.Group == group && r.inst.Live() {
+	for id := range a.idx.byGroup[group] {
+		if r := a.insts[id]; r.inst.Live() {
 			out = append(out, r.inst)
 		}
 	}
@@ -115,7 +115,7 @@ func (a *App) setTargetLocked(ctx context.Context, g *groupRec, target int, revs
 // instances. A failure is logged, not returned: the target is already
 // written and the dispatcher creates the missing records.
 func (a *App) fillLocked(ctx context.Context, g *groupRec, revs *Revisions) {
-	missing := g.g.TargetSize - len(a.liveLocked(g.g.ID))
+	missing := g.g.TargetSize - a.idx.live[g.g.ID]
 	for range missing {
 		in, rev, err := a.createInstLocked(ctx, g.g.ID)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -52,7 +53,12 @@ func (a *App) publishOutbox(ctx context.Context) {
 			continue
 		}
 		a.mu.Lock()
-		maps.Copy(a.published, it.covers)
+		for id, att := range it.covers {
+			// An instance that settled meanwhile has nothing to remember.
+			if r, ok := a.insts[id]; ok && r.inst.InFlight {
+				a.published[id] = att
+			}
+		}
 		a.mu.Unlock()
 	}
 }
@@ -69,7 +75,11 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		watches   = map[targetKey][]ports.InstanceRef{}
 		terminate = map[targetKey][]ports.InstanceRef{}
 	)
-	ids := slices.Sorted(maps.Keys(a.insts))
+	// Only instances not at rest can have a command (PendingCommand needs
+	// InFlight); setInstLocked forgets the publication of the others.
+	ids := slices.Sorted(maps.Keys(a.idx.active))
+	now := a.clock.Now()
+	holds := map[string]bool{} // batch -> its watches wait (see watchHeldLocked)
 	for _, id := range ids {
 		in := a.insts[id].inst
 		c, ok := domain.PendingCommand(in)
@@ -91,6 +101,14 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		case domain.CmdCreate:
 			creates[c.BatchID] = append(creates[c.BatchID], in)
 		case domain.CmdWatch:
+			held, seen := holds[in.BatchID]
+			if !seen {
+				held = a.watchHeldLocked(in.BatchID, now)
+				holds[in.BatchID] = held
+			}
+			if held {
+				continue
+			}
 			watches[tk] = append(watches[tk], ref)
 		case domain.CmdTerminate:
 			terminate[tk] = append(terminate[tk], ref)
@@ -117,6 +135,38 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, Instances: refs})
 	})...)
 	return items, skipped
+}
+
+// watchHeldLocked reports whether the watches of a create batch should wait
+// because other members still wait for their create result. The results of
+// one create call arrive together but are applied one by one, each waking
+// the dispatcher: publishing at every pass would split a batch's watch into
+// many commands, each polling the cloud on its own (the cloud rate-limits
+// DescribeInstances per account). The wait is bounded by CreateLinger.
+func (a *App) watchHeldLocked(batch string, now time.Time) bool {
+	if batch == "" || a.opts.CreateLinger <= 0 {
+		return false
+	}
+	waiting := false
+	for id := range a.idx.batches[batch] {
+		m := a.insts[id].inst
+		if m.State == domain.StateCreating && m.InFlight && m.CloudID == "" && !m.CreationFailed {
+			waiting = true
+			break
+		}
+	}
+	since, held := a.watchHold[batch]
+	switch {
+	case !waiting:
+	case !held:
+		a.watchHold[batch] = now
+		time.AfterFunc(a.opts.CreateLinger, a.Wake)
+		return true
+	case now.Sub(since) < a.opts.CreateLinger:
+		return true
+	}
+	delete(a.watchHold, batch)
+	return false
 }
 
 func targetOf(t domain.InstanceTemplate) ports.Target {
@@ -155,10 +205,12 @@ func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRe
 // ClientToken is only idempotent for an identical request; results for
 // members that already have their VM are ignored as duplicates).
 func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
+	// A batch is one group's: its members are found among the group's
+	// records (once per publication of the batch's command).
 	var members []domain.Instance
-	for _, r := range a.insts {
-		if r.inst.BatchID == batch {
-			members = append(members, r.inst)
+	for id := range a.idx.byGroup[waiting[0].Group] {
+		if in := a.insts[id].inst; in.BatchID == batch {
+			members = append(members, in)
 		}
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })

@@ -338,9 +338,28 @@ func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) err
 }
 
 // ListByTag implements ports.Cloud, paging DescribeInstances with the
-// tag:nodesmith:cluster filter.
+// tag:nodesmith:cluster filter. Pages are by offset, so VMs created or
+// terminated while the pages are read shift the later pages and a VM could
+// be missed; lifecycle would take a missed VM for a vanished one and close
+// its record. A listing whose TotalCount changed between pages is therefore
+// read again, and reported as a transient error if it keeps changing.
 func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, error) {
+	for range listAttempts {
+		out, consistent, err := c.listByTagOnce(ctx, t, clusterID)
+		if err != nil || consistent {
+			return out, err
+		}
+		c.log.Info("inventory changed while it was listed, listing again", "cluster", clusterID, "account", t.Account, "region", t.Region)
+	}
+	return nil, ports.NewTransientError("InventoryChanging", fmt.Sprintf("the instances of cluster %s kept changing during %d listings", clusterID, listAttempts))
+}
+
+// listAttempts bounds the listings ListByTag tries for a consistent one.
+const listAttempts = 3
+
+func (c *Cloud) listByTagOnce(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, bool, error) {
 	var out []domain.Status
+	firstTotal := int64(-1)
 	for page := range maxPages {
 		var got []domain.Status
 		var total int64
@@ -360,14 +379,19 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+			return nil, false, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+		}
+		if firstTotal < 0 {
+			firstTotal = total
+		} else if total != firstTotal {
+			return nil, false, nil
 		}
 		out = append(out, got...)
 		if len(got) < pageSize || int64(len(out)) >= total {
-			return out, nil
+			return out, true, nil
 		}
 	}
-	return nil, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
+	return nil, false, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
 }
 
 func statuses(resp *cvm.DescribeInstancesResponse) []domain.Status {

@@ -1,0 +1,40 @@
+package app
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+)
+
+// CheckIndex rebuilds the dispatcher's index from the cached records and
+// reports any difference from the one kept incrementally.
+func (a *App) CheckIndex() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	want := newInstIndex()
+	for _, r := range a.insts {
+		want.add(r.inst)
+	}
+	got := a.idx
+	if !maps.EqualFunc(got.byGroup, want.byGroup, maps.Equal) {
+		return fmt.Errorf("byGroup: %v, want %v", got.byGroup, want.byGroup)
+	}
+	if !maps.Equal(got.live, want.live) {
+		return fmt.Errorf("live: %v, want %v", got.live, want.live)
+	}
+	if !maps.Equal(got.active, want.active) {
+		return fmt.Errorf("active: %d ids, want %d", len(got.active), len(want.active))
+	}
+	if !maps.EqualFunc(got.batches, want.batches, maps.Equal) {
+		return fmt.Errorf("batches: %d, want %d", len(got.batches), len(want.batches))
+	}
+	for id := range a.published {
+		if r, ok := a.insts[id]; !ok {
+			return fmt.Errorf("published remembers unknown instance %s", id)
+		} else if _, ok := domain.PendingCommand(r.inst); !ok {
+			return fmt.Errorf("published remembers %s, which has no command", id)
+		}
+	}
+	return nil
+}

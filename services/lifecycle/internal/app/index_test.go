@@ -1,0 +1,189 @@
+package app_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// The dispatcher's index (live counts, instances with work, batch members)
+// is kept on every change; it must always equal one rebuilt from the
+// records, through scale-up, deletions, cancellations, failures and a
+// restart.
+func TestIndexFollowsEveryChange(t *testing.T) {
+	g := group("g", 0, 100, 0)
+	g.Parallelism.Create = 7
+	h := newHarness(t, []domain.NodeGroup{g, group("h", 0, 100, 0)}, withCluster())
+	check := func(step string) {
+		t.Helper()
+		if err := h.app.CheckIndex(); err != nil {
+			t.Fatalf("after %s: %v", step, err)
+		}
+	}
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 20))
+	h.ok(h.app.IncreaseSize(h.ctx, "h", 5))
+	check("IncreaseSize")
+	h.app.Pass(h.ctx)
+	check("first pass")
+	// A failed creation: the instance is back to Pending with a retry.
+	c := h.cmds.Snapshot()
+	first := c.Creates[0]
+	h.event(first.Instances[0].InstanceID, domain.CloudCreateFailed{Attempt: first.Instances[0].Attempt, BatchID: first.BatchID,
+		Err: domain.CloudError{Kind: domain.ErrorKindTransient, Code: "InternalError", Message: "boom"}})
+	check("a failed create")
+	for range 20 {
+		h.clock.Advance(30 * time.Second)
+		h.settle()
+		check("settle")
+		// Register the Nodes of the joined instances.
+		for _, in := range h.instances("") {
+			if in.State == domain.StateJoined {
+				h.cluster.Put(ports.Node{Name: in.ID, ProviderID: in.ProviderID, Ready: true})
+				eventually(t, func() bool { n, _ := h.app.Node(in.ID); return n.Ready })
+			}
+		}
+	}
+	h.settle()
+	if n := h.byState("g")[domain.StateRunning]; n != 20 {
+		t.Fatalf("g running %d, want 20: %v", n, h.byState("g"))
+	}
+	// A Running instance at rest whose Node is deleted by someone else is
+	// noticed at the next pass (the node check is not limited to
+	// instances with work).
+	lost := h.instances("h")[0]
+	if err := h.cluster.DeleteNode(h.ctx, lost.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { _, ok := h.app.Node(lost.ID); return !ok })
+	h.app.Pass(h.ctx)
+	if got := h.instances("h")[0]; !got.NodeLost() {
+		t.Fatalf("instance whose node was deleted: %+v, want NodeLost", got)
+	}
+	check("node lost")
+	h.cluster.Put(ports.Node{Name: lost.ID, ProviderID: lost.ProviderID, Ready: true})
+	eventually(t, func() bool { _, ok := h.app.Node(lost.ID); return ok })
+	h.app.Pass(h.ctx)
+	if got := h.instances("h")[0]; got.NodeLost() || got.State != domain.StateRunning {
+		t.Fatalf("instance whose node came back: %+v, want Running", got)
+	}
+	var nodes []app.NodeRef
+	for _, in := range h.instances("g")[:4] {
+		nodes = append(nodes, app.NodeRef{ProviderID: in.ProviderID, Name: in.Node()})
+	}
+	h.ok(h.app.DeleteNodes(h.ctx, "g", nodes))
+	check("DeleteNodes")
+	h.settle()
+	check("deletions settled")
+	h.ok(h.app.IncreaseSize(h.ctx, "h", 10))
+	h.ok(h.app.DecreaseTargetSize(h.ctx, "h", -6))
+	check("cancellations")
+	h.restart(nil)
+	check("restart")
+	h.settle()
+	check("after restart")
+	if got := h.byState("g")[domain.StateRunning]; got != 16 {
+		t.Fatalf("g running %d, want 16", got)
+	}
+}
+
+// While a group's creations finish one by one, the dispatcher waits up to
+// CreateLinger for a fuller batch instead of sending a create call per
+// freed slot; it never waits when nothing of the group is in flight.
+func TestCreateBatchesCoalesce(t *testing.T) {
+	g := group("g", 0, 100, 0)
+	g.Parallelism.Create = 10
+	h := newHarness(t, []domain.NodeGroup{g})
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 25))
+	h.app.Pass(h.ctx)
+	creates := func() []int {
+		var sizes []int
+		for _, c := range h.cmds.Snapshot().Creates {
+			sizes = append(sizes, len(c.Instances))
+		}
+		return sizes
+	}
+	if got := creates(); len(got) != 1 || got[0] != 10 {
+		t.Fatalf("first batches %v, want [10]", got)
+	}
+	created := func() {
+		for _, c := range h.cmds.Snapshot().Creates {
+			for i, r := range c.Instances {
+				h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.BatchID, CloudID: c.BatchID + "-" + string(rune('a'+i))})
+			}
+		}
+	}
+	running := func(n int) {
+		for _, in := range h.instances("g") {
+			if n == 0 {
+				return
+			}
+			if in.State == domain.StateCreating && in.CloudID != "" {
+				h.event(in.ID, domain.CloudObserved{Attempt: in.Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.1"})
+				n--
+			}
+		}
+	}
+	created()
+	running(3)
+	h.app.Pass(h.ctx)
+	if got := creates(); len(got) != 1 {
+		t.Fatalf("3 slots free while 7 creations run: batches %v, want no new batch before the linger", got)
+	}
+	h.clock.Advance(h.opts.CreateLinger)
+	h.app.Pass(h.ctx)
+	if got := creates(); len(got) != 2 || got[1] != 3 {
+		t.Fatalf("after the linger: batches %v, want [10 3]", got)
+	}
+	created()
+	running(10) // every creation of the group done: no slot will free by waiting
+	h.app.Pass(h.ctx)
+	if got := creates(); len(got) != 3 || got[2] != 10 {
+		t.Fatalf("all slots free: batches %v, want [10 3 10] at once", got)
+	}
+}
+
+// The watch of a create batch is published once its members have their
+// create results (one command polling the cloud for the batch), or after
+// CreateLinger for the members whose results came.
+func TestBatchWatchedByOneCommand(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 100, 0), group("h", 0, 100, 0)})
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 3))
+	h.ok(h.app.IncreaseSize(h.ctx, "h", 2))
+	h.app.Pass(h.ctx)
+	creates := h.cmds.Snapshot().Creates
+	if len(creates) != 2 {
+		t.Fatalf("%d create batches, want 2", len(creates))
+	}
+	created := func(c ports.CreateCommand, i int) {
+		r := c.Instances[i]
+		h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.BatchID, CloudID: fmt.Sprintf("%s-%d", c.BatchID, i)})
+	}
+	g, hh := creates[0], creates[1]
+	if g.Group != "g" {
+		g, hh = hh, g
+	}
+	created(g, 0)
+	created(hh, 0)
+	h.app.Pass(h.ctx)
+	if w := h.cmds.Snapshot().Watches; len(w) != 0 {
+		t.Fatalf("watches published while their batches wait for create results: %+v", w)
+	}
+	created(g, 1)
+	created(g, 2)
+	h.app.Pass(h.ctx)
+	w := h.cmds.Snapshot().Watches
+	if len(w) != 1 || len(w[0].Instances) != 3 {
+		t.Fatalf("watches %+v, want one of g's 3 instances", w)
+	}
+	// h's second result never comes: its first member is watched after the linger.
+	h.clock.Advance(h.opts.CreateLinger)
+	h.app.Pass(h.ctx)
+	w = h.cmds.Snapshot().Watches
+	if len(w) != 2 || len(w[1].Instances) != 1 || w[1].Instances[0].InstanceID != hh.Instances[0].InstanceID {
+		t.Fatalf("watches %+v, want h's created member watched after the linger", w)
+	}
+}
