@@ -31,6 +31,22 @@ type Host struct {
 	Health   *health.Checks
 }
 
+// WithDefaults fills what a host left out, as a service's Run does with
+// its Deps: the default logger, a fresh registry (metrics then go nowhere
+// unless something serves it) and an empty set of readiness checks.
+func (h Host) WithDefaults() Host {
+	if h.Logger == nil {
+		h.Logger = slog.Default()
+	}
+	if h.Registry == nil {
+		h.Registry = prometheus.NewRegistry()
+	}
+	if h.Health == nil {
+		h.Health = &health.Checks{}
+	}
+	return h
+}
+
 // Main runs the binary name: register binds the service's flags, run runs
 // it until ctx ends. It never returns.
 func Main(name string, register func(fs *flag.FlagSet), run func(ctx context.Context, h Host) error) {

@@ -43,3 +43,14 @@ func TestRealMainReportsBadFlagsAndRunErrors(t *testing.T) {
 		t.Errorf("run's error should come back, got %v", err)
 	}
 }
+
+func TestWithDefaultsFillsOnlyWhatIsMissing(t *testing.T) {
+	h := Host{}.WithDefaults()
+	if h.Logger == nil || h.Registry == nil || h.Health == nil {
+		t.Fatalf("incomplete: %+v", h)
+	}
+	given := Host{Registry: h.Registry}
+	if got := given.WithDefaults(); got.Registry != h.Registry {
+		t.Error("a given registry must be kept")
+	}
+}

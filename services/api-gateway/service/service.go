@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -29,9 +28,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/tracing"
@@ -87,20 +86,10 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	registry := deps.Registry
-	if registry == nil {
-		registry = prometheus.NewRegistry()
-	}
+	host := command.Host{Logger: deps.Logger, Registry: deps.Registry, Health: deps.Health}.WithDefaults()
+	log, registry, checks := host.Logger, host.Registry, host.Health
 	reg := &trackingRegisterer{reg: registry}
 	defer reg.unregisterAll()
-	checks := deps.Health
-	if checks == nil {
-		checks = &health.Checks{}
-	}
 	tp := deps.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
@@ -150,28 +139,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		log.Info("no --secrets-key-file: accounts can be written through the admin API, but not with credentials")
 	}
 
-	nc := deps.Conn
-	if nc == nil {
-		opts := cfg.NATS
-		if opts.Name == "" {
-			opts.Name = "api-gateway"
-		}
-		opts.Logger = log
-		if nc, err = natsconn.Connect(ctx, opts); err != nil {
-			return err
-		}
-		defer natsconn.Drain(nc)
-	}
-	js, err := jetstream.New(nc)
+	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, "api-gateway", log)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return err
 	}
-	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = messaging.Ensure(ectx, js, cfg.Topology)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("ensuring NATS topology: %w", err)
-	}
+	defer closeNATS()
 
 	rm := app.NewReadModel()
 	metrics.RegisterReadModel(reg, rm)

@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
@@ -62,46 +61,21 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	reg := deps.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	checks := deps.Health
-	if checks == nil {
-		checks = &health.Checks{}
-	}
+	host := command.Host{Logger: deps.Logger, Registry: deps.Registry, Health: deps.Health}.WithDefaults()
+	log, reg, checks := host.Logger, host.Registry, host.Health
 	environ := deps.Environ
 	if environ == nil {
 		environ = os.Environ()
 	}
 	m := metrics.New(reg)
 
-	nc := deps.Conn
-	if nc == nil {
-		opts := cfg.NATS
-		if opts.Name == "" {
-			opts.Name = Name
-		}
-		opts.Logger = log
-		var err error
-		if nc, err = natsconn.Connect(ctx, opts); err != nil {
-			return err
-		}
-		defer natsconn.Drain(nc)
-	}
-	js, err := natsjs.New(nc)
+	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, Name, log)
 	if err != nil {
-		return fmt.Errorf("opening jetstream: %w", err)
-	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := messaging.Ensure(setupCtx, js, cfg.Topology); err != nil {
 		return err
 	}
+	defer closeNATS()
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	cons, err := js.Consumer(setupCtx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
 	if err != nil {
 		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerCloudAdapter, err)

@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	hookjs "github.com/nodesmith/nodesmith/services/hook-runner/internal/adapters/jetstream"
@@ -47,18 +47,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	reg := deps.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	checks := deps.Health
-	if checks == nil {
-		checks = &health.Checks{}
-	}
+	host := command.Host{Logger: deps.Logger, Registry: deps.Registry, Health: deps.Health}.WithDefaults()
+	log, reg, checks := host.Logger, host.Registry, host.Health
 	runnerID := cfg.RunnerID
 	if runnerID == "" {
 		h, err := os.Hostname()
@@ -88,26 +78,11 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("ssh: %w", err)
 	}
 
-	nc := deps.Conn
-	if nc == nil {
-		o := cfg.NATS
-		if o.Name == "" {
-			o.Name = "hook-runner"
-		}
-		o.Logger = log
-		nc, err = natsconn.Connect(ctx, o)
-		if err != nil {
-			return startErr(ctx, err)
-		}
-		defer natsconn.Drain(nc)
-	}
-	js, err := jetstream.New(nc)
+	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, "hook-runner", log)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	if err := messaging.Ensure(ctx, js, cfg.Topology); err != nil {
 		return startErr(ctx, err)
 	}
+	defer closeNATS()
 	cons, err := js.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
 	if err != nil {
 		return startErr(ctx, fmt.Errorf("binding consumer %s: %w", messaging.ConsumerHookRunner, err))

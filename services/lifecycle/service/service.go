@@ -17,12 +17,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
@@ -108,18 +107,8 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	log := deps.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	reg := deps.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	checks := deps.Health
-	if checks == nil {
-		checks = &health.Checks{}
-	}
+	host := command.Host{Logger: deps.Logger, Registry: deps.Registry, Health: deps.Health}.WithDefaults()
+	log, reg, checks := host.Logger, host.Registry, host.Health
 	fileCfg, fileData, err := cfg.loadGroups()
 	if err != nil {
 		return err
@@ -132,29 +121,11 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		log.Info("no configuration file: node groups come from the admin API only")
 	}
 
-	nc := deps.Conn
-	if nc == nil {
-		o := cfg.NATS
-		if o.Name == "" {
-			o.Name = "lifecycle"
-		}
-		o.Logger = log
-		nc, err = natsconn.Connect(ctx, o)
-		if err != nil {
-			return err
-		}
-		defer natsconn.Drain(nc)
-	}
-	js, err := jetstream.New(nc)
+	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, "lifecycle", log)
 	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+		return err
 	}
-	ectx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = messaging.Ensure(ectx, js, cfg.Topology)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("ensuring the JetStream topology: %w", err)
-	}
+	defer closeNATS()
 	store, err := natskv.Open(ctx, js)
 	if err != nil {
 		return err
