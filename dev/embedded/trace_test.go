@@ -8,28 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
+	"github.com/nodesmith/nodesmith/libs/tracing/tracingtest"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 )
-
-// installRecorder makes an in-memory span recorder the global tracer
-// provider (every service takes its tracer from it) until the test ends.
-func installRecorder(t *testing.T) *tracetest.SpanRecorder {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return rec
-}
 
 // traceIndex indexes the ended spans of one trace by span id.
 type traceIndex map[trace.SpanID]sdktrace.ReadOnlySpan
@@ -98,7 +84,7 @@ func TestTraceFromIncreaseSizeReachesTheWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
-	rec := installRecorder(t)
+	_, rec := tracingtest.Record(t)
 	s := start(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
 	defer s.stop(t)
 	c := s.client(t)

@@ -6,31 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/tracing"
+	"github.com/nodesmith/nodesmith/libs/tracing/tracingtest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 )
-
-// recordSpans installs a TracerProvider recording every span as the global
-// one (what libs/tracing.Setup does in production) until the test ends.
-func recordSpans(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return tp, rec
-}
 
 // TestCommandSpansContinueTheTrace publishes a create command the way
 // lifecycle does, with its span's context in the headers, and follows the
@@ -42,7 +26,7 @@ func TestCommandSpansContinueTheTrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("component test: waits for the rate limiter")
 	}
-	tp, rec := recordSpans(t)
+	tp, rec := tracingtest.Record(t)
 	srv := startEmulator(t, nil)
 	s := newStack(t)
 	cfg := emulatorConfig(srv)

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
@@ -19,23 +17,9 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/tracing"
+	"github.com/nodesmith/nodesmith/libs/tracing/tracingtest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/sshdtest"
 )
-
-// recordSpans installs a TracerProvider recording every span as the global
-// one (what libs/tracing.Setup does in production) until the test ends.
-func recordSpans(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return tp, rec
-}
 
 // TestHookRunContinuesTheCommandsTrace publishes a hook command the way
 // lifecycle does, with its span's context in the headers, and follows the
@@ -46,7 +30,7 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("component test: NATS and sshd")
 	}
-	tp, rec := recordSpans(t)
+	tp, rec := tracingtest.Record(t)
 	env := natstest.Start(t)
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	startReplica(t, env, srv, "runner-traced", nil)

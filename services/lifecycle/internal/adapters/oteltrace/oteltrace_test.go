@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel"
+	"github.com/nodesmith/nodesmith/libs/tracing/tracingtest"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -20,18 +21,6 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
-
-// recorder installs an in-memory span recorder as the global provider for
-// the test.
-func recorder(t *testing.T) (*tracetest.SpanRecorder, trace.Tracer) {
-	t.Helper()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(context.Background()) })
-	return rec, tp.Tracer("test")
-}
 
 // spyCommands records the span context each command was published under.
 type spyCommands struct {
@@ -81,7 +70,8 @@ func span(rec *tracetest.SpanRecorder, name string) sdktrace.ReadOnlySpan {
 // An operation's trace reaches the commands the dispatcher publishes later
 // for the instances it created or released, through the record.
 func TestCommandsContinueTheTraceOfTheOperationThatCausedThem(t *testing.T) {
-	rec, tr := recorder(t)
+	tp, rec := tracingtest.Record(t)
+	tr := tp.Tracer("test")
 	ctx := context.Background()
 	cmds := &spyCommands{}
 	a := app.New(app.DefaultOptions(), app.Deps{
@@ -160,7 +150,8 @@ func mustEvent(t *testing.T, a *app.App, id string, ev domain.Event) {
 }
 
 func TestStartUsesTheFirstValidParentAndLinksTheOthers(t *testing.T) {
-	rec, tr := recorder(t)
+	tp, rec := tracingtest.Record(t)
+	tr := tp.Tracer("test")
 	var tt oteltrace.Tracer
 	ctx := context.Background()
 	if c := tt.Carrier(ctx); c != nil {
@@ -212,7 +203,7 @@ func (c *spyInventory) ListInventory(ctx context.Context, r ports.InventoryReque
 // A reconciler pass is one trace: the request span and the comparison of
 // the answer, whose context came back through the cloud adapter.
 func TestReconcilerPassIsOneSpanPerStep(t *testing.T) {
-	rec, _ := recorder(t)
+	_, rec := tracingtest.Record(t)
 	ctx := context.Background()
 	cmds := &spyInventory{}
 	a := app.New(app.DefaultOptions(), app.Deps{
