@@ -96,19 +96,25 @@ func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *statev
 	writeJSON(w, status, body)
 }
 
+// decodeCatalogPut reads what every catalog PUT carries: the entry's name
+// from the path, the If-Match precondition and the JSON body into spec.
+func decodeCatalogPut(r *http.Request, spec any) (name string, rev uint64, anyRev bool, err error) {
+	if name, err = catalogNameParam(r); err != nil {
+		return "", 0, false, err
+	}
+	if rev, anyRev, _, err = ifMatch(r); err != nil {
+		return "", 0, false, err
+	}
+	if err = decodeJSON(r, spec); err != nil {
+		return "", 0, false, err
+	}
+	return name, rev, anyRev, nil
+}
+
 func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request) {
-	name, err := catalogNameParam(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	rev, anyRev, _, err := ifMatch(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
 	var spec InstanceTemplateSpec
-	if err := decodeJSON(r, &spec); err != nil {
+	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -242,18 +248,9 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 }
 
 func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
-	name, err := catalogNameParam(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	rev, anyRev, _, err := ifMatch(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
 	var spec AccountSpec
-	if err := decodeJSON(r, &spec); err != nil {
+	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -310,18 +307,9 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
-	name, err := catalogNameParam(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	rev, anyRev, _, err := ifMatch(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
 	var spec HookSpec
-	if err := decodeJSON(r, &spec); err != nil {
+	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
