@@ -7,7 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/nodesmith/nodesmith/libs/tracing"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -106,22 +107,11 @@ type Handler interface {
 // invalid commands are terminated, never redelivered.
 func Consume(ctx context.Context, cons natsjs.Consumer, h Handler, o worker.Options, maxDeliver int) error {
 	return worker.Run(ctx, cons, o, func(ctx context.Context, msg natsjs.Msg) error {
-		d := app.Delivery{Attempt: 1}
-		if meta, err := msg.Metadata(); err == nil {
-			d.Attempt = meta.NumDelivered
-		}
-		d.Last = maxDeliver > 0 && d.Attempt >= uint64(maxDeliver)
 		// ctx carries the trace context libs/worker extracted from the
 		// headers, so this span continues lifecycle's trace.
-		ctx, span := telemetry.Tracer().Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "nats"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.destination.name", msg.Subject()),
-				attribute.String("messaging.message.id", msg.Headers().Get(natsjs.MsgIDHeader)),
-				attribute.Int64("nodesmith.delivery", int64(min(d.Attempt, math.MaxInt64))),
-				attribute.Bool("nodesmith.last_delivery", d.Last),
-			))
+		ctx, span, attempt := tracing.StartConsumer(ctx, telemetry.Tracer(), msg)
+		d := app.Delivery{Attempt: attempt, Last: maxDeliver > 0 && attempt >= uint64(maxDeliver)}
+		span.SetAttributes(attribute.Bool("nodesmith.last_delivery", d.Last))
 		defer span.End()
 		var cmd cloudv1.Command
 		if err := proto.Unmarshal(msg.Data(), &cmd); err != nil {

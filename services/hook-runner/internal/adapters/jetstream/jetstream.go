@@ -3,7 +3,8 @@ package jetstream
 import (
 	"context"
 	"fmt"
-	"math"
+
+	"github.com/nodesmith/nodesmith/libs/tracing"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -29,18 +30,7 @@ var _ ports.ResultPublisher = (*ResultPublisher)(nil)
 // connection, the script and the result's publication are its children.
 func Handler(runner *app.Runner) worker.Handler {
 	return func(ctx context.Context, msg jetstream.Msg) error {
-		var delivered uint64 = 1
-		if meta, err := msg.Metadata(); err == nil {
-			delivered = meta.NumDelivered
-		}
-		ctx, span := telemetry.Tracer().Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "nats"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.destination.name", msg.Subject()),
-				attribute.String("messaging.message.id", msg.Headers().Get(jetstream.MsgIDHeader)),
-				attribute.Int64("nodesmith.delivery", int64(min(delivered, math.MaxInt64))),
-			))
+		ctx, span, _ := tracing.StartConsumer(ctx, telemetry.Tracer(), msg)
 		defer span.End()
 		h, err := decodeRunHook(msg.Data())
 		if err != nil {

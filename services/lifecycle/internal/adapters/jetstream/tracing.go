@@ -3,7 +3,8 @@ package jetstream
 import (
 	"context"
 	"errors"
-	"math"
+
+	"github.com/nodesmith/nodesmith/libs/tracing"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
@@ -60,18 +61,7 @@ func endOpSpan(span trace.Span, reply *lifecyclev1.Reply) {
 // publish span), so handling a result continues the command's trace.
 func tracedEvents(h worker.Handler) worker.Handler {
 	return func(ctx context.Context, msg jetstream.Msg) error {
-		var delivered uint64 = 1
-		if meta, err := msg.Metadata(); err == nil {
-			delivered = meta.NumDelivered
-		}
-		ctx, span := telemetry.Tracer().Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "nats"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.destination.name", msg.Subject()),
-				attribute.String("messaging.message.id", msg.Headers().Get(jetstream.MsgIDHeader)),
-				attribute.Int64("nodesmith.delivery", int64(min(delivered, math.MaxInt64))),
-			))
+		ctx, span, _ := tracing.StartConsumer(ctx, telemetry.Tracer(), msg)
 		defer span.End()
 		err := h(ctx, msg)
 		switch {
