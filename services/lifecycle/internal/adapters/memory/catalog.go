@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -14,29 +13,13 @@ import (
 
 var _ ports.CatalogStore = (*Store)(nil)
 
-func decodeCatalog(b []byte) (domain.CatalogEntry, error) {
-	var p statev1.CatalogEntry
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.CatalogEntry{}, err
-	}
-	return protoconv.CatalogFromProto(&p), nil
-}
-
-func catalogKey(ref domain.CatalogRef) (string, error) {
-	k := protoconv.CatalogKey(ref)
-	if k == "" {
-		return "", fmt.Errorf("catalog entry %s has no kind", ref.Name)
-	}
-	return k, nil
-}
-
 // ListCatalog implements ports.CatalogStore.
 func (s *Store) ListCatalog(context.Context) ([]ports.VersionedCatalogEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []ports.VersionedCatalogEntry
 	for _, k := range s.catalog.keys() {
-		e, err := decodeCatalog(s.catalog.data[k].data)
+		e, err := protoconv.UnmarshalCatalog(s.catalog.data[k].data)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +30,7 @@ func (s *Store) ListCatalog(context.Context) ([]ports.VersionedCatalogEntry, err
 
 // GetCatalogEntry implements ports.CatalogStore.
 func (s *Store) GetCatalogEntry(_ context.Context, ref domain.CatalogRef) (ports.VersionedCatalogEntry, error) {
-	key, err := catalogKey(ref)
+	key, err := protoconv.CheckedCatalogKey(ref)
 	if err != nil {
 		return ports.VersionedCatalogEntry{}, err
 	}
@@ -57,13 +40,13 @@ func (s *Store) GetCatalogEntry(_ context.Context, ref domain.CatalogRef) (ports
 	if !ok {
 		return ports.VersionedCatalogEntry{}, fmt.Errorf("catalog %s: %w", key, ports.ErrNotFound)
 	}
-	ce, err := decodeCatalog(e.data)
+	ce, err := protoconv.UnmarshalCatalog(e.data)
 	return ports.VersionedCatalogEntry{Entry: ce, Revision: e.rev}, err
 }
 
 // CreateCatalogEntry implements ports.CatalogStore.
 func (s *Store) CreateCatalogEntry(_ context.Context, e domain.CatalogEntry) (uint64, error) {
-	key, err := catalogKey(e.Ref())
+	key, err := protoconv.CheckedCatalogKey(e.Ref())
 	if err != nil {
 		return 0, err
 	}
@@ -76,7 +59,7 @@ func (s *Store) CreateCatalogEntry(_ context.Context, e domain.CatalogEntry) (ui
 
 // UpdateCatalogEntry implements ports.CatalogStore.
 func (s *Store) UpdateCatalogEntry(_ context.Context, e domain.CatalogEntry, rev uint64) (uint64, error) {
-	key, err := catalogKey(e.Ref())
+	key, err := protoconv.CheckedCatalogKey(e.Ref())
 	if err != nil {
 		return 0, err
 	}
@@ -89,7 +72,7 @@ func (s *Store) UpdateCatalogEntry(_ context.Context, e domain.CatalogEntry, rev
 
 // DeleteCatalogEntry implements ports.CatalogStore.
 func (s *Store) DeleteCatalogEntry(_ context.Context, ref domain.CatalogRef, rev uint64) (uint64, error) {
-	key, err := catalogKey(ref)
+	key, err := protoconv.CheckedCatalogKey(ref)
 	if err != nil {
 		return 0, err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -127,7 +126,7 @@ func (s *Store) ListGroups(context.Context) ([]ports.VersionedGroup, error) {
 	defer s.mu.Unlock()
 	var out []ports.VersionedGroup
 	for _, k := range s.groups.keys() {
-		g, err := decodeGroup(s.groups.data[k].data)
+		g, err := protoconv.UnmarshalGroup(s.groups.data[k].data)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +143,7 @@ func (s *Store) GetGroup(_ context.Context, id string) (ports.VersionedGroup, er
 	if !ok {
 		return ports.VersionedGroup{}, fmt.Errorf("group %s: %w", id, ports.ErrNotFound)
 	}
-	g, err := decodeGroup(e.data)
+	g, err := protoconv.UnmarshalGroup(e.data)
 	return ports.VersionedGroup{Group: g, Revision: e.rev}, err
 }
 
@@ -177,7 +176,7 @@ func (s *Store) ListInstances(context.Context) ([]ports.VersionedInstance, error
 	defer s.mu.Unlock()
 	var out []ports.VersionedInstance
 	for _, k := range s.instances.keys() {
-		i, err := decodeInstance(s.instances.data[k].data)
+		i, err := protoconv.UnmarshalInstance(s.instances.data[k].data)
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +193,7 @@ func (s *Store) GetInstance(_ context.Context, group, id string) (ports.Versione
 	if !ok {
 		return ports.VersionedInstance{}, fmt.Errorf("instance %s: %w", id, ports.ErrNotFound)
 	}
-	i, err := decodeInstance(e.data)
+	i, err := protoconv.UnmarshalInstance(e.data)
 	return ports.VersionedInstance{Instance: i, Revision: e.rev}, err
 }
 
@@ -219,20 +218,4 @@ func (s *Store) UpdateInstance(_ context.Context, i domain.Instance, rev uint64)
 // DeleteInstance implements ports.Store.
 func (s *Store) DeleteInstance(_ context.Context, group, id string, rev uint64) (uint64, error) {
 	return s.write(func() (uint64, error) { return s.instances.delete(group+"."+id, rev) })
-}
-
-func decodeGroup(b []byte) (domain.NodeGroup, error) {
-	var p statev1.NodeGroup
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.NodeGroup{}, err
-	}
-	return protoconv.GroupFromProto(&p), nil
-}
-
-func decodeInstance(b []byte) (domain.Instance, error) {
-	var p statev1.Instance
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.Instance{}, err
-	}
-	return protoconv.InstanceFromProto(&p), nil
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -15,25 +14,9 @@ import (
 
 var _ ports.CatalogStore = (*Store)(nil)
 
-func decodeCatalog(b []byte) (domain.CatalogEntry, error) {
-	var p statev1.CatalogEntry
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.CatalogEntry{}, err
-	}
-	return protoconv.CatalogFromProto(&p), nil
-}
-
-func catalogKey(ref domain.CatalogRef) (string, error) {
-	k := protoconv.CatalogKey(ref)
-	if k == "" {
-		return "", fmt.Errorf("catalog entry %q has no kind", ref.Name)
-	}
-	return k, nil
-}
-
 // ListCatalog implements ports.CatalogStore.
 func (s *Store) ListCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry, error) {
-	es, revs, err := list(ctx, s.js, s.catalog, decodeCatalog)
+	es, revs, err := list(ctx, s.js, s.catalog, protoconv.UnmarshalCatalog)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +29,7 @@ func (s *Store) ListCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry,
 
 // GetCatalogEntry implements ports.CatalogStore.
 func (s *Store) GetCatalogEntry(ctx context.Context, ref domain.CatalogRef) (ports.VersionedCatalogEntry, error) {
-	key, err := catalogKey(ref)
+	key, err := protoconv.CheckedCatalogKey(ref)
 	if err != nil {
 		return ports.VersionedCatalogEntry{}, err
 	}
@@ -54,7 +37,7 @@ func (s *Store) GetCatalogEntry(ctx context.Context, ref domain.CatalogRef) (por
 	if err != nil {
 		return ports.VersionedCatalogEntry{}, mapErr("getting catalog entry", key, err)
 	}
-	ce, err := decodeCatalog(e.Value())
+	ce, err := protoconv.UnmarshalCatalog(e.Value())
 	if err != nil {
 		return ports.VersionedCatalogEntry{}, fmt.Errorf("decoding catalog entry %s: %w", key, err)
 	}
@@ -63,7 +46,7 @@ func (s *Store) GetCatalogEntry(ctx context.Context, ref domain.CatalogRef) (por
 
 // CreateCatalogEntry implements ports.CatalogStore.
 func (s *Store) CreateCatalogEntry(ctx context.Context, e domain.CatalogEntry) (uint64, error) {
-	key, err := catalogKey(e.Ref())
+	key, err := protoconv.CheckedCatalogKey(e.Ref())
 	if err != nil {
 		return 0, err
 	}
@@ -77,7 +60,7 @@ func (s *Store) CreateCatalogEntry(ctx context.Context, e domain.CatalogEntry) (
 
 // UpdateCatalogEntry implements ports.CatalogStore.
 func (s *Store) UpdateCatalogEntry(ctx context.Context, e domain.CatalogEntry, revision uint64) (uint64, error) {
-	key, err := catalogKey(e.Ref())
+	key, err := protoconv.CheckedCatalogKey(e.Ref())
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +74,7 @@ func (s *Store) UpdateCatalogEntry(ctx context.Context, e domain.CatalogEntry, r
 
 // DeleteCatalogEntry implements ports.CatalogStore.
 func (s *Store) DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, revision uint64) (uint64, error) {
-	key, err := catalogKey(ref)
+	key, err := protoconv.CheckedCatalogKey(ref)
 	if err != nil {
 		return 0, err
 	}

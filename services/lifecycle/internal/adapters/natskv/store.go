@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -158,22 +157,6 @@ func streamKeys(ctx context.Context, js jetstream.JetStream, bucket string) ([]s
 	return keys, nil
 }
 
-func decodeGroup(b []byte) (domain.NodeGroup, error) {
-	var p statev1.NodeGroup
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.NodeGroup{}, err
-	}
-	return protoconv.GroupFromProto(&p), nil
-}
-
-func decodeInstance(b []byte) (domain.Instance, error) {
-	var p statev1.Instance
-	if err := proto.Unmarshal(b, &p); err != nil {
-		return domain.Instance{}, err
-	}
-	return protoconv.InstanceFromProto(&p), nil
-}
-
 // lastRevision returns the bucket's last sequence: the revision of a delete
 // just made (lifecycle is the buckets' only writer).
 func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
@@ -189,7 +172,7 @@ func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
 
 // ListGroups implements ports.Store.
 func (s *Store) ListGroups(ctx context.Context) ([]ports.VersionedGroup, error) {
-	gs, revs, err := list(ctx, s.js, s.groups, decodeGroup)
+	gs, revs, err := list(ctx, s.js, s.groups, protoconv.UnmarshalGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +189,7 @@ func (s *Store) GetGroup(ctx context.Context, id string) (ports.VersionedGroup, 
 	if err != nil {
 		return ports.VersionedGroup{}, mapErr("getting group", id, err)
 	}
-	g, err := decodeGroup(e.Value())
+	g, err := protoconv.UnmarshalGroup(e.Value())
 	if err != nil {
 		return ports.VersionedGroup{}, fmt.Errorf("decoding group %s: %w", id, err)
 	}
@@ -243,7 +226,7 @@ func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (ui
 
 // ListInstances implements ports.Store.
 func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
-	is, revs, err := list(ctx, s.js, s.instances, decodeInstance)
+	is, revs, err := list(ctx, s.js, s.instances, protoconv.UnmarshalInstance)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +244,7 @@ func (s *Store) GetInstance(ctx context.Context, group, id string) (ports.Versio
 	if err != nil {
 		return ports.VersionedInstance{}, mapErr("getting instance", key, err)
 	}
-	i, err := decodeInstance(e.Value())
+	i, err := protoconv.UnmarshalInstance(e.Value())
 	if err != nil {
 		return ports.VersionedInstance{}, fmt.Errorf("decoding instance %s: %w", key, err)
 	}

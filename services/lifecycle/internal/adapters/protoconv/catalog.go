@@ -2,6 +2,7 @@ package protoconv
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -83,4 +84,13 @@ func CatalogKey(ref domain.CatalogRef) string {
 		return messaging.CatalogKey(messaging.CatalogKeyHook, ref.Name)
 	}
 	return ""
+}
+
+// CheckedCatalogKey is CatalogKey for a store: an unknown kind is an error.
+func CheckedCatalogKey(ref domain.CatalogRef) (string, error) {
+	k := CatalogKey(ref)
+	if k == "" {
+		return "", fmt.Errorf("catalog entry %q has no kind", ref.Name)
+	}
+	return k, nil
 }
