@@ -8,9 +8,7 @@ package natskv
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,66 +95,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error {
 	log := w.log.With("bucket", bucket)
-	backoff := 100 * time.Millisecond
-	for first := true; ; first = false {
-		if !first {
-			w.metrics.restarts.WithLabelValues(b.String()).Inc()
-		}
-		err := w.watchOnce(ctx, b, bucket, log, func() { backoff = 100 * time.Millisecond })
-		if stopped(ctx) {
-			return nil // the watch ended because we are shutting down
-		}
-		log.Warn("kv watch ended, re-establishing", "err", err, "in", backoff)
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 10*time.Second)
-	}
-}
-
-// watchOnce runs one watch until it ends. synced is called when the
-// initial values are in.
-func (w *Watcher) watchOnce(ctx context.Context, b app.Bucket, bucket string, log *slog.Logger, synced func()) error {
-	kv, err := w.js.KeyValue(ctx, bucket)
-	if err != nil {
-		return fmt.Errorf("opening bucket %s: %w", bucket, err)
-	}
-	// WatchAll delivers deletes and purges too (no IgnoreDeletes): the model
-	// must forget purged records.
-	kw, err := kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watching bucket %s: %w", bucket, err)
-	}
-	defer func() { _ = kw.Stop() }()
-	seen := map[string]struct{}{}
 	start := time.Now()
-	for {
-		var e jetstream.KeyValueEntry
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok = <-kw.Updates():
-		}
-		if !ok {
-			return errors.New("watch closed")
-		}
-		if e == nil {
-			w.sink.MarkSynced(b, seen)
-			log.Info("kv initial values loaded", "keys", len(seen), "took", time.Since(start).Round(time.Millisecond))
-			seen = nil
-			synced()
-			continue
-		}
-		if seen != nil {
-			seen[e.Key()] = struct{}{}
-		}
-		w.apply(b, e, log)
-	}
+	return messaging.WatchKV(ctx, w.js, bucket, ">", 100*time.Millisecond, messaging.KVMirror{
+		Apply: func(e jetstream.KeyValueEntry) { w.apply(b, e, log) },
+		Synced: func(keys map[string]struct{}) {
+			w.sink.MarkSynced(b, keys)
+			log.Info("kv initial values loaded", "keys", len(keys), "took", time.Since(start).Round(time.Millisecond))
+		},
+		Restarting: func(err error, delay time.Duration) {
+			w.metrics.restarts.WithLabelValues(b.String()).Inc()
+			log.Warn("kv watch ended, re-establishing", "err", err, "in", delay)
+			start = time.Now().Add(delay)
+		},
+	})
 }
 
 func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logger) {
@@ -200,14 +151,4 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 		return
 	}
 	w.metrics.applied.WithLabelValues(b.String(), "put").Inc()
-}
-
-// stopped reports whether ctx has ended.
-func stopped(ctx context.Context) bool {
-	select {
-	case <-ctx.Done():
-		return true
-	default:
-		return false
-	}
 }

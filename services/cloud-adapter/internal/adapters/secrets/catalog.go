@@ -2,9 +2,6 @@ package secrets
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -78,48 +75,21 @@ func (w *CatalogWatcher) Synced() <-chan struct{} { return w.synced }
 
 // Run watches until ctx ends, re-establishing the watch with backoff.
 func (w *CatalogWatcher) Run(ctx context.Context) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := w.watchOnce(ctx, func() { backoff = 200 * time.Millisecond })
-		if ctx.Err() != nil {
-			return nil //nolint:nilerr // the watch ended because we are stopping
-		}
-		w.store.log.Warn("catalog credentials watch ended, re-establishing", "err", err, "in", backoff)
-		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 10*time.Second)
-	}
-}
-
-func (w *CatalogWatcher) watchOnce(ctx context.Context, ok func()) error {
-	kv, err := w.js.KeyValue(ctx, messaging.BucketCatalog)
-	if err != nil {
-		return fmt.Errorf("opening bucket %s: %w", messaging.BucketCatalog, err)
-	}
-	kw, err := kv.Watch(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, ">"))
-	if err != nil {
-		return fmt.Errorf("watching bucket %s: %w", messaging.BucketCatalog, err)
-	}
-	defer func() { _ = kw.Stop() }()
-	seen := map[string]bool{}
-	for {
-		var e jetstream.KeyValueEntry
-		var open bool
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, open = <-kw.Updates():
-		}
-		if !open {
-			return errors.New("watch closed")
-		}
-		if e == nil {
-			// Initial values done: forget accounts deleted while the watch was down.
+	prefix := messaging.CatalogKeyAccount + "."
+	synced := false
+	return messaging.WatchKV(ctx, w.js, messaging.BucketCatalog, messaging.CatalogKey(messaging.CatalogKeyAccount, ">"), 200*time.Millisecond, messaging.KVMirror{
+		Apply: func(e jetstream.KeyValueEntry) {
+			w.apply(strings.TrimPrefix(e.Key(), prefix), e)
+			if synced {
+				w.report()
+			}
+		},
+		Synced: func(keys map[string]struct{}) {
+			// Forget accounts deleted while the watch was down.
+			seen := make(map[string]bool, len(keys))
+			for k := range keys {
+				seen[strings.TrimPrefix(k, prefix)] = true
+			}
 			w.store.pruneCatalog(seen)
 			for a := range w.unusable {
 				if !seen[a] {
@@ -127,24 +97,15 @@ func (w *CatalogWatcher) watchOnce(ctx context.Context, ok func()) error {
 				}
 			}
 			w.report()
-			seen = nil
-			ok()
-			select {
-			case <-w.synced:
-			default:
+			if !synced {
+				synced = true
 				close(w.synced)
 			}
-			continue
-		}
-		account := strings.TrimPrefix(e.Key(), messaging.CatalogKeyAccount+".")
-		if seen != nil {
-			seen[account] = true
-		}
-		w.apply(account, e)
-		if seen == nil {
-			w.report()
-		}
-	}
+		},
+		Restarting: func(err error, delay time.Duration) {
+			w.store.log.Warn("catalog credentials watch ended, re-establishing", "err", err, "in", delay)
+		},
+	})
 }
 
 // report updates the catalog credentials gauge.
