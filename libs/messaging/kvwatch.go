@@ -65,7 +65,15 @@ func watchKVOnce(ctx context.Context, js jetstream.JetStream, bucket, filter str
 	if err != nil {
 		return fmt.Errorf("watching bucket %s: %w", bucket, err)
 	}
-	defer func() { _ = kw.Stop() }()
+	defer func() {
+		if ctx.Err() != nil {
+			// Stopping: Stop can wait for NATS (up to a request timeout
+			// while disconnected); the service's shutdown must not.
+			go func() { _ = kw.Stop() }()
+			return
+		}
+		_ = kw.Stop()
+	}()
 	seen := map[string]struct{}{}
 	for {
 		var e jetstream.KeyValueEntry

@@ -151,18 +151,20 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	svc := app.NewService(rm, lc, app.Config{OpTimeout: cfg.LifecycleTimeout, GPULabel: cfg.GPULabel}, log)
 	watcher := natskv.NewWatcher(js, rm, log, natskv.NewMetrics(reg))
 
-	checks.Add("api-gateway-readmodel", func(context.Context) error {
+	readModelReady := func(context.Context) error {
 		if !rm.Synced() {
 			return errors.New("read model has not loaded the initial state yet")
 		}
 		return nil
-	})
-	checks.Add("api-gateway-nats", func(context.Context) error {
+	}
+	natsReady := func(context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats connection is %s", nc.Status())
 		}
 		return nil
-	})
+	}
+	checks.Add("api-gateway-readmodel", readModelReady)
+	checks.Add("api-gateway-nats", natsReady)
 
 	grpcSrv, grpcHealth := newGRPCServer(cfg, creds, svc, reg, tp, log)
 
@@ -225,14 +227,16 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			log.Debug("shut down before the read model loaded", "err", err)
 			return nil
 		}
-		grpcHealth.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		grpcHealth.SetServingStatus(GRPCServiceName, healthpb.HealthCheckResponse_SERVING)
+		setServing(grpcHealth, true)
 		st := rm.Stats()
 		log.Info("api-gateway ready", "grpc_addr", addrs.GRPC, "rest_addr", addrs.REST, "health_addr", addrs.Health,
 			"tls", cfg.TLSEnabled(), "groups", st.Groups, "instances", st.Instances)
 		if deps.OnReady != nil {
 			deps.OnReady(addrs)
 		}
+		// From then on the gRPC health service follows the same
+		// conditions as /readyz, for gRPC probes and load balancers.
+		followReadiness(ctx, grpcHealth, grpcHealthInterval, log, readModelReady, natsReady)
 		return nil
 	})
 	err = g.Wait()
@@ -265,12 +269,55 @@ func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.
 	srv := grpc.NewServer(opts...)
 	pb.RegisterCloudProviderServer(srv, grpcapi.NewServer(svc))
 	hs := grpchealth.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	hs.SetServingStatus(GRPCServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	setServing(hs, false)
 	healthpb.RegisterHealthServer(srv, hs)
 	// Reflection lets grpcurl and friends call the API without the proto.
 	reflection.Register(srv)
 	return srv, hs
+}
+
+// grpcHealthInterval is how often the gRPC health status is re-evaluated.
+const grpcHealthInterval = 2 * time.Second
+
+// followReadiness sets the gRPC health status from the checks every
+// interval until ctx ends, logging each change.
+func followReadiness(ctx context.Context, hs *grpchealth.Server, interval time.Duration, log *slog.Logger, checks ...health.Check) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var failed error
+		for _, check := range checks {
+			if failed = check(ctx); failed != nil {
+				break
+			}
+		}
+		if now := failed == nil; now != serving {
+			serving = now
+			setServing(hs, serving)
+			if serving {
+				log.Info("gRPC health: serving again")
+			} else {
+				log.Warn("gRPC health: not serving", "err", failed)
+			}
+		}
+	}
+}
+
+// setServing sets the status of the whole server and of the CloudProvider
+// service.
+func setServing(hs *grpchealth.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	hs.SetServingStatus("", st)
+	hs.SetServingStatus(GRPCServiceName, st)
 }
 
 // serveGRPC serves until ctx ends, then reports NOT_SERVING, lets

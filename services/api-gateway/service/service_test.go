@@ -307,3 +307,38 @@ func TestRestartWithSharedRegistry(t *testing.T) {
 		}
 	}
 }
+
+// After start-up the gRPC health service follows /readyz's conditions: a
+// gateway cut off from NATS stops reporting SERVING (gRPC probes and load
+// balancers then take it out).
+func TestGRPCHealthFollowsReadiness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the NATS client to notice a stopped server")
+	}
+	gw := startGateway(t, nil)
+	conn, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	status := func() healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service.GRPCServiceName})
+		if err != nil {
+			t.Fatalf("health check: %v", err)
+		}
+		return resp.GetStatus()
+	}
+	if got := status(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("before: %v, want SERVING", got)
+	}
+	gw.env.Server.Shutdown()
+	for status() != healthpb.HealthCheckResponse_NOT_SERVING {
+		select {
+		case <-ctx.Done():
+			t.Fatal("still SERVING a minute after NATS stopped")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
