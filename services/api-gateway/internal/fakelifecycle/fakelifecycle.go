@@ -81,7 +81,8 @@ func NewStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Resp
 func (r *Responder) Stop() {
 	if r.sub != nil {
 		_ = r.sub.Unsubscribe()
-		_ = r.nc.Flush()
+		// Bounded: a test may have stopped the server.
+		_ = r.nc.FlushTimeout(time.Second)
 	}
 }
 
