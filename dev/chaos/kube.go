@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -35,6 +36,10 @@ const (
 	leaseDuration = 6 * time.Second
 	renewDeadline = 4 * time.Second
 	retryPeriod   = time.Second
+	// nodeGoneGrace is how long the cloud node controller leaves the Node
+	// of a gone VM alone: lifecycle deletes it right after the VM's
+	// termination, and the controller only catches what it did not.
+	nodeGoneGrace = 20 * time.Second
 )
 
 type kubeSide struct {
@@ -170,23 +175,35 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 }
 
 // nodeController is the cloud node controller: every second it deletes
-// the Nodes whose VM the cloud no longer lists (or is terminating).
-// Lifecycle deletes the Nodes of the instances it deletes itself; this
-// catches what it did not (and counts it).
+// the Nodes whose VM the cloud has not listed (or listed terminating) for
+// nodeGoneGrace. Lifecycle deletes the Nodes of the instances it deletes
+// itself; this catches what it did not (and counts it).
 func (r *run) nodeController(ctx context.Context) {
+	goneSince := map[types.UID]time.Time{}
 	for sleep(ctx, time.Second) == nil {
 		gone, err := r.kube.nodesOfGoneVMs(ctx, r.w.Emulator.ListVMs())
 		if err != nil {
 			continue
 		}
+		now, still := time.Now(), map[types.UID]time.Time{}
 		for _, n := range gone {
+			since, ok := goneSince[n.UID]
+			if !ok {
+				since = now
+			}
+			still[n.UID] = since
+			if now.Sub(since) < nodeGoneGrace {
+				continue
+			}
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := r.kube.cs.CoreV1().Nodes().Delete(dctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 			cancel()
 			if err == nil {
 				r.kube.removed.Add(1)
+				r.logf("cloud node controller: deleted Node %s (providerID %s), its VM gone for %s", n.Name, n.Spec.ProviderID, nodeGoneGrace)
 			}
 		}
+		goneSince = still
 	}
 }
 
