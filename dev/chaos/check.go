@@ -154,7 +154,17 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 		}
 	}
 
-	rows := r.rows(stats, unaccounted, duplicates, orphans, lost)
+	// 6. With Kubernetes: every Running instance has exactly one Ready
+	// Node with its providerID and its group's labels, and no Node
+	// remains for a VM the cloud no longer lists.
+	badNodes := 0
+	if r.kube != nil {
+		if badNodes, err = r.checkNodes(ctx, records, vms, violate); err != nil {
+			return nil, err
+		}
+	}
+
+	rows := r.rows(stats, unaccounted, duplicates, orphans, lost, badNodes)
 	fmt.Println()
 	printRows(os.Stdout, rows)
 	fmt.Printf("\n%d instances requested in 3 groups, %d deleted by CA (%d of them failed creations); %d providerIDs seen by CA; %d records; %d VMs created, %d terminated, %d still listed; %d CA calls retried\n",
@@ -205,7 +215,7 @@ func runningOrFailed(in *pb.Instance) (running, failed bool) {
 }
 
 // rows attributes outcomes to faults.
-func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost int) []row {
+func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost, badNodes int) []row {
 	f := r.faults
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -228,8 +238,18 @@ func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost in
 		return 0
 	}
 	var rows []row
-	rows = append(rows, row{"kill -9 lifecycle", r.lifecycle.kills, ok(stateOK, r.lifecycle.kills), lost,
-		"lost = records lost; restarted 1s later each time, once in the scale-up and once in the scale-down"})
+	lcKills := 0
+	for _, s := range r.lifecycles {
+		lcKills += s.kills
+	}
+	if r.kube != nil {
+		rows = append(rows, row{"kill -9 lifecycle leader", lcKills, ok(stateOK && badNodes == 0, lcKills), lost + badNodes,
+			fmt.Sprintf("the Lease holder, once in the scale-up and once in the scale-down, restarted 1s later; %s; lost = records lost + Node invariant violations; %d Nodes registered, %d deleted by the cloud node controller because lifecycle had not %s after their VM went",
+				r.kube.handoverNote(), r.kube.registered.Load(), r.kube.removed.Load(), nodeGoneGrace)})
+	} else {
+		rows = append(rows, row{"kill -9 lifecycle", lcKills, ok(stateOK, lcKills), lost,
+			"lost = records lost; restarted 1s later each time, once in the scale-up and once in the scale-down"})
+	}
 	rows = append(rows, row{"kill -9 api-gateway", r.gateway.kills, ok(stateOK && f.gatewayOK(), r.gateway.kills), lost,
 		fmt.Sprintf("lost = records lost; restarted 2s later in the scale-down; CA calls retried meanwhile: %d (all retried DeleteNodes succeeded)", f.caRetries.Load())})
 	rows = append(rows, row{"kill -9 cloud-adapter replica", r.cloud[1].kills, ok(duplicates == 0 && orphans == 0 && stateOK, r.cloud[1].kills), max(duplicates, 0) + orphans,

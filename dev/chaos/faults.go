@@ -113,6 +113,20 @@ func (f *faults) killAndRestart(ctx context.Context, s *svc, down time.Duration,
 	return s.restart()
 }
 
+// killLifecycleLeader kills the lifecycle replica holding the Lease and
+// restarts it 1s later; with Kubernetes it then watches the Lease go to
+// another holder (the hand-over the kill is about).
+func (f *faults) killLifecycleLeader(ctx context.Context, why string) error {
+	s, holder := f.r.leader(ctx)
+	if err := f.killAndRestart(ctx, s, time.Second, why); err != nil {
+		return err
+	}
+	if f.r.kube != nil {
+		go f.r.watchHandover(ctx, holder, time.Now().Add(-time.Second))
+	}
+	return nil
+}
+
 // gatewayOK reports whether CA's view through the restarted gateway is
 // whole: the scale-down settled through it (targets and instances as CA
 // expects), which the run only reaches if every DeleteNodes went through.
@@ -140,7 +154,7 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 	if _, err := waitFor(ctx, 3*time.Minute, running(0.1)); err != nil {
 		return err
 	}
-	if err := f.killAndRestart(ctx, f.r.lifecycle, time.Second, "scale-up, 10% of instances Running"); err != nil {
+	if err := f.killLifecycleLeader(ctx, "scale-up, 10% of instances Running"); err != nil {
 		return err
 	}
 
@@ -244,7 +258,7 @@ func (f *faults) breakSSH(ctx context.Context) error {
 // scaleDownFaults happen halfway through the scale-down.
 func (f *faults) scaleDownFaults(ctx context.Context) error {
 	f.rleBurst(10, cvmemu.ActionTerminateInstances, cvmemu.ActionDescribeInstances)
-	return f.killAndRestart(ctx, f.r.lifecycle, time.Second, "scale-down, half the DeleteNodes calls made")
+	return f.killLifecycleLeader(ctx, "scale-down, half the DeleteNodes calls made")
 }
 
 // countHungHooks finds the VMs whose hook hung once (the marker the hook

@@ -1,15 +1,22 @@
-// Command chaos runs nodesmith as separate processes on loopback (lifecycle,
+// Command chaos runs nodesmith as separate processes on loopback (two
+// lifecycle replicas electing a leader on a Lease of a real kube-apiserver,
 // api-gateway, two cloud-adapters, two hook-runners; NATS, the CVM
-// emulator and SSH-able VMs in this process) and injects faults during a
-// scale-up and a scale-down: kill -9 of lifecycle (twice), of a
-// cloud-adapter and of a hook-runner in the middle of hooks; a NATS server
-// restart; 20% cloud API errors (creates and terminates failing after
-// they took effect); RequestLimitExceeded bursts; an exhausted quota;
-// VMs that never boot; hooks that hang; VMs whose SSH is unreachable.
+// emulator, SSH-able VMs, the VMs' kubelets and a cloud node controller in
+// this process; etcd and kube-apiserver from tools/kube/kubetest) and
+// injects faults during a scale-up and a scale-down: kill -9 of the
+// lifecycle leader (twice), of a cloud-adapter and of a hook-runner in the
+// middle of hooks; a NATS server restart; 20% cloud API errors (creates
+// and terminates failing after they took effect); RequestLimitExceeded
+// bursts; an exhausted quota; VMs that never boot; hooks that hang; VMs
+// whose SSH is unreachable.
 //
 // At the end it checks the invariants: every requested instance is Running
 // or reported failed to Cluster Autoscaler, no duplicate VM, no orphan VM
-// after a reconcile period, no record lost, targets consistent. It prints
+// after a reconcile period, no record lost, targets consistent, and every
+// Running instance has exactly one Ready Node with its providerID and its
+// group's labels, every leader kill handed the Lease over, no Node remains
+// for a deleted VM. -cluster=none runs one lifecycle without Kubernetes
+// (and without those Node checks) for machines without etcd. It prints
 // a table (fault, injected, survived, lost) and exits non-zero when an
 // invariant is violated. `make chaos` runs it.
 package main
@@ -59,6 +66,9 @@ type config struct {
 	launchTimeout, reconcile, orphanGrace time.Duration
 	settle                                time.Duration
 	keep, plantOrphan                     bool
+	// kubernetes runs lifecycle against a real kube-apiserver (two
+	// replicas, leader election on a Lease); false is -cluster=none.
+	kubernetes bool
 }
 
 func defaults(quick bool) config {
@@ -86,8 +96,14 @@ type run struct {
 	ca         pb.CloudProviderClient
 	gwAddr     string
 
-	lifecycle, gateway *svc
-	cloud, hooks       []*svc
+	// lifecycles are the lifecycle replicas: two sharing the Lease with
+	// -cluster=kubernetes, one with -cluster=none.
+	lifecycles []*svc
+	gateway    *svc
+	cloud      []*svc
+	hooks      []*svc
+	// kube is the Kubernetes side (nil with -cluster=none).
+	kube *kubeSide
 
 	faults *faults
 	// seen are the instance ids (CA's providerIDs) CA saw at any time.
@@ -137,12 +153,20 @@ func realMain(ctx context.Context) (int, error) {
 	keep := fs.Bool("keep", false, "keep the run directory (logs, NATS storage, VM sandboxes)")
 	plant := fs.Bool("plant-orphan", false, "create a VM behind nodesmith's back before the checks (the run must then fail: a check of the checks)")
 	dirFlag := fs.String("dir", "", "run directory (default: a new temporary one)")
+	cluster := fs.String("cluster", "kubernetes", `"kubernetes": two lifecycle replicas electing a leader on a Lease of a real kube-apiserver (etcd-server package), Nodes registered on join; "none": one lifecycle in no-cluster mode`)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 1, err
 	}
 	cfg := defaults(*quick)
 	cfg.keep = *keep || *dirFlag != ""
 	cfg.plantOrphan = *plant
+	switch *cluster {
+	case "kubernetes":
+		cfg.kubernetes = true
+	case "none":
+	default:
+		return 1, fmt.Errorf(`-cluster=%q: want "kubernetes" or "none"`, *cluster)
+	}
 	dir := *dirFlag
 	if dir == "" {
 		d, err := os.MkdirTemp("", "nodesmith-chaos-")
@@ -183,7 +207,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	r.w, err = harness.StartWorld(harness.WorldConfig{
-		Dir: r.dir, NATSPort: portOfAddr(natsPort), BootDelay: 3 * time.Second, NoCluster: true,
+		Dir: r.dir, NATSPort: portOfAddr(natsPort), BootDelay: 3 * time.Second, NoCluster: !r.cfg.kubernetes, ReadyDelay: time.Second,
 		RateLimits: harness.TencentRateLimits(), Logger: worldLog,
 	})
 	if err != nil {
@@ -191,6 +215,20 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	}
 	defer r.w.Close()
 	r.faults = newFaults(r)
+	kctx, stopKube := context.WithCancel(ctx)
+	var kwg sync.WaitGroup
+	defer func() { stopKube(); kwg.Wait() }()
+	if r.cfg.kubernetes {
+		r.logf("starting etcd and kube-apiserver")
+		stopAPIServer, err := r.startKube(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stopAPIServer()
+		kwg.Add(2)
+		go func() { defer kwg.Done(); r.registerNodes(kctx) }()
+		go func() { defer kwg.Done(); r.nodeController(kctx) }()
+	}
 
 	r.configFile = filepath.Join(r.dir, "nodegroups.yaml")
 	if err := os.WriteFile(r.configFile, r.groupsConfig(), 0o644); err != nil {
@@ -200,7 +238,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	if err := r.services(ctx); err != nil {
 		return nil, err
 	}
-	r.logf("starting lifecycle, api-gateway, 2 cloud-adapters, 2 hook-runners")
+	r.logf("starting %d lifecycle, api-gateway, 2 cloud-adapters, 2 hook-runners", len(r.lifecycles))
 	if err := r.startAll(ctx); err != nil {
 		return nil, err
 	}
@@ -249,6 +287,11 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	}
 	for _, s := range r.all() {
 		if err := s.supervise(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.kube != nil {
+		if err := r.kube.cluster.APIServerExited(); err != nil {
 			return nil, err
 		}
 	}

@@ -16,9 +16,11 @@ import (
 // svc is one service replica run as its own OS process, restartable with
 // the same flags (and so the same addresses).
 type svc struct {
-	name    string
-	bin     string
-	args    []string
+	name string
+	bin  string
+	args []string
+	// env is added to the harness's environment.
+	env     []string
 	logFile string
 	// metrics is its /metrics URL ("" when it serves none).
 	metrics string
@@ -34,7 +36,7 @@ type svc struct {
 func (s *svc) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := harness.StartProcess(s.name, s.bin, s.args, nil, s.logFile)
+	p, err := harness.StartProcess(s.name, s.bin, s.args, s.env, s.logFile)
 	if err != nil {
 		return err
 	}
@@ -127,19 +129,34 @@ func (r *run) services(ctx context.Context) error {
 	addr := harness.FreeAddr
 	logf := func(name string) string { return filepath.Join(r.dir, "logs", name+".log") }
 
-	lcAddr, err := addr()
-	if err != nil {
-		return err
+	replicas, cluster := 1, []string{"--cluster=none"}
+	if r.cfg.kubernetes {
+		replicas = 2
+		cluster = []string{"--cluster=kubernetes", "--kubeconfig", r.kube.cluster.Kubeconfig, "--namespace", kubeNamespace,
+			"--leader-elect", "--lease-name", leaseName, "--leader-elect-lease-duration", leaseDuration.String(),
+			"--leader-elect-renew-deadline", renewDeadline.String(), "--leader-elect-retry-period", retryPeriod.String(),
+			"--join-timeout", "60s"}
 	}
-	r.lifecycle = &svc{name: "lifecycle", bin: bins["lifecycle"], logFile: logf("lifecycle"), metrics: "http://" + lcAddr + "/metrics",
-		args: append(common("lifecycle"),
-			"--config-file", r.configFile, "--cluster-id", "chaos", "--health-addr", lcAddr, "--cluster=none",
+	for i := range replicas {
+		name := "lifecycle-" + strconv.Itoa(i)
+		lcAddr, err := addr()
+		if err != nil {
+			return err
+		}
+		args := append(common(name),
+			"--config-file", r.configFile, "--cluster-id", "chaos", "--health-addr", lcAddr,
 			"--launch-timeout", r.cfg.launchTimeout.String(), "--after-created-hook-timeout", "60s",
 			"--before-delete-hook-timeout", "60s", "--terminate-timeout", "60s",
 			"--max-retries", "3", "--retry-backoff", "1s", "--retry-backoff-max", "4s",
 			"--reconcile-interval", r.cfg.reconcile.String(), "--orphan-grace", r.cfg.orphanGrace.String(),
 			"--op-timeout", "10s", "--shutdown-grace", "5s",
-		)}
+		)
+		// POD_NAME and no --leader-elect-identity: each start gets a new
+		// identity ("lifecycle-N_<random>"), so a restarted leader cannot
+		// resume its own Lease and the other replica has to take over.
+		r.lifecycles = append(r.lifecycles, &svc{name: name, bin: bins["lifecycle"], logFile: logf(name), metrics: "http://" + lcAddr + "/metrics",
+			args: append(args, cluster...), env: []string{"POD_NAME=" + name}})
+	}
 	if r.gwAddr, err = addr(); err != nil {
 		return err
 	}
@@ -167,7 +184,8 @@ func (r *run) services(ctx context.Context) error {
 }
 
 func (r *run) all() []*svc {
-	out := []*svc{r.lifecycle, r.gateway}
+	out := append([]*svc{}, r.lifecycles...)
+	out = append(out, r.gateway)
 	out = append(out, r.cloud...)
 	return append(out, r.hooks...)
 }
