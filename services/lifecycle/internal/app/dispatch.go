@@ -39,13 +39,14 @@ func (a *App) Pass(ctx context.Context) {
 	a.finishReleasesLocked(ctx)
 	a.keepSizesLocked(ctx)
 	due, ready := a.dueLocked(now)
-	nodeChanges := a.nodeChangesLocked()
+	nodeChanges, staleNodes := a.nodeChangesLocked()
 	adoptions := a.adoptionsLocked()
 	a.mu.Unlock()
 
 	for _, ad := range adoptions {
 		a.adopt(ctx, ad)
 	}
+	a.deleteStaleNodes(ctx, staleNodes)
 
 	for _, id := range due {
 		if _, _, err := a.Apply(ctx, id, domain.Tick{}); err != nil {

@@ -126,6 +126,21 @@ func (c *nodeCache) forInstance(in domain.Instance) (ports.Node, bool) {
 	return n, ok
 }
 
+// byProviderID returns the Node carrying providerID (never a name match:
+// only that proves the Node is this VM's).
+func (c *nodeCache) byProviderID(providerID string) (ports.Node, bool) {
+	if providerID == "" {
+		return ports.Node{}, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	name, ok := c.byProvider[providerID]
+	if !ok {
+		return ports.Node{}, false
+	}
+	return c.byName[name], true
+}
+
 // all returns a snapshot of the cached Nodes.
 func (c *nodeCache) all() []ports.Node {
 	c.mu.RLock()
@@ -210,10 +225,14 @@ func (a *App) onNodeEvent(ev ports.NodeEvent) {
 
 // nodeChangesLocked returns the node events the Running instances need:
 // NodeGone for one whose Node is missing (only once the watch is synced),
-// NodeBack for one waiting for its Node that has it again.
-func (a *App) nodeChangesLocked() map[string]domain.Event {
+// NodeBack for one waiting for its Node that has it again. It also returns
+// the Nodes that still carry the providerID of a Deleted instance: deleting
+// the Node is the closing transition's effect, lost when the leader stopped
+// between writing the record and acting on it; the next check of every
+// instance (a new leader's synced watch starts one) catches up.
+func (a *App) nodeChangesLocked() (events map[string]domain.Event, stale []string) {
 	if a.cluster == nil {
-		return nil
+		return nil, nil
 	}
 	synced := a.nodes.isSynced()
 	// A Running instance at rest can only need a change when the Nodes
@@ -226,6 +245,12 @@ func (a *App) nodeChangesLocked() map[string]domain.Event {
 	}
 	out := map[string]domain.Event{}
 	check := func(id string, in domain.Instance) {
+		if in.State == domain.StateDeleted {
+			if n, ok := a.nodes.byProviderID(in.ProviderID); ok {
+				stale = append(stale, n.Name)
+			}
+			return
+		}
 		if in.State != domain.StateRunning {
 			return
 		}
@@ -246,7 +271,25 @@ func (a *App) nodeChangesLocked() map[string]domain.Event {
 			check(id, a.insts[id].inst)
 		}
 	}
-	return out
+	return out, stale
+}
+
+// deleteStaleNodes deletes the Nodes of Deleted instances (see
+// nodeChangesLocked); a failure is retried at the next full check.
+func (a *App) deleteStaleNodes(ctx context.Context, names []string) {
+	for _, name := range names {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := a.cluster.DeleteNode(dctx, name)
+		cancel()
+		if err != nil {
+			a.log.Warn("deleting the Node of a deleted instance", "node", name, "err", err)
+			a.mu.Lock()
+			a.nodeRecheck = true
+			a.mu.Unlock()
+			continue
+		}
+		a.log.Info("deleted the Node of a deleted instance (its deletion had not happened)", "node", name)
+	}
 }
 
 // Node returns the watcher's view of a Node by name.

@@ -222,3 +222,33 @@ func (h *harness) deleteNodeAndWait(name string) {
 	eventually(h.t, func() bool { _, ok := h.app.Node(name); return !ok })
 	h.app.Pass(h.ctx)
 }
+
+// Deleting the Node is the last effect of an instance's closing
+// transition. A leader that stops between writing Deleted and deleting the
+// Node leaves it behind: the next check of every instance (a new leader's
+// synced watch, or any change of the Nodes) deletes it. A Node that only
+// shares the name, not the providerID, is left alone.
+func TestNodeOfADeletedInstanceIsDeleted(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 5, 0)}, withCluster())
+	in := h.runningWithNode("g")
+	h.ok(h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: in.ProviderID}}))
+	h.settle()
+	if got := h.instance(in.ID); got.State != domain.StateDeleted {
+		t.Fatalf("instance %s, want Deleted", got.State)
+	}
+	eventually(t, func() bool { _, ok := h.app.Node(in.ID); return !ok })
+
+	// The effect "lost": the Node is back as it was (a leader stopped
+	// before deleting it), and an unrelated Node reuses the name pattern
+	// with another providerID.
+	h.cluster.Put(ports.Node{Name: in.ID, ProviderID: in.ProviderID, Ready: true})
+	h.cluster.Put(ports.Node{Name: "other", ProviderID: "nodesmith:///g/not-ours", Ready: true})
+	eventually(t, func() bool { _, a := h.app.Node(in.ID); _, b := h.app.Node("other"); return a && b })
+	h.app.Pass(h.ctx)
+	if _, ok := h.cluster.Get(in.ID); ok {
+		t.Errorf("the Node of the Deleted instance %s is still there", in.ID)
+	}
+	if _, ok := h.cluster.Get("other"); !ok {
+		t.Error("a Node that is not the instance's was deleted")
+	}
+}
