@@ -1,13 +1,13 @@
 package service_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -25,7 +25,7 @@ func TestRateLimitsAreLoggedAndExposed(t *testing.T) {
 	cfg := emulatorConfig(srv)
 	cfg.TencentRateLimits = "RunInstances=3:1,TerminateInstances=8:2,DescribeInstances=16.5:4"
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	r := s.startReplica("limits", cfg, service.Deps{
 		Environ: credentialsEnv, Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
@@ -100,22 +100,4 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 	}
 	t.Fatalf("no sample of %s%v", name, labels)
 	return nil
-}
-
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

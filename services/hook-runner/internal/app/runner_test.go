@@ -8,9 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,12 +26,12 @@ type harness struct {
 	runner  *app.Runner
 	metrics *app.Metrics
 	reg     *prometheus.Registry
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 }
 
 func newHarness(t *testing.T, mutate func(*app.Options)) *harness {
 	t.Helper()
-	h := &harness{exec: &fake.Executor{}, pub: &fake.Publisher{}, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	h := &harness{exec: &fake.Executor{}, pub: &fake.Publisher{}, reg: prometheus.NewRegistry(), logs: &logtest.Buffer{}}
 	h.metrics = app.NewMetrics(h.reg)
 	o := app.Options{
 		RunnerID:       "runner-1",
@@ -366,24 +367,6 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a log sink safe to read while handlers write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestMetricsRegisterTwice(t *testing.T) {

@@ -8,7 +8,6 @@ package sshdtest
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -21,10 +20,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -71,7 +71,7 @@ type Server struct {
 	clientKeyPEM []byte
 	bin, config  string
 	cmd          *exec.Cmd
-	logs         *syncBuffer
+	logs         *logtest.Buffer
 	exited       chan struct{}
 }
 
@@ -208,7 +208,7 @@ func (s *Server) Restart(t testing.TB) {
 func (s *Server) start() error {
 	// -D: stay in the foreground; -e: log to stderr.
 	if s.logs == nil {
-		s.logs = &syncBuffer{}
+		s.logs = &logtest.Buffer{}
 	}
 	s.cmd = exec.Command(s.bin, "-D", "-e", "-f", s.config)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
@@ -377,22 +377,3 @@ func freePort(t testing.TB) int {
 
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int { return freePort(t) }
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes (sshd's stdout
-// and stderr) and reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}

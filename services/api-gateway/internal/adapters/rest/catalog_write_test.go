@@ -6,9 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -23,30 +24,12 @@ const (
 	secretKey = "catalog-secret-key-value"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newCatalogFixture is newFixture with a secrets key (nil: none), a log
 // buffer, and a lifecycle stand-in that stores catalog entries in the read
 // model and refuses to delete a template a group names.
-func newCatalogFixture(t *testing.T, key *sealed.Key) (*fixture, *syncBuffer) {
+func newCatalogFixture(t *testing.T, key *sealed.Key) (*fixture, *logtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f := &fixture{rm: app.NewReadModel(), lc: &natsreq.Fake{}}
 	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second}, log)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
@@ -22,23 +24,6 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
-
-type lockedBuffer struct {
-	ch chan struct{}
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.ch <- struct{}{}
-	defer func() { <-l.ch }()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.ch <- struct{}{}
-	defer func() { <-l.ch }()
-	return l.b.String()
-}
 
 func mustKey(t *testing.T, b byte) *sealed.Key {
 	t.Helper()
@@ -85,7 +70,7 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "creds.yaml")
 	write(t, file, "accounts:\n  team: {secretId: file-id, secretKey: file-key}\n  other: {secretId: o-id, secretKey: o-key}\n")
-	logs := &lockedBuffer{ch: make(chan struct{}, 1)}
+	logs := &logtest.Buffer{}
 	reg := prometheus.NewRegistry()
 	s, err := secrets.New(secrets.Options{File: file, Logger: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New(reg)})
 	if err != nil {

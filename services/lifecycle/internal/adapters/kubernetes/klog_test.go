@@ -1,12 +1,12 @@
 package kubernetes_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"k8s.io/klog/v2"
 
@@ -16,7 +16,7 @@ import (
 // client-go logs through klog; RouteKlog sends them to the service's
 // structured logger, tagged as client-go.
 func TestRouteKlogSendsClientGoLogsToSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	kubernetes.RouteKlog(slog.New(slog.NewJSONHandler(&buf, nil)))
 	klog.InfoS("watch restarted", "resource", "nodes")
 	klog.Flush()
@@ -36,22 +36,4 @@ func TestRouteKlogSendsClientGoLogsToSlog(t *testing.T) {
 	if !found {
 		t.Fatalf("klog record not in the slog output: %q", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of loggers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
