@@ -3,9 +3,11 @@ package tracingtest
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -25,4 +27,48 @@ func Record(t testing.TB) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
 		_ = tp.Shutdown(context.Background())
 	})
 	return tp, rec
+}
+
+// WantAttrs reports (t.Errorf) each attribute of want that span lacks or
+// holds with another value.
+func WantAttrs(t testing.TB, span sdktrace.ReadOnlySpan, want map[attribute.Key]attribute.Value) {
+	t.Helper()
+	got := map[attribute.Key]attribute.Value{}
+	for _, kv := range span.Attributes() {
+		got[kv.Key] = kv.Value
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("span %q: %s = %v, want %v", span.Name(), k, g.String(), v.String())
+		}
+	}
+}
+
+// NoSecrets reports (t.Errorf) every attribute of the spans, or of their
+// events, whose value contains one of the secrets.
+func NoSecrets(t testing.TB, spans []sdktrace.ReadOnlySpan, secrets ...string) {
+	t.Helper()
+	leaks := func(v attribute.Value) bool {
+		s := v.String()
+		for _, secret := range secrets {
+			if strings.Contains(s, secret) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sp := range spans {
+		for _, kv := range sp.Attributes() {
+			if leaks(kv.Value) {
+				t.Errorf("span %q attribute %s leaks a secret", sp.Name(), kv.Key)
+			}
+		}
+		for _, ev := range sp.Events() {
+			for _, kv := range ev.Attributes {
+				if leaks(kv.Value) {
+					t.Errorf("span %q event %q attribute %s leaks a secret", sp.Name(), ev.Name, kv.Key)
+				}
+			}
+		}
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestRecordCapturesGlobalSpansAndRestores(t *testing.T) {
@@ -19,5 +21,38 @@ func TestRecordCapturesGlobalSpansAndRestores(t *testing.T) {
 	})
 	if otel.GetTracerProvider() != prev {
 		t.Error("the previous provider was not restored")
+	}
+}
+
+// errorsOf is a testing.TB that only counts Errorf calls.
+type errorsOf struct {
+	testing.TB
+	n int
+}
+
+func (e *errorsOf) Helper()               {}
+func (e *errorsOf) Errorf(string, ...any) { e.n++ }
+
+func TestWantAttrsAndNoSecretsReport(t *testing.T) {
+	_, rec := Record(t)
+	_, span := otel.Tracer("x").Start(context.Background(), "op", trace.WithAttributes(attribute.String("k", "v")))
+	span.AddEvent("e", trace.WithAttributes(attribute.String("body", "has hunter2 inside")))
+	span.End()
+	sp := rec.Ended()[0]
+
+	tb := &errorsOf{TB: t}
+	WantAttrs(tb, sp, map[attribute.Key]attribute.Value{"k": attribute.StringValue("v")})
+	NoSecrets(tb, rec.Ended(), "not-there")
+	if tb.n != 0 {
+		t.Fatalf("%d errors for a span that matches", tb.n)
+	}
+	WantAttrs(tb, sp, map[attribute.Key]attribute.Value{"k": attribute.StringValue("w"), "missing": attribute.IntValue(1)})
+	if tb.n != 2 {
+		t.Errorf("WantAttrs reported %d differences, want 2", tb.n)
+	}
+	tb.n = 0
+	NoSecrets(tb, rec.Ended(), "hunter2")
+	if tb.n != 1 {
+		t.Errorf("NoSecrets reported %d leaks, want the event's 1", tb.n)
 	}
 }

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +88,7 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 	if consumer.SpanKind() != trace.SpanKindConsumer {
 		t.Errorf("consumer span kind %s", consumer.SpanKind())
 	}
-	wantAttrs(t, consumer, map[attribute.Key]attribute.Value{
+	tracingtest.WantAttrs(t, consumer, map[attribute.Key]attribute.Value{
 		"nodesmith.instance":  attribute.StringValue("ins-traced"),
 		"nodesmith.group":     attribute.StringValue("workers"),
 		"nodesmith.hook":      attribute.StringValue("after_created"),
@@ -102,13 +101,13 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 			t.Errorf("span %q is not a child of the consumer span", child.Name())
 		}
 	}
-	wantAttrs(t, connect, map[attribute.Key]attribute.Value{
+	tracingtest.WantAttrs(t, connect, map[attribute.Key]attribute.Value{
 		"nodesmith.result":           attribute.StringValue("ok"),
 		"nodesmith.connect_attempts": attribute.IntValue(1),
 		"server.address":             attribute.StringValue("127.0.0.1"),
 		"nodesmith.host_key_policy":  attribute.StringValue("known_hosts"),
 	})
-	wantAttrs(t, run, map[attribute.Key]attribute.Value{
+	tracingtest.WantAttrs(t, run, map[attribute.Key]attribute.Value{
 		"nodesmith.result":    attribute.StringValue("exit"),
 		"nodesmith.exit_code": attribute.IntValue(4),
 	})
@@ -120,34 +119,7 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 			sc.TraceID(), sc.SpanID(), traceID, publish.SpanContext().SpanID())
 	}
 
-	for _, s := range rec.Ended() {
-		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.String(), secret) {
-				t.Errorf("span %q attribute %s leaks the hook's environment", s.Name(), kv.Key)
-			}
-		}
-		for _, ev := range s.Events() {
-			for _, kv := range ev.Attributes {
-				if strings.Contains(kv.Value.String(), secret) {
-					t.Errorf("span %q event %q leaks the hook's environment", s.Name(), ev.Name)
-				}
-			}
-		}
-	}
-}
-
-// wantAttrs checks that span has each attribute with the given value.
-func wantAttrs(t *testing.T, span sdktrace.ReadOnlySpan, want map[attribute.Key]attribute.Value) {
-	t.Helper()
-	got := map[attribute.Key]attribute.Value{}
-	for _, kv := range span.Attributes() {
-		got[kv.Key] = kv.Value
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("span %q: %s = %v, want %v", span.Name(), k, g.String(), v.String())
-		}
-	}
+	tracingtest.NoSecrets(t, rec.Ended(), secret)
 }
 
 // resultMessages returns the stored hook result messages, headers included.

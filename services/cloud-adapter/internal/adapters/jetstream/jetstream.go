@@ -13,7 +13,6 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -78,13 +77,7 @@ func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) e
 	// The producer span is a child of the command's span; the publisher
 	// injects its context into the headers, so lifecycle's handling of the
 	// event continues the trace.
-	ctx, span := telemetry.Tracer().Start(ctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", subject),
-			attribute.String("messaging.message.id", msgID),
-		))
+	ctx, span := tracing.StartProducer(ctx, telemetry.Tracer(), subject, msgID)
 	defer span.End()
 	if _, err := e.pub.Publish(ctx, subject, msgID, ev); err != nil {
 		span.RecordError(err)

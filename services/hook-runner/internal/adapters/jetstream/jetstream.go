@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/worker"
@@ -77,21 +76,16 @@ func NewResultPublisher(js jetstream.JetStream) *ResultPublisher {
 // lifecycle's handling of it continues the same trace.
 func (p *ResultPublisher) Publish(ctx context.Context, r domain.Result) error {
 	msgID := ResultMsgID(r)
-	ctx, span := telemetry.Tracer().Start(ctx, "publish "+ResultSubject, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", ResultSubject),
-			attribute.String("messaging.message.id", msgID),
-			attribute.String("nodesmith.instance", r.InstanceID),
-			attribute.String("nodesmith.hook", r.Kind.String()),
-			attribute.Int64("nodesmith.attempt", int64(r.Attempt)),
-			attribute.Bool("nodesmith.hook_succeeded", r.Succeeded),
-			attribute.Bool("nodesmith.hook_skipped", r.Skipped),
-			attribute.Int("nodesmith.exit_code", r.ExitCode),
-			attribute.String("nodesmith.failure", r.Failure.String()),
-			attribute.Bool("nodesmith.retryable", r.Retryable),
-		))
+	ctx, span := tracing.StartProducer(ctx, telemetry.Tracer(), ResultSubject, msgID,
+		attribute.String("nodesmith.instance", r.InstanceID),
+		attribute.String("nodesmith.hook", r.Kind.String()),
+		attribute.Int64("nodesmith.attempt", int64(r.Attempt)),
+		attribute.Bool("nodesmith.hook_succeeded", r.Succeeded),
+		attribute.Bool("nodesmith.hook_skipped", r.Skipped),
+		attribute.Int("nodesmith.exit_code", r.ExitCode),
+		attribute.String("nodesmith.failure", r.Failure.String()),
+		attribute.Bool("nodesmith.retryable", r.Retryable),
+	)
 	defer span.End()
 	if _, err := p.pub.Publish(ctx, ResultSubject, msgID, encodeResult(r)); err != nil {
 		span.RecordError(err)

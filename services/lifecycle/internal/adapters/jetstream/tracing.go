@@ -84,13 +84,7 @@ func tracedEvents(h worker.Handler) worker.Handler {
 // injects its context into the message headers, so the worker's span is its
 // child.
 func publishSpan(ctx context.Context, subject, msgID string) (context.Context, func(error)) {
-	ctx, span := telemetry.Tracer().Start(ctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "nats"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", subject),
-			attribute.String("messaging.message.id", msgID),
-		))
+	ctx, span := tracing.StartProducer(ctx, telemetry.Tracer(), subject, msgID)
 	return ctx, func(err error) {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			span.RecordError(err)

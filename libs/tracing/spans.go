@@ -30,3 +30,17 @@ func StartConsumer(ctx context.Context, tracer trace.Tracer, msg jetstream.Msg, 
 	ctx, span := tracer.Start(ctx, "process "+msg.Subject(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx, span, delivered
 }
+
+// StartProducer starts the producer span of publishing one message, named
+// "publish <subject>" with OpenTelemetry's messaging attributes. The
+// publisher injects its context into the message headers, so the
+// consumer's span (StartConsumer) is its child.
+func StartProducer(ctx context.Context, tracer trace.Tracer, subject, msgID string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	attrs = append([]attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("messaging.destination.name", subject),
+		attribute.String("messaging.message.id", msgID),
+	}, attrs...)
+	return tracer.Start(ctx, "publish "+subject, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+}
