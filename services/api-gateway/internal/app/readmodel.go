@@ -329,10 +329,21 @@ func (m *ReadModel) Revisions() (groups, instances uint64) {
 // WaitFor blocks until the model is synced and has applied at least the
 // given revisions (zero: no constraint for that bucket), or ctx ends.
 func (m *ReadModel) WaitFor(ctx context.Context, groups, instances uint64) error {
+	err := m.waitUntil(ctx, func() bool {
+		return m.synced[BucketGroups] && m.synced[BucketInstances] &&
+			m.rev[BucketGroups] >= groups && m.rev[BucketInstances] >= instances
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for groups revision %d and instances revision %d: %w", groups, instances, err)
+	}
+	return nil
+}
+
+// waitUntil blocks until reached (called under m.mu) holds, or ctx ends.
+func (m *ReadModel) waitUntil(ctx context.Context, reached func() bool) error {
 	for {
 		m.mu.Lock()
-		if m.synced[BucketGroups] && m.synced[BucketInstances] &&
-			m.rev[BucketGroups] >= groups && m.rev[BucketInstances] >= instances {
+		if reached() {
 			m.mu.Unlock()
 			return nil
 		}
@@ -344,7 +355,7 @@ func (m *ReadModel) WaitFor(ctx context.Context, groups, instances uint64) error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for groups revision %d and instances revision %d: %w", groups, instances, ctx.Err())
+			return ctx.Err()
 		}
 	}
 }

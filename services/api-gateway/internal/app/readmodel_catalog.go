@@ -70,21 +70,8 @@ func (m *ReadModel) CatalogSynced() bool {
 // WaitForCatalog blocks until the catalog is synced and has applied at
 // least revision rev, or ctx ends.
 func (m *ReadModel) WaitForCatalog(ctx context.Context, rev uint64) error {
-	for {
-		m.mu.Lock()
-		if m.synced[BucketCatalog] && m.rev[BucketCatalog] >= rev {
-			m.mu.Unlock()
-			return nil
-		}
-		if m.changed == nil {
-			m.changed = make(chan struct{})
-		}
-		ch := m.changed
-		m.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for catalog revision %d: %w", rev, ctx.Err())
-		}
+	if err := m.waitUntil(ctx, func() bool { return m.synced[BucketCatalog] && m.rev[BucketCatalog] >= rev }); err != nil {
+		return fmt.Errorf("waiting for catalog revision %d: %w", rev, err)
 	}
+	return nil
 }
