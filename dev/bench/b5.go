@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -137,7 +132,7 @@ func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		got, err := scrapeSum(ctx, "http://"+addr+"/metrics", "nodesmith_lifecycle_instances")
+		got, err := harness.ScrapeSum(ctx, "http://"+addr+"/metrics", "nodesmith_lifecycle_instances")
 		if err == nil && int(got) == want {
 			return p, nil
 		}
@@ -158,42 +153,4 @@ func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// scrapeSum sums every sample of metric in a Prometheus text exposition.
-func scrapeSum(ctx context.Context, url, metric string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, res.Body)
-		return 0, fmt.Errorf("%s: %s", url, res.Status)
-	}
-	var sum float64
-	found := false
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		sum += v
-		found = true
-	}
-	if !found {
-		return 0, fmt.Errorf("%s has no %s yet", url, metric)
-	}
-	return sum, sc.Err()
 }

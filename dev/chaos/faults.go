@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
@@ -178,7 +176,7 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 	hr := f.r.hooks[1]
 	var inFlight float64
 	mid, err := waitFor(ctx, 3*time.Minute, func() bool {
-		v, err := scrape(ctx, hr.metrics, "nodesmith_worker_in_flight")
+		v, err := harness.ScrapeSum(ctx, hr.metrics, "nodesmith_worker_in_flight")
 		inFlight = v
 		return err == nil && v >= 2
 	})
@@ -291,31 +289,6 @@ func (f *faults) countHungVMs() {
 	f.mu.Lock()
 	f.hungVMs = hung
 	f.mu.Unlock()
-}
-
-// scrape sums a metric's samples at a /metrics URL.
-func scrape(ctx context.Context, url, metric string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer res.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, metric+"{") || strings.HasPrefix(line, metric+" ") {
-			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum, sc.Err()
 }
 
 // row is one line of the final table.

@@ -1,6 +1,10 @@
 package harness
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -129,5 +133,22 @@ func TestEchoRoundTrips(t *testing.T) {
 	// A frame larger than the server accepts ends the connection.
 	if err := c.RoundTrips(1, 2<<20); err == nil {
 		t.Fatal("an oversized frame was echoed")
+	}
+}
+
+func TestScrapeSum(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# TYPE m gauge\nm{a=\"1\"} 2\nm{a=\"2\"} 3.5\nm_other 100\nplain 7\n")
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if got, err := ScrapeSum(ctx, srv.URL, "m"); err != nil || got != 5.5 {
+		t.Errorf("m = %v, %v; want 5.5", got, err)
+	}
+	if got, err := ScrapeSum(ctx, srv.URL, "plain"); err != nil || got != 7 {
+		t.Errorf("plain = %v, %v; want 7", got, err)
+	}
+	if _, err := ScrapeSum(ctx, srv.URL, "absent"); err == nil {
+		t.Error("a metric with no sample should be an error")
 	}
 }

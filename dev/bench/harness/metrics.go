@@ -1,6 +1,14 @@
 package harness
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -65,4 +73,43 @@ func MetricCount(reg prometheus.Gatherer, name string) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// ScrapeSum sums every sample of metric at a /metrics URL (the Prometheus
+// text exposition of a process); a metric with no sample yet is an error.
+func ScrapeSum(ctx context.Context, url, metric string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, res.Body)
+		return 0, fmt.Errorf("%s: %s", url, res.Status)
+	}
+	var sum float64
+	found := false
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s has no %s yet", url, metric)
+	}
+	return sum, sc.Err()
 }
