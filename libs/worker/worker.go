@@ -124,7 +124,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 				break more
 			}
 		}
-		got, err := pull(ctx, cons, n, func(msg jetstream.Msg) {
+		got, err := pull(cons, n, func(msg jetstream.Msg) {
 			if ctx.Err() != nil {
 				// Received as shutdown began: hand it to another replica
 				// now rather than after AckWait.
@@ -168,16 +168,21 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 
 // pullWait bounds one pull request: an idle replica renews its request this
 // often, which also bounds how long a request lost with a NATS connection
-// leaves free slots unused.
-const pullWait = 5 * time.Second
+// leaves free slots unused, and how long a stopping replica waits for its
+// last request to end.
+const pullWait = time.Second
 
-// pull asks for up to n messages, waiting at most pullWait (less if ctx
-// ends), and passes each to deliver as it arrives. It returns how many were
-// delivered; an expired request is not an error.
-func pull(ctx context.Context, cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, error) {
-	pctx, cancel := context.WithTimeout(ctx, pullWait)
-	defer cancel()
-	batch, err := cons.Fetch(n, jetstream.FetchContext(pctx))
+// pull asks for up to n messages, waiting at most pullWait, and passes each
+// to deliver as it arrives. It returns how many were delivered; an expired
+// request is not an error.
+//
+// The request deliberately ignores the shutdown context: cancelling a
+// fetch drops the messages the server already sent to it, and those wait
+// for AckWait (a minute) before another replica gets them. Letting the
+// request run out instead hands every one to deliver, which naks it at
+// once during shutdown.
+func pull(cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, error) {
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(pullWait))
 	if err != nil {
 		return 0, err
 	}

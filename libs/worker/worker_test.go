@@ -322,3 +322,55 @@ func TestKeepsConsumingAfterPullFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStopStrandsNoMessage stops replicas again and again while commands
+// keep arriving, so messages are on their way to a stopping replica's pull
+// request. Each must be handed back at once (handled or naked), never left
+// waiting for AckWait: the last replica handles all of them long before
+// the minute AckWait would take.
+func TestStopStrandsNoMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("repeats a shutdown race")
+	}
+	env, cons := setup(t, time.Minute)
+	var handled sync.Map
+	h := func(_ context.Context, msg jetstream.Msg) error {
+		handled.Store(string(msg.Data()), true)
+		return nil
+	}
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	var published atomic.Int64
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		pub := messaging.NewPublisher(env.JS)
+		for i := int64(0); pubCtx.Err() == nil; i++ {
+			if _, err := pub.Publish(pubCtx, "w.x", fmt.Sprint(i), wrapperspb.Int64(i)); err != nil {
+				return
+			}
+			published.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for range 15 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- worker.Run(ctx, cons, worker.Options{Name: "a", Concurrency: 4}, h) }()
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopPub()
+	<-pubDone
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = worker.Run(ctx, cons, worker.Options{Name: "b", Concurrency: 4}, h) }()
+	eventually(t, "every message handled well before AckWait", func() bool {
+		n := 0
+		handled.Range(func(any, any) bool { n++; return true })
+		return int64(n) == published.Load()
+	})
+}
