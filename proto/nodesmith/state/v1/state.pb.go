@@ -898,7 +898,10 @@ type AppliedRequest struct {
 	// leader stop between that write and the instance writes, the next one
 	// (or a repeat of the request) releases those still live: the operation
 	// counts as applied from the group write on.
-	Release       []string `protobuf:"bytes,4,rep,name=release,proto3" json:"release,omitempty"`
+	Release []string `protobuf:"bytes,4,rep,name=release,proto3" json:"release,omitempty"`
+	// The release skips the before_delete hook (an operator's force-delete),
+	// also when the next leader finishes it.
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -959,6 +962,13 @@ func (x *AppliedRequest) GetRelease() []string {
 		return x.Release
 	}
 	return nil
+}
+
+func (x *AppliedRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 // ErrorInfo is the last error of an instance, as CA and operators see it.
@@ -1655,12 +1665,13 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x06source\x18\v \x01(\tR\x06source\x129\n" +
 	"\n" +
 	"updated_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12M\n" +
-	"\x10applied_requests\x18\r \x03(\v2\".nodesmith.state.v1.AppliedRequestR\x0fappliedRequests\"\x88\x01\n" +
+	"\x10applied_requests\x18\r \x03(\v2\".nodesmith.state.v1.AppliedRequestR\x0fappliedRequests\"\x9e\x01\n" +
 	"\x0eAppliedRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12*\n" +
 	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
-	"\arelease\x18\x04 \x03(\tR\arelease\"\x99\x01\n" +
+	"\arelease\x18\x04 \x03(\tR\arelease\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"\x99\x01\n" +
 	"\tErrorInfo\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +

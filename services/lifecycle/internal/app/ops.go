@@ -191,7 +191,7 @@ func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why s
 			g.g.ID, target, registered, len(candidates))
 	}
 	sort.SliceStable(candidates, func(i, j int) bool { return cancelOrder(candidates[i], candidates[j]) })
-	noteRelease(ctx, candidates[:max(0, excess)])
+	noteRelease(ctx, candidates[:max(0, excess)], false)
 	if err := a.setTargetLocked(ctx, g, target, &revs); err != nil {
 		return revs, err
 	}
@@ -325,7 +325,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 				"deleting %d nodes would take %q below its min size %d (target %d)", len(release), group, g.g.MinSize, g.g.TargetSize)
 		}
 		decrease := normal + min(failed, room-normal)
-		noteRelease(ctx, release)
+		noteRelease(ctx, release, false)
 		if err := a.setTargetLocked(ctx, g, g.g.TargetSize-decrease, &revs); err != nil {
 			return revs, err
 		}
@@ -541,7 +541,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 			}
 			switch {
 			case g.g.TargetSize > g.g.MinSize:
-				noteRelease(ctx, []domain.Instance{in})
+				noteRelease(ctx, []domain.Instance{in}, action == ActionForceDelete)
 				if err := a.setTargetLocked(ctx, g, g.g.TargetSize-1, &revs); err != nil {
 					return revs, err
 				}

@@ -203,9 +203,11 @@ type opRequest struct {
 	id          string
 	fingerprint string
 	// release are the instances the operation releases after its group
-	// write (noteRelease); recorded is set once a group write recorded the
-	// request. Both are reset before every compare-and-set attempt.
+	// write (noteRelease), force whether that skips their before_delete
+	// hook; recorded is set once a group write recorded the request. All
+	// are reset before every compare-and-set attempt.
 	release  []string
+	force    bool
 	recorded bool
 }
 
@@ -221,12 +223,14 @@ func requestOf(ctx context.Context) *opRequest {
 }
 
 // noteRelease names the instances the operation releases after its next
-// group write; the write records them with the request.
-func noteRelease(ctx context.Context, ins []domain.Instance) {
+// group write, and whether it force-deletes them (no before_delete hook);
+// the write records both with the request.
+func noteRelease(ctx context.Context, ins []domain.Instance, force bool) {
 	r := requestOf(ctx)
 	if r == nil {
 		return
 	}
+	r.force = force
 	r.release = make([]string, len(ins))
 	for i, in := range ins {
 		r.release[i] = in.ID
@@ -244,7 +248,7 @@ func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedReq
 		return cur
 	}
 	now := a.clock.Now()
-	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release)}
+	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release), Force: r.force}
 	r.recorded = true
 	limit := a.opts.RequestsPerGroup
 	if limit <= 0 {
@@ -278,7 +282,7 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 	if r == nil || a.requests == nil {
 		return Revisions{}, false, nil
 	}
-	r.release, r.recorded = nil, false
+	r.release, r.force, r.recorded = nil, false, false
 	g, rec, ok := a.findAppliedLocked(r.id)
 	if !ok {
 		return Revisions{}, false, nil
@@ -325,7 +329,7 @@ func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.A
 			continue
 		}
 		reason := "request " + rec.ID
-		var ev domain.Event = domain.DeleteRequested{Reason: reason}
+		var ev domain.Event = domain.DeleteRequested{Reason: reason, Force: rec.Force}
 		if r.inst.State == domain.StatePending {
 			ev = domain.Cancel{Reason: reason}
 		}

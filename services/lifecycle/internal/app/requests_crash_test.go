@@ -27,6 +27,8 @@ func TestRepeatAtTheNextLeaderIsNotAppliedAgain(t *testing.T) {
 		run func(ctx context.Context, a *app.App) (app.Revisions, error)
 		// target is the target and live count once it applied once.
 		target int
+		// check, if set, checks the commands the operation caused.
+		check func(t *testing.T, w *world)
 	}
 	running := func(n int) func(w *world, a *app.App) {
 		return func(w *world, a *app.App) {
@@ -86,6 +88,28 @@ func TestRepeatAtTheNextLeaderIsNotAppliedAgain(t *testing.T) {
 			setup:  running(2),
 			run:    func(ctx context.Context, a *app.App) (app.Revisions, error) { return a.SetTargetSize(ctx, "g", 4) },
 			target: 4,
+		},
+		{
+			// An operator's force-delete skips the before_delete hook,
+			// also when the next leader finishes the release.
+			name:  "ForceDelete",
+			setup: running(3),
+			run: func(ctx context.Context, a *app.App) (app.Revisions, error) {
+				for _, in := range a.Instances("g") {
+					if in.State == domain.StateRunning {
+						return a.ActOnInstance(ctx, in.ID, app.ActionForceDelete)
+					}
+				}
+				return app.Revisions{}, errors.New("no Running instance")
+			},
+			target: 2,
+			check: func(t *testing.T, w *world) {
+				for _, h := range w.stream.Snapshot().Hooks {
+					if h.Kind == domain.HookBeforeDelete {
+						t.Errorf("before_delete hook ran for %s: a force-delete skips it", h.InstanceID)
+					}
+				}
+			},
 		},
 	}
 	g := group("g", 0, 10, 0)
@@ -185,6 +209,9 @@ func TestRepeatAtTheNextLeaderIsNotAppliedAgain(t *testing.T) {
 						}
 						if grp.TargetSize != o.target || live != o.target {
 							t.Errorf("target %d, live %d; want %d and %d (applied exactly once)", grp.TargetSize, live, o.target, o.target)
+						}
+						if o.check != nil {
+							o.check(t, w)
 						}
 					})
 				}

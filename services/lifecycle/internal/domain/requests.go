@@ -17,6 +17,9 @@ type AppliedRequest struct {
 	// Release are the instances the operation releases after its group
 	// write; those still live when it is found again are released then.
 	Release []string
+	// Force: the release skips the before_delete hook (an operator's
+	// force-delete), also when it is finished later.
+	Force bool
 }
 
 // Expired reports whether the record is outside the window at now.

@@ -112,7 +112,7 @@ func GroupToProto(g domain.NodeGroup) *statev1.NodeGroup {
 	}
 	for _, r := range g.Applied {
 		p.AppliedRequests = append(p.AppliedRequests, &statev1.AppliedRequest{
-			Id: r.ID, Fingerprint: r.Fingerprint, At: ts(r.At), Release: slices.Clone(r.Release),
+			Id: r.ID, Fingerprint: r.Fingerprint, At: ts(r.At), Release: slices.Clone(r.Release), Force: r.Force,
 		})
 	}
 	return p
@@ -203,7 +203,7 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 	}
 	for _, r := range p.GetAppliedRequests() {
 		g.Applied = append(g.Applied, domain.AppliedRequest{
-			ID: r.GetId(), Fingerprint: r.GetFingerprint(), At: fromTS(r.GetAt()), Release: slices.Clone(r.GetRelease()),
+			ID: r.GetId(), Fingerprint: r.GetFingerprint(), At: fromTS(r.GetAt()), Release: slices.Clone(r.GetRelease()), Force: r.GetForce(),
 		})
 	}
 	return g

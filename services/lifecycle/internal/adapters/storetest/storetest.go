@@ -227,7 +227,7 @@ func SampleGroup(id string) domain.NodeGroup {
 		UpdatedAt:     t0,
 		Applied: []domain.AppliedRequest{
 			{ID: "req-1", Fingerprint: "fp-1", At: t0},
-			{ID: "req-2", Fingerprint: "fp-2", At: t0.Add(time.Second), Release: []string{id + "-aaaaaaaaaa", id + "-bbbbbbbbbb"}},
+			{ID: "req-2", Fingerprint: "fp-2", At: t0.Add(time.Second), Release: []string{id + "-aaaaaaaaaa", id + "-bbbbbbbbbb"}, Force: true},
 		},
 	}
 }
