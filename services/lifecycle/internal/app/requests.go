@@ -310,12 +310,35 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 // findAppliedLocked returns the group recording request id, unexpired.
 func (a *App) findAppliedLocked(id string) (*groupRec, domain.AppliedRequest, bool) {
 	now := a.clock.Now()
-	for _, g := range a.groups {
+	for gid := range a.appliedIn[id] {
+		g := a.groups[gid]
 		if rec, ok := domain.FindApplied(g.g.Applied, id, now, a.opts.RequestTTL); ok {
 			return g, rec, true
 		}
 	}
 	return nil, domain.AppliedRequest{}, false
+}
+
+// indexAppliedLocked adds g's applied requests to a.appliedIn.
+func (a *App) indexAppliedLocked(g domain.NodeGroup) {
+	for _, r := range g.Applied {
+		in := a.appliedIn[r.ID]
+		if in == nil {
+			in = map[string]struct{}{}
+			a.appliedIn[r.ID] = in
+		}
+		in[g.ID] = struct{}{}
+	}
+}
+
+// unindexAppliedLocked removes g's applied requests from a.appliedIn.
+func (a *App) unindexAppliedLocked(g domain.NodeGroup) {
+	for _, r := range g.Applied {
+		delete(a.appliedIn[r.ID], g.ID)
+		if len(a.appliedIn[r.ID]) == 0 {
+			delete(a.appliedIn, r.ID)
+		}
+	}
 }
 
 // finishReleaseLocked releases the instances rec names that are still live
