@@ -387,21 +387,20 @@ func (a *App) resetGroupsLocked(size int) {
 // is updated in place, so a caller holding it sees the write.
 func (a *App) setGroupLocked(g domain.NodeGroup, rev uint64) *groupRec {
 	rec, ok := a.groups[g.ID]
-	if ok {
-		a.unindexAppliedLocked(rec.g)
-	} else {
+	if !ok {
 		rec = &groupRec{}
 		a.groups[g.ID] = rec
 	}
+	old := rec.g.Applied
 	rec.g, rec.rev = g, rev
-	a.indexAppliedLocked(g)
+	a.reindexAppliedLocked(g.ID, old, g.Applied)
 	return rec
 }
 
 // dropGroupLocked forgets a group (deleted).
 func (a *App) dropGroupLocked(id string) {
 	if rec, ok := a.groups[id]; ok {
-		a.unindexAppliedLocked(rec.g)
+		a.reindexAppliedLocked(id, rec.g.Applied, nil)
 		delete(a.groups, id)
 	}
 }

@@ -319,22 +319,22 @@ func (a *App) findAppliedLocked(id string) (*groupRec, domain.AppliedRequest, bo
 	return nil, domain.AppliedRequest{}, false
 }
 
-// indexAppliedLocked adds g's applied requests to a.appliedIn.
-func (a *App) indexAppliedLocked(g domain.NodeGroup) {
-	for _, r := range g.Applied {
+// reindexAppliedLocked replaces the applied requests old of a group by
+// cur in a.appliedIn. The entries of the ids the group keeps are reused:
+// a write usually adds one record and drops one.
+func (a *App) reindexAppliedLocked(group string, old, cur []domain.AppliedRequest) {
+	for _, r := range old {
+		delete(a.appliedIn[r.ID], group)
+	}
+	for _, r := range cur {
 		in := a.appliedIn[r.ID]
 		if in == nil {
 			in = map[string]struct{}{}
 			a.appliedIn[r.ID] = in
 		}
-		in[g.ID] = struct{}{}
+		in[group] = struct{}{}
 	}
-}
-
-// unindexAppliedLocked removes g's applied requests from a.appliedIn.
-func (a *App) unindexAppliedLocked(g domain.NodeGroup) {
-	for _, r := range g.Applied {
-		delete(a.appliedIn[r.ID], g.ID)
+	for _, r := range old {
 		if len(a.appliedIn[r.ID]) == 0 {
 			delete(a.appliedIn, r.ID)
 		}
