@@ -155,8 +155,14 @@ type App struct {
 
 	mu     sync.Mutex
 	loaded bool
+	// groups is changed only by setGroupLocked and dropGroupLocked (and
+	// resetGroupsLocked at load), which keep appliedIn.
 	groups map[string]*groupRec
-	insts  map[string]*instRec
+	// appliedIn indexes the groups' applied requests: request id -> the
+	// ids of the groups recording it (expired records included until the
+	// group is written again), so a repeat is found without a scan.
+	appliedIn map[string]map[string]struct{}
+	insts     map[string]*instRec
 	// byProvider indexes instances by providerID (placeholder or real).
 	byProvider map[string]string
 	// idx indexes insts for the dispatcher (kept by setInstLocked and
@@ -248,6 +254,7 @@ func New(opts Options, d Deps) *App {
 		jitter:        d.Jitter,
 		tracer:        d.Tracer,
 		groups:        map[string]*groupRec{},
+		appliedIn:     map[string]map[string]struct{}{},
 		insts:         map[string]*instRec{},
 		byProvider:    map[string]string{},
 		idx:           newInstIndex(),
@@ -323,9 +330,9 @@ func (a *App) load(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.setCatalogLocked(cat)
-	a.groups = make(map[string]*groupRec, len(gs))
+	a.resetGroupsLocked(len(gs))
 	for _, g := range gs {
-		a.groups[g.Group.ID] = &groupRec{g: g.Group, rev: g.Revision}
+		a.setGroupLocked(g.Group, g.Revision)
 	}
 	a.insts = make(map[string]*instRec, len(is))
 	a.byProvider = make(map[string]string, len(is))
@@ -367,6 +374,34 @@ func (a *App) Wake() {
 	select {
 	case a.wake <- struct{}{}:
 	default:
+	}
+}
+
+// resetGroupsLocked empties the group cache, for size groups to come.
+func (a *App) resetGroupsLocked(size int) {
+	a.groups = make(map[string]*groupRec, size)
+	a.appliedIn = map[string]map[string]struct{}{}
+}
+
+// setGroupLocked caches g at rev and returns its record. A cached record
+// is updated in place, so a caller holding it sees the write.
+func (a *App) setGroupLocked(g domain.NodeGroup, rev uint64) *groupRec {
+	rec, ok := a.groups[g.ID]
+	if !ok {
+		rec = &groupRec{}
+		a.groups[g.ID] = rec
+	}
+	old := rec.g.Applied
+	rec.g, rec.rev = g, rev
+	a.reindexAppliedLocked(g.ID, old, g.Applied)
+	return rec
+}
+
+// dropGroupLocked forgets a group (deleted).
+func (a *App) dropGroupLocked(id string) {
+	if rec, ok := a.groups[id]; ok {
+		a.reindexAppliedLocked(id, rec.g.Applied, nil)
+		delete(a.groups, id)
 	}
 }
 
@@ -434,7 +469,7 @@ func (a *App) writeGroupLocked(ctx context.Context, rec *groupRec, g domain.Node
 		}
 		return 0, err
 	}
-	rec.g, rec.rev = g, rev
+	a.setGroupLocked(g, rev)
 	return rev, nil
 }
 
@@ -442,11 +477,11 @@ func (a *App) refreshGroupLocked(ctx context.Context, id string) {
 	v, err := a.store.GetGroup(ctx, id)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
-		delete(a.groups, id)
+		a.dropGroupLocked(id)
 	case err != nil:
 		a.log.Warn("refreshing group after a conflict", "group", id, "err", err)
 	default:
-		a.groups[id] = &groupRec{g: v.Group, rev: v.Revision}
+		a.setGroupLocked(v.Group, v.Revision)
 	}
 }
 

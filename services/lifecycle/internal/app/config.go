@@ -79,7 +79,7 @@ func (a *App) ApplyConfig(ctx context.Context, groups []domain.NodeGroup) error 
 			}
 			continue
 		}
-		delete(a.groups, id)
+		a.dropGroupLocked(id)
 		a.log.Info("node group removed from the configuration file deleted", "group", id)
 	}
 	errs = append(errs, a.pruneFileCatalogLocked(ctx)...)
@@ -110,7 +110,7 @@ func (a *App) applyFileGroupLocked(ctx context.Context, fg domain.NodeGroup) err
 			if err != nil {
 				return err
 			}
-			a.groups[g.ID] = &groupRec{g: g, rev: rev}
+			a.setGroupLocked(g, rev)
 			a.log.Info("node group created from the configuration file", "group", g.ID, "target", g.TargetSize)
 			return nil
 		}

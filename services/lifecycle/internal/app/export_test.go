@@ -38,3 +38,23 @@ func (a *App) CheckIndex() error {
 	}
 	return nil
 }
+
+// CheckAppliedIndex rebuilds the index of applied requests from the cached
+// groups and reports any difference from the one kept incrementally.
+func (a *App) CheckAppliedIndex() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	want := map[string]map[string]struct{}{}
+	for id, g := range a.groups {
+		for _, r := range g.g.Applied {
+			if want[r.ID] == nil {
+				want[r.ID] = map[string]struct{}{}
+			}
+			want[r.ID][id] = struct{}{}
+		}
+	}
+	if !maps.EqualFunc(a.appliedIn, want, maps.Equal) {
+		return fmt.Errorf("applied requests index: %v, want %v", a.appliedIn, want)
+	}
+	return nil
+}

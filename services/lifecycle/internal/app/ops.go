@@ -438,9 +438,9 @@ func (a *App) PutGroup(ctx context.Context, req PutGroupRequest) (Revisions, err
 				}
 				return revs, err
 			}
-			a.groups[g.ID] = &groupRec{g: g, rev: rev}
+			rec := a.setGroupLocked(g, rev)
 			revs.group(rev)
-			a.fillLocked(ctx, a.groups[g.ID], &revs)
+			a.fillLocked(ctx, rec, &revs)
 		}
 		a.log.Info("node group stored", "group", g.ID, "source", g.Source, "created", !exists)
 		return revs, nil
@@ -475,7 +475,7 @@ func (a *App) DeleteGroup(ctx context.Context, id string, expectedRevision uint6
 			}
 			return revs, err
 		}
-		delete(a.groups, id)
+		a.dropGroupLocked(id)
 		revs.group(rev)
 		a.log.Info("node group deleted", "group", id)
 		return revs, nil

@@ -310,12 +310,35 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 // findAppliedLocked returns the group recording request id, unexpired.
 func (a *App) findAppliedLocked(id string) (*groupRec, domain.AppliedRequest, bool) {
 	now := a.clock.Now()
-	for _, g := range a.groups {
+	for gid := range a.appliedIn[id] {
+		g := a.groups[gid]
 		if rec, ok := domain.FindApplied(g.g.Applied, id, now, a.opts.RequestTTL); ok {
 			return g, rec, true
 		}
 	}
 	return nil, domain.AppliedRequest{}, false
+}
+
+// reindexAppliedLocked replaces the applied requests old of a group by
+// cur in a.appliedIn. The entries of the ids the group keeps are reused:
+// a write usually adds one record and drops one.
+func (a *App) reindexAppliedLocked(group string, old, cur []domain.AppliedRequest) {
+	for _, r := range old {
+		delete(a.appliedIn[r.ID], group)
+	}
+	for _, r := range cur {
+		in := a.appliedIn[r.ID]
+		if in == nil {
+			in = map[string]struct{}{}
+			a.appliedIn[r.ID] = in
+		}
+		in[group] = struct{}{}
+	}
+	for _, r := range old {
+		if len(a.appliedIn[r.ID]) == 0 {
+			delete(a.appliedIn, r.ID)
+		}
+	}
 }
 
 // finishReleaseLocked releases the instances rec names that are still live

@@ -156,3 +156,79 @@ func TestRequestLogIsBounded(t *testing.T) {
 		t.Errorf("target %d, want 4 (the oldest id evicted)", h.target("g"))
 	}
 }
+
+// The group records' requests are found through an index kept with the
+// group cache: it must follow every change of the cache (load, a write, a
+// refresh after a conflict, a create, a delete), or a repeat would be
+// applied again, or a record gone from its group found. The in-memory log
+// keeps only the last id here, so repeats reach the group records.
+func TestAppliedRequestsIndexFollowsTheGroups(t *testing.T) {
+	groups := []domain.NodeGroup{group("g", 0, 10, 0)}
+	h := newHarness(t, groups, withOptions(func(o *app.Options) {
+		o.RequestLogSize = 1
+		o.RequestsPerGroup = 2
+	}))
+	check := func(step string) {
+		t.Helper()
+		if err := h.app.CheckAppliedIndex(); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	}
+	h.ok(h.increaseOnce("a", "g", 1))
+	check("write")
+
+	// Loaded by the next leader.
+	h.restart(groups)
+	check("load")
+	h.ok(h.increaseOnce("a", "g", 1))
+	if h.target("g") != 1 {
+		t.Fatalf("repeat after a restart: target %d, want 1", h.target("g"))
+	}
+
+	// Applied by another leader: this one's write conflicts, and the
+	// refreshed group answers the repeat.
+	other := h.newApp()
+	if err := other.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Once(h.ctx, "b", "increase/g/1", func(ctx context.Context) (app.Revisions, error) {
+		return other.IncreaseSize(ctx, "g", 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	other.Stop()
+	h.ok(h.increaseOnce("b", "g", 1))
+	check("refresh")
+	if h.target("g") != 2 {
+		t.Fatalf("repeat of another leader's request: target %d, want 2", h.target("g"))
+	}
+
+	// A later write keeps the newest two records: "a" is gone and a repeat
+	// applies it again.
+	h.ok(h.increaseOnce("c", "g", 1))
+	check("prune")
+	h.ok(h.increaseOnce("a", "g", 1))
+	if h.target("g") != 4 {
+		t.Fatalf("repeat of a pruned request: target %d, want 4", h.target("g"))
+	}
+
+	// A group created under a request records it; deleted, it takes the
+	// record along.
+	put := func() (app.Revisions, error) {
+		return h.app.Once(h.ctx, "p", "put/x", func(ctx context.Context) (app.Revisions, error) {
+			return h.app.PutGroup(ctx, app.PutGroupRequest{Group: group("x", 0, 10, 0)})
+		})
+	}
+	h.ok(put())
+	check("create")
+	h.ok(h.increaseOnce("d", "g", 1)) // the log forgets "p"
+	h.ok(put())                       // not AlreadyExists: the group record answers
+	h.ok(h.app.DeleteGroup(h.ctx, "x", 0))
+	check("delete")
+	h.ok(h.increaseOnce("e", "g", 1))
+	h.ok(put()) // applied again: the group is created anew
+	if _, ok := h.app.Group("x"); !ok {
+		t.Fatal("repeat of a deleted group's request: group x not created again")
+	}
+	check("create again")
+}
