@@ -17,10 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
+	"github.com/nodesmith/nodesmith/tools/kube/manifests"
 	"github.com/nodesmith/nodesmith/tools/simcluster"
 )
 
@@ -40,11 +43,22 @@ const (
 	// of a gone VM alone: lifecycle deletes it right after the VM's
 	// termination, and the controller only catches what it did not.
 	nodeGoneGrace = 20 * time.Second
+	// lifecycleAccount is lifecycle's ServiceAccount in the kustomize
+	// base (whose namespace is kubeNamespace too).
+	lifecycleAccount = "lifecycle"
+	// lifecycleTokenExpiry is how long its token is valid: longer than
+	// any run (the harness does not refresh it).
+	lifecycleTokenExpiry = 24 * time.Hour
 )
 
 type kubeSide struct {
 	cluster *kubetest.Cluster
-	cs      kubernetes.Interface
+	// cs is the admin client of the harness's stand-ins (kubelet, cloud
+	// node controller) and checks.
+	cs kubernetes.Interface
+	// lifecycleKubeconfig is the kubeconfig file of lifecycle's
+	// ServiceAccount, which the lifecycle processes use.
+	lifecycleKubeconfig string
 	// registered counts Nodes created by the kubelet stand-in; removed
 	// counts Nodes the cloud node controller deleted because lifecycle had
 	// not (their VM was gone).
@@ -77,9 +91,66 @@ func (r *run) startKube(ctx context.Context) (stop func(), err error) {
 		stop()
 		return nil, fmt.Errorf("creating namespace %s: %w", kubeNamespace, err)
 	}
-	r.kube = &kubeSide{cluster: c, cs: cs}
-	r.logf("kube-apiserver %s on %s (logs in %s)", kubetest.KubernetesVersion, c.Host, dir)
+	kubeconfig, err := lifecycleAccess(ctx, c)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	r.kube = &kubeSide{cluster: c, cs: cs, lifecycleKubeconfig: kubeconfig}
+	r.logf("kube-apiserver %s on %s (logs in %s); lifecycle runs as ServiceAccount %s/%s with the kustomize base's RBAC",
+		kubetest.KubernetesVersion, c.Host, dir, kubeNamespace, lifecycleAccount)
 	return stop, nil
+}
+
+// lifecycleAccess gives lifecycle what a deployment of the kustomize base
+// gives its pods, and nothing more: the ServiceAccount and RBAC of
+// deploy/kustomize/base (rendered, not copied) in kubeNamespace, and a
+// kubeconfig file with a token of that ServiceAccount. It returns the
+// file's path once the grants are in effect (the authorizer reads them
+// through an informer), so lifecycle's first calls are not refused.
+func lifecycleAccess(ctx context.Context, c *kubetest.Cluster) (string, error) {
+	root, err := harness.RepoRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	objs, err := manifests.Render(filepath.Join(root, "deploy", "kustomize", "base"))
+	if err != nil {
+		return "", err
+	}
+	n, err := c.ApplyRBAC(ctx, manifests.NewSet(objs).OfApp("lifecycle"), kubeNamespace)
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "", errors.New("the kustomize base has no ServiceAccount or RBAC labelled app.kubernetes.io/name=lifecycle")
+	}
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, kubeNamespace, lifecycleAccount, lifecycleTokenExpiry)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		// A missing Lease (NotFound) means the read was authorized.
+		_, err := cs.CoordinationV1().Leases(kubeNamespace).Get(wctx, leaseName, metav1.GetOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			_, err = cs.CoreV1().Nodes().List(wctx, metav1.ListOptions{Limit: 1})
+		}
+		if err == nil {
+			return kubeconfig, nil
+		}
+		if sleep(wctx, 100*time.Millisecond) != nil {
+			return "", fmt.Errorf("lifecycle's RBAC not in effect after 30s: %w", err)
+		}
+	}
 }
 
 // registerNodes is the kubelets: every join the simulated VMs report

@@ -132,7 +132,7 @@ func (r *run) services(ctx context.Context) error {
 	replicas, cluster := 1, []string{"--cluster=none"}
 	if r.cfg.kubernetes {
 		replicas = 2
-		cluster = []string{"--cluster=kubernetes", "--kubeconfig", r.kube.cluster.Kubeconfig, "--namespace", kubeNamespace,
+		cluster = []string{"--cluster=kubernetes", "--kubeconfig", r.kube.lifecycleKubeconfig, "--namespace", kubeNamespace,
 			"--leader-elect", "--lease-name", leaseName, "--leader-elect-lease-duration", leaseDuration.String(),
 			"--leader-elect-renew-deadline", renewDeadline.String(), "--leader-elect-retry-period", retryPeriod.String(),
 			"--join-timeout", "60s"}

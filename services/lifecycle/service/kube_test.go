@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,13 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodesmith/nodesmith/libs/natstest"
@@ -57,105 +52,24 @@ type kubeEnv struct {
 func newKubeEnv(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface) kubeEnv {
 	t.Helper()
 	ns := c.Namespace(t)
-	applyRBAC(t, admin, ns)
-	cfg := c.ServiceAccountConfig(t, ns, "lifecycle")
-	return kubeEnv{ns: ns, kubeconfig: writeKubeconfig(t, cfg), admin: admin}
-}
-
-// applyRBAC creates lifecycle's RBAC objects as the kustomize base
-// renders them (what a deployment gets, not a copy that could drift) in
-// ns: namespaced objects move from the base's namespace to ns, those in
-// "default" (Node events) stay there, and names outside ns get the
-// namespace as a suffix, so tests do not share them.
-func applyRBAC(t *testing.T, cs kubernetes.Interface, ns string) {
-	t.Helper()
+	// lifecycle's RBAC as the kustomize base renders it (what a
+	// deployment gets, not a copy that could drift), moved to ns.
 	objs, err := manifests.Render(filepath.Join("..", "..", "..", "deploy", "kustomize", "base"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	applied := 0
-	for _, obj := range objs {
-		if obj.GetLabels()["app.kubernetes.io/name"] != "lifecycle" {
-			continue
-		}
-		raw, err := obj.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var createErr error
-		switch obj.GetKind() {
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			mustUnmarshal(t, raw, &o)
-			o.Name += "-" + ns
-			_, createErr = cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			mustUnmarshal(t, raw, &o)
-			o.Name += "-" + ns
-			o.RoleRef.Name += "-" + ns
-			o.Subjects[0].Namespace = ns
-			_, createErr = cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "Role":
-			var o rbacv1.Role
-			mustUnmarshal(t, raw, &o)
-			if o.Namespace == "default" {
-				o.Name += "-" + ns
-				_, createErr = cs.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-				break
-			}
-			o.Namespace = ns
-			_, createErr = cs.RbacV1().Roles(ns).Create(ctx, &o, metav1.CreateOptions{})
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			mustUnmarshal(t, raw, &o)
-			o.Subjects[0].Namespace = ns
-			if o.Namespace == "default" {
-				o.Name += "-" + ns
-				o.RoleRef.Name += "-" + ns
-				_, createErr = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-				break
-			}
-			o.Namespace = ns
-			o.Subjects[0].Namespace = ns
-			_, createErr = cs.RbacV1().RoleBindings(ns).Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			// The ServiceAccount (kubetest creates it with its token)
-			// and the workload objects.
-			continue
-		}
-		if createErr != nil {
-			t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), createErr)
-		}
-		applied++
+	n, err := c.ApplyRBAC(t.Context(), manifests.NewSet(objs).OfApp("lifecycle"), ns)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if applied == 0 {
+	if n == 0 {
 		t.Fatal("the kustomize base has no RBAC objects labelled app.kubernetes.io/name=lifecycle")
 	}
-}
-
-func mustUnmarshal(t *testing.T, b []byte, v any) {
-	t.Helper()
-	if err := json.Unmarshal(b, v); err != nil {
+	kubeconfig, err := c.ServiceAccountKubeconfig(t.Context(), ns, "lifecycle", time.Hour)
+	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// writeKubeconfig writes cfg (a bearer token) as a kubeconfig file, which
-// is how the service is configured outside a pod.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["lifecycle"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "lifecycle"}
-	kc.CurrentContext = "c"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return kubeEnv{ns: ns, kubeconfig: kubeconfig, admin: admin}
 }
 
 func kubeConfig(env kubeEnv, identity string) service.Config {

@@ -13,6 +13,8 @@
 //	cs := c.Clientset(t)
 //	ns := c.Namespace(t)            // a fresh namespace per test
 //	cfg := c.ServiceAccountConfig(t, ns, "lifecycle") // RBAC as a pod would see it
+//	c.ApplyRBAC(ctx, objs, ns)      // a rendering's ServiceAccounts and RBAC, moved to ns
+//	path, err := c.ServiceAccountKubeconfig(ctx, ns, "lifecycle", time.Hour) // for --kubeconfig
 //
 // Starting a cluster takes seconds; start one per top-level test and use
 // subtests with their own namespaces. The kube-apiserver binary is built
@@ -37,9 +39,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -192,26 +192,11 @@ func (c *Cluster) Namespace(t testing.TB) string {
 // a cluster. The ServiceAccount is created when it does not exist.
 func (c *Cluster) ServiceAccountConfig(t testing.TB, namespace, name string) *rest.Config {
 	t.Helper()
-	ctx := t.Context()
-	sas := c.Clientset(t).CoreV1().ServiceAccounts(namespace)
-	_, err := sas.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("kubetest: creating ServiceAccount %s/%s: %v", namespace, name, err)
-	}
-	expiry := int64(time.Hour / time.Second)
-	tr, err := sas.CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
+	cfg, err := c.serviceAccountConfig(t.Context(), namespace, name, time.Hour)
 	if err != nil {
-		t.Fatalf("kubetest: requesting a token for ServiceAccount %s/%s: %v", namespace, name, err)
+		t.Fatal(err)
 	}
-	return &rest.Config{
-		Host:            c.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: c.pki.caPEM},
-		BearerToken:     tr.Status.Token,
-		QPS:             200,
-		Burst:           400,
-	}
+	return cfg
 }
 
 func (c *Cluster) writeKubeconfig() error {

@@ -15,12 +15,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
 )
@@ -227,6 +229,118 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("listing secrets with a node-reader role: got %v, want forbidden", err)
 		}
 	})
+
+	t.Run("rendered RBAC applied to a namespace grants a ServiceAccount kubeconfig exactly its rules", func(t *testing.T) {
+		ctx := t.Context()
+		ns := c.Namespace(t)
+		// As a kustomize rendering has them, in namespace "rendered": a
+		// ClusterRole, a Role in the namespace and one in "default", their
+		// bindings, the ServiceAccount and a workload ApplyRBAC ignores.
+		objs := parseObjects(t, `
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: app, namespace: rendered}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: app}
+rules: [{apiGroups: [""], resources: [nodes], verbs: [list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: app}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: app}
+subjects: [{kind: ServiceAccount, name: app, namespace: rendered}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: app, namespace: rendered}
+rules: [{apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: app, namespace: rendered}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: app}
+subjects: [{kind: ServiceAccount, name: app, namespace: rendered}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: app-events, namespace: default}
+rules: [{apiGroups: [""], resources: [events], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: app-events, namespace: default}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: app-events}
+subjects: [{kind: ServiceAccount, name: app, namespace: rendered}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored, namespace: rendered}
+`)
+		n, err := c.ApplyRBAC(ctx, objs, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 7 {
+			t.Fatalf("ApplyRBAC applied %d objects, want 7", n)
+		}
+		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, "app-"+ns, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the ClusterRole under its suffixed name: %v", err)
+		}
+		if _, err := cs.RbacV1().Roles(metav1.NamespaceDefault).Get(ctx, "app-events-"+ns, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the Role in default under its suffixed name: %v", err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "ignored", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the ConfigMap: got %v, want not found (not RBAC)", err)
+		}
+
+		path, err := c.ServiceAccountKubeconfig(ctx, ns, "app", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(path) != filepath.Dir(c.Kubeconfig) {
+			t.Errorf("ServiceAccount kubeconfig %s is not next to the admin one %s", path, c.Kubeconfig)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease := func(ns string) error {
+			_, err := sa.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{GenerateName: "app-"}}, metav1.CreateOptions{})
+			return err
+		}
+		event := func(ns string) error {
+			_, err := sa.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{GenerateName: "app-"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "n1", APIVersion: "v1"},
+				Reason:         "Test", Message: "test", Type: corev1.EventTypeNormal,
+			}, metav1.CreateOptions{})
+			return err
+		}
+		// Grants first: once they are visible to the authorizer (an
+		// informer), the denials are meaningful.
+		eventually(t, 30*time.Second, func(ctx context.Context) error {
+			_, err := sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			return err
+		})
+		eventually(t, 30*time.Second, func(context.Context) error { return lease(ns) })
+		eventually(t, 30*time.Second, func(context.Context) error { return event(metav1.NamespaceDefault) })
+		other := c.Namespace(t)
+		if err := lease(other); !apierrors.IsForbidden(err) {
+			t.Errorf("a Lease in another namespace: got %v, want forbidden", err)
+		}
+		if err := event(ns); !apierrors.IsForbidden(err) {
+			t.Errorf("an Event in its own namespace (granted only in default): got %v, want forbidden", err)
+		}
+		if _, err := sa.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("listing ConfigMaps: got %v, want forbidden", err)
+		}
+	})
 }
 
 func hasTaint(n *corev1.Node, key string) bool {
@@ -260,4 +374,18 @@ func eventually(t *testing.T, timeout time.Duration, f func(context.Context) err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// parseObjects decodes a multi-document YAML stream into objects.
+func parseObjects(t *testing.T, stream string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(stream, "\n---\n") {
+		o := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o)
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package kubetest_test
 
 import (
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +52,27 @@ func TestStartStandalone(t *testing.T) {
 	got, err := csFile.CoreV1().Namespaces().Get(t.Context(), ns.Name, metav1.GetOptions{})
 	if err != nil || got.UID != ns.UID {
 		t.Fatalf("namespace through the kubeconfig file: %v, %v; want uid %s", got, err, ns.UID)
+	}
+
+	// A ServiceAccount's kubeconfig, for programs run as that account.
+	saPath, err := c.ServiceAccountKubeconfig(t.Context(), ns.Name, "app", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saCfg, err := clientcmd.BuildConfigFromFlags("", saPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saCS, err := kubernetes.NewForConfig(saCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := saCS.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview with the ServiceAccount kubeconfig: %v", err)
+	}
+	if want := "system:serviceaccount:" + ns.Name + ":app"; review.Status.UserInfo.Username != want {
+		t.Errorf("the ServiceAccount kubeconfig authenticates as %q, want %q", review.Status.UserInfo.Username, want)
 	}
 
 	stop()

@@ -76,50 +76,17 @@ func TestAgainstAPIServer(t *testing.T) {
 func TestRBACLeastPrivilege(t *testing.T) {
 	c := kubetest.Start(t)
 	cs := c.Clientset(t)
-	a := newApplier(t, c.RESTConfig())
 	prod := renderings(t)[1]
 	if prod.name != "overlays/prod" {
 		t.Fatalf("renderings()[1] is %s", prod.name)
 	}
 	s := prod.render(t)
 	ns := c.Namespace(t)
-	// Cluster-scoped names get the namespace as a suffix so the test can
-	// run next to another rendering on the same server.
-	for _, o := range s.Objects {
-		switch o.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-		default:
-			continue
-		}
-		o = o.DeepCopy()
-		if strings.HasPrefix(o.GetKind(), "Cluster") {
-			o.SetName(o.GetName() + "-" + ns)
-		}
-		if o.GetKind() == "ClusterRoleBinding" {
-			ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
-			_ = unstructured.SetNestedField(o.Object, ref+"-"+ns, "roleRef", "name")
-		}
-		// Objects that must live in "default" (the Node-events Role) go
-		// there, suffixed like cluster-scoped ones.
-		target := ns
-		if o.GetNamespace() == "default" {
-			target = "default"
-			o.SetName(o.GetName() + "-" + ns)
-			if o.GetKind() == "RoleBinding" {
-				ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
-				_ = unstructured.SetNestedField(o.Object, ref+"-"+ns, "roleRef", "name")
-			}
-		}
-		if strings.HasSuffix(o.GetKind(), "Binding") {
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, sub := range subjects {
-				sub.(map[string]any)["namespace"] = ns
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		}
-		if err := a.apply(t.Context(), o, target, false); err != nil {
-			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
-		}
+	// Cluster-scoped names (and those in "default") get the namespace as
+	// a suffix so the test can run next to another rendering on the same
+	// server.
+	if _, err := c.ApplyRBAC(t.Context(), s.Objects, ns); err != nil {
+		t.Fatal(err)
 	}
 
 	type access struct {

@@ -67,6 +67,19 @@ func (s *Set) OfKind(kind string) []*unstructured.Unstructured {
 	return out
 }
 
+// OfApp returns the objects of one app: those labelled
+// app.kubernetes.io/name=name (a service's Deployment, ServiceAccount,
+// RBAC, ...).
+func (s *Set) OfApp(name string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range s.Objects {
+		if o.GetLabels()["app.kubernetes.io/name"] == name {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Workload is an object with a pod template.
 type Workload struct {
 	Object   *unstructured.Unstructured
