@@ -3,6 +3,9 @@
 // NODESMITH_* environment fallbacks, logging and tracing are set up, the
 // process gets a metrics registry with the Go and process collectors, and a
 // returned error exits 1. Each cmd/<name>/main.go is then wiring only.
+//
+// --pprof-addr (off by default) serves net/http/pprof's profiles on an
+// address of their own, for an operator investigating memory or CPU.
 package command
 
 import (
@@ -11,9 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,6 +27,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/logging"
+	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/tracing"
 )
 
@@ -62,11 +69,16 @@ func Main(name string, register func(fs *flag.FlagSet), run func(ctx context.Con
 	}
 }
 
-func realMain(ctx context.Context, name string, args []string, register func(fs *flag.FlagSet), run func(ctx context.Context, h Host) error) error {
+// pprofGrace bounds the graceful shutdown of the profiling server: a
+// profile being taken when the service stops is cut after it.
+const pprofGrace = 5 * time.Second
+
+func realMain(ctx context.Context, name string, args []string, register func(fs *flag.FlagSet), runService func(ctx context.Context, h Host) error) error {
 	logOpts := logging.Options{Service: name}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	register(fs)
 	logOpts.RegisterFlags(fs)
+	pprofAddr := fs.String("pprof-addr", "", "serve net/http/pprof's profiles (/debug/pprof/) on this address; empty: off. They expose the process's internals: bind it to loopback or a private address")
 	if err := config.Parse(fs, args, nil); err != nil {
 		return err
 	}
@@ -84,7 +96,42 @@ func realMain(ctx context.Context, name string, args []string, register func(fs 
 			log.Warn("flushing traces", "err", err)
 		}
 	}()
+	if *pprofAddr != "" {
+		stopPprof, err := servePprof(ctx, log, *pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return run(ctx, Host{Logger: log, Registry: reg, Health: &health.Checks{}})
+	return runService(ctx, Host{Logger: log, Registry: reg, Health: &health.Checks{}})
+}
+
+// servePprof serves the pprof handlers on addr with a server and mux of
+// their own (never the default mux, never the metrics and health port). The
+// listener is open when it returns; the returned stop shuts the server down
+// gracefully and waits for it.
+func servePprof(ctx context.Context, log *slog.Logger, addr string) (stop func(), err error) {
+	l, err := run.Listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Warn("serving pprof profiles: they expose the process's internals, keep this address private", "addr", l.Addr().String())
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run.HTTP(srv, l, pprofGrace)(sctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			log.Warn("pprof server", "err", err)
+		}
+	}, nil
 }

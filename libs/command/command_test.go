@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +56,97 @@ func TestWithDefaultsFillsOnlyWhatIsMissing(t *testing.T) {
 	given := Host{Registry: h.Registry}
 	if got := given.WithDefaults(); got.Registry != h.Registry {
 		t.Error("a given registry must be kept")
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on (it was free a
+// moment ago).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// listening reports whether something accepts connections on addr.
+func listening(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func TestPprofAddrServesProfilesUntilTheServiceStops(t *testing.T) {
+	addr := freeAddr(t)
+	noFlags := func(*flag.FlagSet) {}
+	var status int
+	var body string
+	err := realMain(context.Background(), "t", []string{"--pprof-addr=" + addr}, noFlags, func(context.Context, Host) error {
+		// The listener is open before the service runs.
+		resp, err := http.Get("http://" + addr + "/debug/pprof/heap?debug=1")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		status, body = resp.StatusCode, string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusOK || !strings.Contains(body, "heap profile:") {
+		t.Errorf("GET heap: %d %.200q", status, body)
+	}
+	// realMain waits for the server's shutdown before it returns.
+	if listening(addr) {
+		t.Error("the pprof server should be shut down with the service")
+	}
+}
+
+func TestPprofAddrFromEnvAndOffByDefault(t *testing.T) {
+	noFlags := func(*flag.FlagSet) {}
+	addr := freeAddr(t)
+	var up bool
+	if err := realMain(context.Background(), "t", nil, noFlags, func(context.Context, Host) error {
+		up = listening(addr)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if up {
+		t.Error("without --pprof-addr nothing should listen")
+	}
+	t.Setenv("NODESMITH_PPROF_ADDR", addr)
+	if err := realMain(context.Background(), "t", nil, noFlags, func(context.Context, Host) error {
+		up = listening(addr)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !up {
+		t.Error("NODESMITH_PPROF_ADDR should turn the pprof server on")
+	}
+}
+
+func TestPprofAddrInUseFailsStartUp(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ran := false
+	err = realMain(context.Background(), "t", []string{"--pprof-addr=" + l.Addr().String()}, func(*flag.FlagSet) {}, func(context.Context, Host) error {
+		ran = true
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "pprof-addr") || ran {
+		t.Errorf("err=%v ran=%v: a busy address should stop start-up", err, ran)
 	}
 }
