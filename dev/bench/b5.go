@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -22,16 +25,27 @@ const b5Groups = 100
 // instance records (seeded in KV as lifecycle writes them): the gateway
 // once SERVING, lifecycle once its gauges count every instance; both
 // after a few seconds of settling. RSS is VmRSS from /proc/<pid>/status.
+// Lifecycle's Go heap in use (go_memstats_heap_inuse_bytes from its
+// /metrics, read after a collection forced through its pprof server, after
+// RSS) is reported too: it is the live heap, without the garbage and the
+// pages not yet returned to the kernel that RSS counts, so it varies less.
 func runB5(ctx context.Context, e *env) error {
 	sizes := []int{0, 10_000, 50_000}
 	if e.quick {
 		sizes = []int{0, 10_000}
 	}
 	base := map[string]harness.Memory{}
+	var baseHeap float64
 	for _, n := range sizes {
-		mem, err := b5Run(ctx, e, n)
+		mem, heap, err := b5Run(ctx, e, n)
 		if err != nil {
 			return fmt.Errorf("%d instances: %w", n, err)
+		}
+		e.report.add(Result{Scenario: "B5", Size: count(n), Metric: "lifecycle Go heap in use", Value: heap / (1 << 20), Unit: "MiB"})
+		if n == 0 {
+			baseHeap = heap
+		} else {
+			e.report.add(Result{Scenario: "B5", Size: count(n), Metric: "lifecycle Go heap per instance", Value: (heap - baseHeap) / 1024 / float64(n), Unit: "KiB"})
 		}
 		for _, name := range []string{"lifecycle", "api-gateway"} {
 			m := mem[name]
@@ -48,72 +62,121 @@ func runB5(ctx context.Context, e *env) error {
 	return nil
 }
 
-func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, error) {
+// b5Run measures both processes at n instances: their memory, and
+// lifecycle's Go heap in use in bytes.
+func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, float64, error) {
 	for _, b := range []string{"lifecycle", "api-gateway"} {
 		if _, err := e.binary(ctx, b); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	dir, err := e.scratch("b5")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: dir})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer ns.Shutdown()
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	seed := harness.BuildSeed(b5Groups, n, 5)
 	if err := seed.Write(ctx, js); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	e.progress("B5 %s instances seeded (%s)", count(n), mib(seed.Bytes))
 	out := map[string]harness.Memory{}
 
 	gw, _, err := startGatewayProcess(ctx, e, ns.ClientURL())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { _ = gw.Stop(10 * time.Second) }()
 
 	lc, err := startLifecycleProcess(ctx, e, ns.ClientURL(), n)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() { _ = lc.Stop(30 * time.Second) }()
 
 	// Let both settle (a few dispatcher passes, a GC cycle or two).
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, 0, ctx.Err()
 	case <-time.After(5 * time.Second):
 	}
-	for _, p := range []*harness.Process{gw, lc} {
+	for _, p := range []*harness.Process{gw, lc.Process} {
 		m, err := p.Memory()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out[p.Name] = m
 	}
-	return out, nil
+	// A heap profile asked with gc=1 runs a collection first: the heap in
+	// use read after it is the live heap, not whatever garbage the last
+	// cycle left.
+	path := filepath.Join(e.tmp, "b5-heap.pprof")
+	if e.heapProfile != "" {
+		path = fmt.Sprintf("%s-B5-lifecycle-%d.pprof", e.heapProfile, n)
+	}
+	if err := saveURL(ctx, lc.pprof+"/debug/pprof/heap?gc=1", path); err != nil {
+		return nil, 0, fmt.Errorf("lifecycle heap profile: %w", err)
+	}
+	if e.heapProfile != "" {
+		e.progress("B5 lifecycle heap profile at %s instances: %s", count(n), path)
+	}
+	heap, err := harness.ScrapeSum(ctx, lc.metrics, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return nil, 0, fmt.Errorf("lifecycle heap in use: %w", err)
+	}
+	return out, heap, nil
+}
+
+// saveURL writes the body of a GET of url to path.
+func saveURL(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// lifecycleProcess is a running lifecycle binary with the URLs of its
+// metrics and of its pprof server.
+type lifecycleProcess struct {
+	*harness.Process
+	metrics string // http://host:port/metrics
+	pprof   string // http://host:port
 }
 
 // startLifecycleProcess runs the lifecycle binary (no configuration file:
 // the seeded groups are API groups; no cluster; no reconciler, as there is
-// no cloud-adapter) and waits until its gauges count want instances.
-func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int) (*harness.Process, error) {
+// no cloud-adapter) and waits until its gauges count want instances. It
+// also serves pprof (--pprof-addr), for B5's heap profiles.
+func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int) (*lifecycleProcess, error) {
 	bin, err := e.binary(ctx, "lifecycle")
 	if err != nil {
 		return nil, err
@@ -122,19 +185,27 @@ func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int
 	if err != nil {
 		return nil, err
 	}
-	logFile := filepath.Join(e.tmp, "lifecycle.log")
-	p, err := harness.StartProcess("lifecycle", bin, []string{
+	args := []string{
 		"--nats-url", natsURL, "--health-addr", addr, "--reconcile-interval=0", "--cluster=none",
 		"--log-level", "warn", "--log-format", "text",
-	}, nil, logFile)
+	}
+	paddr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
+	args = append(args, "--pprof-addr", paddr)
+	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr}
+	logFile := filepath.Join(e.tmp, "lifecycle.log")
+	p, err := harness.StartProcess("lifecycle", bin, args, nil, logFile)
+	if err != nil {
+		return nil, err
+	}
+	lp.Process = p
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		got, err := harness.ScrapeSum(ctx, "http://"+addr+"/metrics", "nodesmith_lifecycle_instances")
+		got, err := harness.ScrapeSum(ctx, lp.metrics, "nodesmith_lifecycle_instances")
 		if err == nil && int(got) == want {
-			return p, nil
+			return lp, nil
 		}
 		if xerr := p.ExitedError(logFile); xerr != nil {
 			return nil, xerr

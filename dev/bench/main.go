@@ -47,6 +47,9 @@ type env struct {
 	report  *Report
 	tmp     string
 	verbose bool
+	// heapProfile, when set, is the prefix of the heap profiles B5 takes of
+	// the lifecycle process (through its --pprof-addr).
+	heapProfile string
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -78,6 +81,7 @@ func realMain(ctx context.Context) error {
 	out := fs.String("out", "bench/results.json", "where the JSON report goes (written atomically)")
 	verbose := fs.Bool("v", false, "show the services' info logs")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each scenario to <this>-<scenario>.pprof (in-process services only)")
+	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -107,6 +111,8 @@ func realMain(ctx context.Context) error {
 		log:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
 		tmp:     tmp,
+
+		heapProfile: *heapProfile,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {
