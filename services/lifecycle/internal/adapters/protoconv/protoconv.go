@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unique"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -250,11 +251,15 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 // before state.v1.Instance.adopted existed.
 const legacyAdoptedBatch = "adopted"
 
-// InstanceFromProto maps a record to an instance.
+// InstanceFromProto maps a record to an instance. Lifecycle caches every
+// instance it decodes, so the strings many instances repeat are shared
+// rather than each holding its own copy: the group and the history's
+// reasons are interned, and a node name equal to the id (the usual case)
+// is the id's string.
 func InstanceFromProto(p *statev1.Instance) domain.Instance {
 	i := domain.Instance{
 		ID:             p.GetId(),
-		Group:          p.GetGroup(),
+		Group:          intern(p.GetGroup()),
 		State:          domain.State(p.GetState()),
 		Attempt:        p.GetAttempt(),
 		CloudID:        p.GetCloudId(),
@@ -278,13 +283,31 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		// a batch id.
 		Adopted: p.GetAdopted() || p.GetBatchId() == legacyAdoptedBatch,
 	}
+	if i.NodeName == i.ID {
+		i.NodeName = i.ID
+	}
 	if e := p.GetLastError(); e != nil {
 		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
 	}
+	if h := p.GetHistory(); len(h) > 0 {
+		// Sized once: appending grows the backing array to the next power
+		// of two, 8 transitions for a usual 5-step history (~170 bytes per
+		// cached instance never used).
+		i.History = make([]domain.Transition, 0, len(h))
+	}
 	for _, t := range p.GetHistory() {
 		i.History = append(i.History, domain.Transition{
-			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: t.GetReason(), At: fromTS(t.GetAt()),
+			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: intern(t.GetReason()), At: fromTS(t.GetAt()),
 		})
 	}
 	return i
+}
+
+// intern returns the canonical copy of s (unique keeps it only while some
+// value refers to it).
+func intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
 }

@@ -1,12 +1,16 @@
 package protoconv_test
 
 import (
+	"reflect"
 	"testing"
+	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
 // Records written by other tools (or older versions) may leave any message
@@ -58,5 +62,44 @@ func TestAdoptedMarker(t *testing.T) {
 				t.Errorf("written back: adopted = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The cache holds every decoded instance: strings instances repeat are
+// shared, and the history holds no spare capacity.
+func TestDecodedInstancesShareRepeatedStrings(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	decode := func(id string) domain.Instance {
+		in := domain.NewInstance(id, "workers", now)
+		in.History = append(in.History, domain.Transition{From: domain.StatePending, To: domain.StateCreating, Reason: "create batch formed", At: now},
+			domain.Transition{From: domain.StateCreating, To: domain.StateCreated, Reason: "vm running", At: now})
+		b, err := proto.Marshal(protoconv.InstanceToProto(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := protoconv.UnmarshalInstance(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, in) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, in)
+		}
+		return got
+	}
+	a, b := decode("workers-a"), decode("workers-b")
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.Group, b.Group) {
+		t.Error("the group name should be shared")
+	}
+	for k := range a.History {
+		if !same(a.History[k].Reason, b.History[k].Reason) {
+			t.Errorf("history reason %q should be shared", a.History[k].Reason)
+		}
+	}
+	if !same(a.NodeName, a.ID) {
+		t.Error("a node name equal to the id should be the id's string")
+	}
+	if cap(a.History) != len(a.History) {
+		t.Errorf("history: len %d cap %d", len(a.History), cap(a.History))
 	}
 }
