@@ -16,15 +16,10 @@ var _ ports.CatalogStore = (*Store)(nil)
 
 // ListCatalog implements ports.CatalogStore.
 func (s *Store) ListCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry, error) {
-	es, revs, err := list(ctx, s.js, s.catalog, protoconv.UnmarshalCatalog)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ports.VersionedCatalogEntry, len(es))
-	for i := range es {
-		out[i] = ports.VersionedCatalogEntry{Entry: es[i], Revision: revs[i]}
-	}
-	return out, nil
+	return list(ctx, s.js, s.catalog, func(b []byte, rev uint64) (ports.VersionedCatalogEntry, error) {
+		e, err := protoconv.UnmarshalCatalog(b)
+		return ports.VersionedCatalogEntry{Entry: e, Revision: rev}, err
+	})
 }
 
 // GetCatalogEntry implements ports.CatalogStore.

@@ -65,21 +65,27 @@ func mapErr(op, key string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, key, err)
 }
 
-// list returns the current value of every key. The watcher's "initial
+// list returns the current value of every key, sorted by key, each made
+// by decode from the value and its revision. The watcher's "initial
 // values done" signals cannot be trusted while keys are being written: a
 // key whose last value is superseded between the watch's start and its
 // delivery is skipped and delivered only after the signal (a record
 // missed at load would be re-created by the new leader). So the watched
 // values are completed with the keys the stream holds once the watch is
 // done (the server's own list of subjects), read one by one.
-func list[T any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, decode func([]byte) (T, error)) ([]T, []uint64, error) {
-	latest, err := watchAll(ctx, kv)
+//
+// Values are decoded as they arrive rather than kept as entries until the
+// end: a new leader lists every instance, and holding every raw entry
+// (message, buffer, entry) beside the decoded records raised its peak
+// memory by about as much as the records themselves.
+func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, decode func(value []byte, rev uint64) (V, error)) ([]V, error) {
+	latest, err := watchAll(ctx, kv, decode)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	keys, err := streamKeys(ctx, js, kv.Bucket())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, k := range keys {
 		if _, ok := latest[k]; ok {
@@ -90,38 +96,48 @@ func list[T any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			continue
 		case err != nil:
-			return nil, nil, fmt.Errorf("listing %s: reading %s: %w", kv.Bucket(), k, err)
+			return nil, fmt.Errorf("listing %s: reading %s: %w", kv.Bucket(), k, err)
 		}
-		latest[k] = e
+		latest[k] = decodeEntry(e, decode)
 	}
 	sorted := make([]string, 0, len(latest))
 	for k := range latest {
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
-	out := make([]T, 0, len(sorted))
-	revs := make([]uint64, 0, len(sorted))
+	out := make([]V, 0, len(sorted))
 	for _, k := range sorted {
-		e := latest[k]
-		v, err := decode(e.Value())
-		if err != nil {
-			return nil, nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), k, err)
+		d := latest[k]
+		if d.err != nil {
+			return nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), k, d.err)
 		}
-		out = append(out, v)
-		revs = append(revs, e.Revision())
+		out = append(out, d.v)
 	}
-	return out, revs, nil
+	return out, nil
+}
+
+// decoded is a listed key's value, or why it could not be decoded (an
+// error that matters only if no later value of the key replaces it).
+type decoded[V any] struct {
+	v   V
+	err error
+}
+
+func decodeEntry[V any](e jetstream.KeyValueEntry, decode func([]byte, uint64) (V, error)) decoded[V] {
+	v, err := decode(e.Value(), e.Revision())
+	return decoded[V]{v: v, err: err}
 }
 
 // watchAll reads the bucket's values with a watcher until it says the
-// initial values are delivered, keeping the latest value of each key.
-func watchAll(ctx context.Context, kv jetstream.KeyValue) (map[string]jetstream.KeyValueEntry, error) {
+// initial values are delivered, keeping the latest value of each key,
+// decoded.
+func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, decode func([]byte, uint64) (V, error)) (map[string]decoded[V], error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
 	}
 	defer func() { _ = w.Stop() }()
-	latest := map[string]jetstream.KeyValueEntry{}
+	latest := map[string]decoded[V]{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,7 +149,7 @@ func watchAll(ctx context.Context, kv jetstream.KeyValue) (map[string]jetstream.
 			if e == nil {
 				return latest, nil
 			}
-			latest[e.Key()] = e
+			latest[e.Key()] = decodeEntry(e, decode)
 		}
 	}
 }
@@ -172,15 +188,10 @@ func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
 
 // ListGroups implements ports.Store.
 func (s *Store) ListGroups(ctx context.Context) ([]ports.VersionedGroup, error) {
-	gs, revs, err := list(ctx, s.js, s.groups, protoconv.UnmarshalGroup)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ports.VersionedGroup, len(gs))
-	for i := range gs {
-		out[i] = ports.VersionedGroup{Group: gs[i], Revision: revs[i]}
-	}
-	return out, nil
+	return list(ctx, s.js, s.groups, func(b []byte, rev uint64) (ports.VersionedGroup, error) {
+		g, err := protoconv.UnmarshalGroup(b)
+		return ports.VersionedGroup{Group: g, Revision: rev}, err
+	})
 }
 
 // GetGroup implements ports.Store.
@@ -226,15 +237,10 @@ func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (ui
 
 // ListInstances implements ports.Store.
 func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
-	is, revs, err := list(ctx, s.js, s.instances, protoconv.UnmarshalInstance)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ports.VersionedInstance, len(is))
-	for i := range is {
-		out[i] = ports.VersionedInstance{Instance: is[i], Revision: revs[i]}
-	}
-	return out, nil
+	return list(ctx, s.js, s.instances, func(b []byte, rev uint64) (ports.VersionedInstance, error) {
+		in, err := protoconv.UnmarshalInstance(b)
+		return ports.VersionedInstance{Instance: in, Revision: rev}, err
+	})
 }
 
 // GetInstance implements ports.Store.
