@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -105,37 +107,10 @@ func TestEmulatorCreateWatchTerminate(t *testing.T) {
 		{"nodesmith_cloud_events_published_total", map[string]string{"kind": "created"}},
 		{"nodesmith_worker_messages_total", map[string]string{"consumer": messaging.ConsumerCloudAdapter, "outcome": "ack"}},
 	} {
-		if v := metricValue(t, reg, m.name, m.labels); v < 1 {
+		if v := metricstest.Value(t, reg, m.name, m.labels); v < 1 {
 			t.Errorf("%s%v = %v, want at least 1", m.name, m.labels, v)
 		}
 	}
-}
-
-// metricValue returns a counter's value or a histogram's sample count.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue next
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 func TestEmulatorCapacityFailureIsReported(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+
 	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,13 +93,13 @@ func TestHandleSuccessPublishesResultAndLogsOutput(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
-	if got := counter(t, h.reg, "nodesmith_hook_ssh_connection_attempts_total", nil); got != 3 {
+	if got := metricstest.Value(t, h.reg, "nodesmith_hook_ssh_connection_attempts_total", nil); got != 3 {
 		t.Errorf("connection attempts = %v, want 3", got)
 	}
-	if got := counter(t, h.reg, "nodesmith_hook_ssh_connection_failures_total", map[string]string{"reason": "connection"}); got != 2 {
+	if got := metricstest.Value(t, h.reg, "nodesmith_hook_ssh_connection_failures_total", map[string]string{"reason": "connection"}); got != 2 {
 		t.Errorf("connection failures = %v, want 2", got)
 	}
-	if got := counter(t, h.reg, "nodesmith_hook_runs_total", map[string]string{"hook": "after_created", "result": "succeeded"}); got != 1 {
+	if got := metricstest.Value(t, h.reg, "nodesmith_hook_runs_total", map[string]string{"hook": "after_created", "result": "succeeded"}); got != 1 {
 		t.Errorf("runs{succeeded} = %v, want 1", got)
 	}
 }
@@ -208,7 +210,7 @@ func TestHandleFailureClasses(t *testing.T) {
 			if r.Succeeded || r.Retryable != tt.retryable || r.ExitCode != tt.exit || r.Error != "boom "+tt.failure.String() {
 				t.Fatalf("result = %+v", r)
 			}
-			if got := counter(t, h.reg, "nodesmith_hook_runs_total", map[string]string{"hook": "after_created", "result": "failed_" + tt.failure.String()}); got != 1 {
+			if got := metricstest.Value(t, h.reg, "nodesmith_hook_runs_total", map[string]string{"hook": "after_created", "result": "failed_" + tt.failure.String()}); got != 1 {
 				t.Fatalf("runs metric = %v, want 1", got)
 			}
 		})
@@ -293,29 +295,6 @@ func TestHandleKeepsOutputTail(t *testing.T) {
 	}
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
 func TestHandleDuplicateDeliveryJoinsRunningHook(t *testing.T) {
 	h := newHarness(t, nil)
 	started := make(chan struct{})
@@ -377,7 +356,7 @@ func TestMetricsRegisterTwice(t *testing.T) {
 	if err := r.Handle(context.Background(), hook()); err != nil {
 		t.Fatal(err)
 	}
-	if got := counter(t, reg, "nodesmith_hook_runs_total", map[string]string{"result": "succeeded"}); got != 1 {
+	if got := metricstest.Value(t, reg, "nodesmith_hook_runs_total", map[string]string{"result": "succeeded"}); got != 1 {
 		t.Fatalf("runs recorded through the second registration = %v, want 1", got)
 	}
 }

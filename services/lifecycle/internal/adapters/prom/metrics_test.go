@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
@@ -14,41 +16,6 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
-
-// value returns the value of the series name{labels} (0 when absent).
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
 
 type world struct {
 	t     *testing.T
@@ -81,7 +48,7 @@ func newWorld(t *testing.T) *world {
 }
 
 func (w *world) v(name string, labels map[string]string) float64 {
-	return value(w.t, w.reg, name, labels)
+	return metricstest.Value(w.t, w.reg, name, labels)
 }
 
 func TestGroupGaugesTransitionsAndDeadlinesFollowTheInstances(t *testing.T) {
@@ -191,7 +158,7 @@ func TestLeaderGauge(t *testing.T) {
 		if lead {
 			want = 1
 		}
-		if got := value(t, reg, "nodesmith_lifecycle_leader", nil); got != want {
+		if got := metricstest.Value(t, reg, "nodesmith_lifecycle_leader", nil); got != want {
 			t.Errorf("leader after SetLeading(%v) = %v", lead, got)
 		}
 	}
