@@ -103,6 +103,9 @@ type Executor struct {
 	log    *slog.Logger
 	creds  *watched[credentials]
 	policy *hostKeyPolicy
+	// dialFn makes one connection attempt: e.dial, replaced in tests of
+	// the retry loop.
+	dialFn func(ctx context.Context, addr string, pinned ssh.PublicKey) (*ssh.Client, *verifier, error)
 }
 
 // New loads the credentials and known_hosts files now, so a bad
@@ -135,7 +138,9 @@ func New(o Options) (*Executor, error) {
 			return nil, err
 		}
 	}
-	return &Executor{o: o, log: log, creds: creds, policy: policy}, nil
+	e := &Executor{o: o, log: log, creds: creds, policy: policy}
+	e.dialFn = e.dial
+	return e, nil
 }
 
 // Run implements ports.Executor.
@@ -211,11 +216,16 @@ func endSpan(span trace.Span, f domain.Failure, err error) {
 // connect dials addr until it gets an SSH client, a failure that retrying
 // cannot fix, or the end of ctx. It returns the accepted host key when it
 // was trusted by pin or on first use.
+//
+// When the hook's deadline ends the attempts, the error names the deadline
+// and the last meaningful cause (refused, unreachable, reset, ...): an
+// attempt cut short by the deadline itself only says "i/o timeout", so it
+// never replaces the cause an earlier attempt found.
 func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKey) (*ssh.Client, string, int, domain.Failure, error) {
 	delay := e.o.RetryInitial
-	var prevErr error
+	var cause error
 	for attempt := 1; ; attempt++ {
-		client, v, err := e.dial(ctx, addr, pinned)
+		client, v, err := e.dialFn(ctx, addr, pinned)
 		if err == nil {
 			return client, v.accepted, attempt, domain.FailureNone, nil
 		}
@@ -223,15 +233,14 @@ func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKe
 		if f == domain.FailureHostKey || f == domain.FailureAuth {
 			return nil, v.accepted, attempt, f, fmt.Errorf("connecting to %s: %w", addr, err)
 		}
-		if ctx.Err() != nil {
-			// This attempt was cut short by the deadline; the previous
-			// one says why the host is unreachable.
-			if prevErr != nil {
-				err = prevErr
+		if ctxEnded(ctx) {
+			// The deadline (or a cancellation) cut this attempt short.
+			if cause == nil {
+				cause = err
 			}
-			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, err))
+			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, cause))
 		}
-		prevErr = err
+		cause = err
 		trace.SpanFromContext(ctx).AddEvent("connection attempt failed", trace.WithAttributes(
 			attribute.Int("nodesmith.connect_attempt", attempt),
 			attribute.String("nodesmith.failure", f.String()),
@@ -245,26 +254,42 @@ func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKe
 		e.log.Debug("ssh connection failed, retrying", "addr", addr, "attempt", attempt, "in", wait, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, err))
+			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, cause))
 		case <-time.After(wait):
 		}
 		delay = min(delay*2, e.o.RetryMax)
 	}
 }
 
+// deadlinePassed reports whether ctx's deadline has passed. It is true as
+// soon as the clock reaches the deadline, before ctx's own timer has fired:
+// a dial bounded by that deadline can return its timeout first.
+func deadlinePassed(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// ctxEnded reports whether ctx was cancelled or its deadline has passed.
+func ctxEnded(ctx context.Context) bool {
+	return ctx.Err() != nil || deadlinePassed(ctx)
+}
+
 // ctxFailure classifies giving up on connecting because ctx ended: the
 // hook's deadline means the host stayed unreachable (a connection failure,
 // with the last error); a cancellation means the runner is stopping.
 func ctxFailure(ctx context.Context) domain.Failure {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if deadlinePassed(ctx) {
 		return domain.FailureConnection
 	}
 	return domain.FailureCanceled
 }
 
-func ctxError(ctx context.Context, attempts int, last error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no connection within the hook deadline after %d attempts: %w", attempts, last)
+func ctxError(ctx context.Context, attempts int, cause error) error {
+	if deadlinePassed(ctx) {
+		return fmt.Errorf("no connection within the hook deadline after %d attempts: %w", attempts, cause)
 	}
 	return ctx.Err()
 }
