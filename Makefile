@@ -22,7 +22,11 @@ GRPCURL_VERSION            := v1.9.3
 # gateway's status page), etcd (under the real kube-apiserver of tools/kube/kubetest).
 TEST_PACKAGES := openssh-server chromium etcd-server
 
-GOTEST_FLAGS ?= -count=1 -timeout 20m
+# The race detector is always on: a race is a bug whether or not a test
+# happens to trip over it. testall runs every module even after one fails and
+# ends with one summary; raw test2json events stay in .test/ for a closer look.
+GOTEST_FLAGS ?= -count=1 -race -timeout 30m
+TESTALL      := go run ./tools/cmd/testall
 
 .PHONY: help
 help: ## list targets
@@ -39,12 +43,12 @@ build: ## build every service binary into ./bin
 	cd dev && go build -o $(BIN)/nodesmith-dev ./cmd/nodesmith-dev
 
 .PHONY: test
-test: test-deps kube-apiserver verify ## run every test (installs what the tests need)
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test $(GOTEST_FLAGS) ./...); done
+test: test-deps kube-apiserver verify ## run every test with the race detector (installs what the tests need); one summary at the end
+	@$(TESTALL) -flags "$(GOTEST_FLAGS)" -events .test $(MODULES)
 
 .PHONY: test-short
-test-short: ## fast tests only (no sshd, no long scenarios)
-	@for m in $(MODULES); do (cd $$m && go test -short -count=1 ./...); done
+test-short: ## fast tests only (no sshd, no long scenarios, no race detector)
+	@$(TESTALL) -flags "-short -count=1" $(MODULES)
 
 .PHONY: verify
 verify: ## formatting, vet, every module builds alone (GOWORK=off), generated code up to date
