@@ -88,8 +88,9 @@ images: ## static (CGO_ENABLED=0) service binaries into ./bin/images, checked st
 	done
 
 .PHONY: lint
-lint: $(BIN)/golangci-lint ## golangci-lint (v2) on every module
-	@for m in $(MODULES); do echo "== $$m"; (cd $$m && $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...); done
+lint: $(BIN)/golangci-lint ## golangci-lint (v2) on every module, including the depguard layering rules; every module even after one fails
+	@failed=""; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(BIN)/golangci-lint run --config $(CURDIR)/.golangci.yml ./...) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "lint failed in:$$failed"; exit 1; fi
 
 .PHONY: proto
 proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## regenerate Go from proto/ with pinned tools

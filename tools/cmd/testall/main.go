@@ -43,9 +43,9 @@ type failure struct {
 }
 
 type tally struct {
-	module                           string
+	module                            string
 	packages, passed, failed, skipped int
-	elapsed                          time.Duration
+	elapsed                           time.Duration
 }
 
 // run follows one module's event stream.
@@ -159,7 +159,7 @@ func runModule(dir string, flags []string, eventsFile string, console io.Writer)
 		r.fails = append(r.fails, failure{module: dir, test: "(go test)", output: []string{err.Error() + "\n"}})
 		return r
 	}
-	var raw io.Writer = io.Discard
+	raw := io.Discard
 	if eventsFile != "" {
 		if f, err := os.Create(eventsFile); err == nil {
 			defer f.Close()
