@@ -153,8 +153,10 @@ type VMSpec struct {
 	IP string
 	// Hostname is the initial hostname; empty means ID.
 	Hostname string
-	// Env is added to every command's environment (e.g. NODE_NAME,
-	// PROVIDER_ID, which the kubeadm shim uses as defaults).
+	// Env is added to every command's environment. The kubeadm shim reads
+	// none of it, like the real kubeadm: the node name defaults to the
+	// hostname, the providerID comes from KubeletDefaultsFile or a
+	// JoinConfiguration.
 	Env map[string]string
 	// OnJoin is called after a command that left the VM joined under a
 	// new node name or provider ID, and by Start when a reused sandbox
