@@ -4,9 +4,11 @@
 // them on a real machine.
 //
 // The sandbox has shim executables (kubeadm, kubectl, hostnamectl, ...) on
-// PATH that record what was asked of them. After every command the VM looks
-// at the kubeadm join file and reports joins and resets through callbacks,
-// which is how a simulated cluster learns that a node registered.
+// PATH that record what was asked of them. The kubeadm shim is as strict as
+// the real kubeadm (see kubeadm.sh), so a join hook that works on a simulated
+// VM works on a real one. After every command the VM looks at the kubeadm
+// join file and reports joins and resets through callbacks, which is how a
+// simulated cluster learns that a node registered.
 //
 // With Config.Persistent a VM's sandbox, host key included, outlives the
 // process: a VM started again with the same ID after a restart is the same
