@@ -155,7 +155,10 @@ func lifecycleAccess(ctx context.Context, c *kubetest.Cluster) (string, error) {
 
 // registerNodes is the kubelets: every join the simulated VMs report
 // (simcluster events, NotReady then Ready) becomes the same Node in the
-// API server, retried until it is stored.
+// API server, retried until it is stored. A join without the kubelet's
+// --provider-id (nothing in /etc/default/kubelet) would register a Node
+// without a providerID; the run's hooks always set one, so such a Node is
+// not one of the run's and is left out.
 func (r *run) registerNodes(ctx context.Context) {
 	for ev := range r.w.Cluster.Watch(ctx) {
 		if ev.Type == simcluster.Deleted || ev.Node.ProviderID == "" {

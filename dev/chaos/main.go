@@ -312,7 +312,18 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 
 // groupsConfig is lifecycle's configuration: three groups in three zones.
 func (r *run) groupsConfig() []byte {
-	join := `[ -e "$HOME/var/lib/kubelet/joined" ] || kubeadm join --node-name "$NODE_NAME" --provider-id "$PROVIDER_ID"`
+	// The join of harness.JoinScript (word for word what a real Ubuntu VM
+	// runs), skipped when the node has joined already, a hook run again
+	// after a lost result: kubeadm would fail its preflight check on
+	// /etc/kubernetes/kubelet.conf. On a real VM $SIMVM_SANDBOX is unset;
+	// the simulated VMs keep their files under it.
+	join := `etc="${SIMVM_SANDBOX:-}/etc"
+if [ ! -e "$etc/kubernetes/kubelet.conf" ]; then
+  echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+  kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+    --token "$(cat "$etc/kubeadm/token")" \
+    --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+fi`
 	// Instance ids end in a random base32 character: about one alpha
 	// instance in sixteen hangs in its first hook run.
 	hang := `case "$INSTANCE_ID" in *[ab]) if [ ! -e "$HOME/.hung-once" ]; then touch "$HOME/.hung-once"; sleep 3600; fi ;; esac`

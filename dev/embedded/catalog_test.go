@@ -130,11 +130,24 @@ func TestCatalogThroughTheAdminAPI(t *testing.T) {
 	}
 	tmpl := func(instanceType string) string {
 		return `{"account":"team","zone":"ap-guangzhou-3","instanceType":"` + instanceType + `","arch":"amd64","os":"linux",
+			"hookEnv":{"API_SERVER":"10.0.0.1:6443"},
 			"parameters":{"ImageId":"img-nodesmith","InstanceChargeType":"POSTPAID_BY_HOUR","InstanceName":"team-worker"}}`
 	}
 	r = api.must(201, "PUT", "/templates/team-small", tmpl("S5.MEDIUM4"))
 	tmplTag := r.header.Get("ETag")
-	api.must(201, "PUT", "/hooks/team-join", `{"timeout":"2m","script":"set -eu\necho \"team-join ran on $NODE_NAME\"\nhostnamectl set-hostname \"$NODE_NAME\"\nkubeadm join --node-name \"$NODE_NAME\" --provider-id \"$PROVIDER_ID\"\n"}`)
+	joinHook, err := json.Marshal(map[string]string{"timeout": "2m", "script": `set -eu
+echo "team-join ran on $NODE_NAME"
+hostnamectl set-hostname "$NODE_NAME"
+etc="${SIMVM_SANDBOX:-}/etc"
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+  --token "$(cat "$etc/kubeadm/token")" \
+  --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.must(201, "PUT", "/hooks/team-join", string(joinHook))
 	api.must(201, "PUT", "/nodegroups/team-workers", `{"minSize":0,"maxSize":5,"instanceTemplate":{"name":"team-small"},"hooks":{"afterCreated":{"name":"team-join"}},
 		"nodeTemplate":{"labels":{"nodesmith.io/pool":"team"},"capacity":{"cpu":"2","memory":"4Gi","pods":"110"}}}`)
 

@@ -128,8 +128,13 @@ func DefaultConfig() Config {
 
 // DefaultGuestEnv is the environment given to VM commands by default:
 // INSTANCE_ID, REGION, ZONE, PRIVATE_IP, NODE_NAME (the instance ID) and
-// PROVIDER_ID (ProviderID of the VM). The kubeadm shim uses NODE_NAME and
-// PROVIDER_ID when join is called without --node-name / --provider-id.
+// PROVIDER_ID (ProviderID of the VM), the variables a join hook uses, for
+// commands run without a hook runner to set them. The kubeadm shim reads
+// neither, like the real kubeadm: without --node-name the node is named
+// after the hostname (the instance ID), and the kubelet gets a providerID
+// only from KUBELET_EXTRA_ARGS in /etc/default/kubelet or a
+// JoinConfiguration (see simvm.KubeletDefaultsFile); without one its Node
+// has none.
 func DefaultGuestEnv(vm VMInfo) map[string]string {
 	return map[string]string{
 		"INSTANCE_ID": vm.ID,

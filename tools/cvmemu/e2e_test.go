@@ -111,6 +111,10 @@ func sshRun(t *testing.T, c *ssh.Client, cmd, stdin string) (stdout, stderr stri
 	return out.String(), errb.String(), status
 }
 
+// testJoinArgs is the discovery part of a valid kubeadm join on a simulated
+// VM: the token and CA certificate hash of its image.
+const testJoinArgs = "10.0.0.1:6443 --token " + simvm.DevJoinToken + " --discovery-token-ca-cert-hash " + simvm.DevCACertHash
+
 func TestSSHEndToEndJoin(t *testing.T) {
 	w := newSSHWorld(t)
 	c := sdkClient(t, w.srv, testSecretID, testKey)
@@ -135,7 +139,8 @@ func TestSSHEndToEndJoin(t *testing.T) {
 	// A hook runner streams its script to "sh -s".
 	script := `set -eu
 echo "joining from $(hostname)"
-kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef --node-name n1 --provider-id p1
+echo "KUBELET_EXTRA_ARGS=--provider-id=p1" > "$SIMVM_SANDBOX/etc/default/kubelet"
+kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef --discovery-token-unsafe-skip-ca-verification --node-name n1
 `
 	out, errOut, status := sshRun(t, conn, "sh -s", script)
 	if status != 0 || !strings.Contains(out, "joining from "+vm1) || !strings.Contains(out, "This node has joined the cluster") {
@@ -162,9 +167,16 @@ kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef --node-name n1 --prov
 		t.Errorf("exit status = %d, want 42", status)
 	}
 
-	// Without flags kubeadm falls back to the VM's environment.
+	// Without --node-name kubeadm names the node after the hostname (the
+	// instance ID); the sample hook puts the providerID of the guest's
+	// environment in /etc/default/kubelet, with the image's token and hash.
 	conn2 := w.dial(t, byID[vm2], 2222)
-	if _, errOut, status := sshRun(t, conn2, "kubeadm join 10.0.0.1:6443", ""); status != 0 {
+	join := `set -eu
+etc="${SIMVM_SANDBOX:-}/etc"
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+kubeadm join 10.0.0.1:6443 --token "$(cat "$etc/kubeadm/token")" --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+`
+	if _, errOut, status := sshRun(t, conn2, "sh -s", join); status != 0 {
 		t.Fatalf("join with defaults: %d %s", status, errOut)
 	}
 	wantProvider := ProviderID(testZone, vm2)
@@ -258,7 +270,7 @@ func TestForceTerminateMarksNodeNotReady(t *testing.T) {
 	}
 	in := waitState(t, c, ids, StateRunning)[0]
 	conn := w.dial(t, *in.PrivateIpAddresses[0], *in.DefaultLoginPort)
-	if _, _, st := sshRun(t, conn, "kubeadm join x --node-name spot-1", ""); st != 0 {
+	if _, _, st := sshRun(t, conn, "kubeadm join "+testJoinArgs+" --node-name spot-1", ""); st != 0 {
 		t.Fatal("join failed")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -304,7 +316,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		}
 		insts := waitState(t, c, ids, StateRunning)
 		conn := w.dial(t, *insts[0].PrivateIpAddresses[0], *insts[0].DefaultLoginPort)
-		if _, _, st := sshRun(t, conn, "kubeadm join x --node-name leak-1", ""); st != 0 {
+		if _, _, st := sshRun(t, conn, "kubeadm join "+testJoinArgs+" --node-name leak-1", ""); st != 0 {
 			t.Fatal("join failed")
 		}
 		if err := terminate(c, ids[1]); err != nil {

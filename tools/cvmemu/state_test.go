@@ -143,7 +143,8 @@ func TestStateSurvivesRestart(t *testing.T) {
 	joined, gone := ids[0], ids[1]
 	info0, _ := l1.srv.VM(joined)
 	conn, pinned := dialKey(t, info0.SSHAddr, clientKey, nil)
-	script := "set -e\nkubeadm join x --node-name node-a --provider-id prov-a >/dev/null\necho kept >$HOME/marker\n"
+	script := "set -e\necho KUBELET_EXTRA_ARGS=--provider-id=prov-a >$HOME/etc/default/kubelet\n" +
+		"kubeadm join " + testJoinArgs + " --node-name node-a >/dev/null\necho kept >$HOME/marker\n"
 	if _, errOut, status := sshRun(t, conn, "sh -s", script); status != 0 {
 		t.Fatalf("join: %d %s", status, errOut)
 	}

@@ -57,7 +57,8 @@ func TestPersistentVMSurvivesRestart(t *testing.T) {
 	vm1 := e1.startVM(VMSpec{ID: id})
 	ip := vm1.IP()
 	c1, pinned := dialPinned(t, e1, vm1.Addr(), nil)
-	script := "set -e\nhostnamectl set-hostname n1\nkubeadm join x --node-name n1 --provider-id p1 >/dev/null\necho kept >$HOME/marker\n"
+	script := "set -e\nhostnamectl set-hostname n1\necho KUBELET_EXTRA_ARGS=--provider-id=p1 >$HOME/etc/default/kubelet\n" +
+		"kubeadm join " + joinArgs + " >/dev/null\necho kept >$HOME/marker\necho other-token >$HOME/" + KubeadmTokenFile + "\n"
 	if _, errOut, code := run(t, c1, "sh -s", script); code != 0 {
 		t.Fatalf("setup script: code %d, %s", code, errOut)
 	}
@@ -97,12 +98,12 @@ func TestPersistentVMSurvivesRestart(t *testing.T) {
 		t.Errorf("address %s, was %s", vm2.Addr(), vm1.Addr())
 	}
 	c2, _ := dialPinned(t, e2, vm2.Addr(), pinned) // fails if the key changed
-	out, _, code := run(t, c2, "cat $HOME/marker; hostname", "")
-	if code != 0 || out != "kept\nn1\n" {
+	out, _, code := run(t, c2, "cat $HOME/marker; hostname; cat $HOME/"+KubeadmTokenFile, "")
+	if code != 0 || out != "kept\nn1\nother-token\n" {
 		t.Errorf("after restart: code %d, out %q", code, out)
 	}
 	// Still joined, so kubeadm refuses to join again, like on a real node.
-	if _, errOut, code := run(t, c2, "kubeadm join x --node-name n1", ""); code != 1 || !strings.Contains(errOut, "already exists") {
+	if _, errOut, code := run(t, c2, "kubeadm join "+joinArgs+" --node-name n1", ""); code != 1 || !strings.Contains(errOut, "already exists") {
 		t.Errorf("re-join after restart: code %d, %s", code, errOut)
 	}
 	if len(joins) != 0 {

@@ -3,6 +3,7 @@ package simvm
 import (
 	"bufio"
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +24,29 @@ const (
 	// HostKeyFile holds the VM's SSH host private key (OpenSSH format,
 	// mode 0600), where sshd keeps it on a real machine.
 	HostKeyFile = "etc/ssh/ssh_host_ed25519_key"
+	// KubeletDefaultsFile is /etc/default/kubelet, which the kubelet's
+	// systemd drop-in of the Debian/Ubuntu packages reads: a join hook
+	// puts the providerID there (KUBELET_EXTRA_ARGS=--provider-id=...)
+	// and the kubeadm shim reads it at join time, when the real kubelet
+	// starts. Its directory exists in every sandbox, as on a real node.
+	KubeletDefaultsFile = "etc/default/kubelet"
+	// KubeletConfFile is /etc/kubernetes/kubelet.conf, written by a
+	// successful join and removed by reset, as the real kubeadm does.
+	KubeletConfFile = "etc/kubernetes/kubelet.conf"
+	// KubeadmTokenFile and KubeadmCACertHashFile hold the bootstrap token
+	// and the CA certificate hash a node image provides to its join hook
+	// (see DevJoinToken and DevCACertHash).
+	KubeadmTokenFile      = "etc/kubeadm/token"
+	KubeadmCACertHashFile = "etc/kubeadm/ca-cert-hash"
+)
+
+// DevJoinToken and DevCACertHash are the development bootstrap token and CA
+// certificate hash every simulated VM's image carries in KubeadmTokenFile
+// and KubeadmCACertHashFile. They are valid in form, which is all the
+// kubeadm shim checks: the simulated cluster has no token to match.
+const (
+	DevJoinToken  = "abcdef.0123456789abcdef"
+	DevCACertHash = "sha256:358eb75945ac55049197175aa3446a424545c8b48d0e94a671fdab00c4774e11"
 )
 
 // The shims are POSIX sh so they run under whatever /bin/sh the machine has.
@@ -37,84 +61,12 @@ mkdir -p "$sandbox/var/log/simvm"
 printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(basename "$0")" "$*" >>"$sandbox/var/log/simvm/$(basename "$0").log"
 `
 
-const kubeadmShim = shimPreamble + `
-joined="$sandbox/var/lib/kubelet/joined"
-mkdir -p "$sandbox/var/lib/kubelet"
+// kubeadmScript is the simulated kubeadm, in a file of its own for its size.
+//
+//go:embed kubeadm.sh
+var kubeadmScript string
 
-need_arg() {
-	if [ "$1" -lt 2 ]; then
-		echo "flag needs an argument: $2" >&2
-		exit 1
-	fi
-}
-
-cmd="${1:-}"
-[ $# -gt 0 ] && shift
-case "$cmd" in
-join)
-	node="${NODE_NAME:-}"
-	provider="${PROVIDER_ID:-}"
-	ignore=""
-	while [ $# -gt 0 ]; do
-		case "$1" in
-		--node-name=*) node="${1#*=}" ;;
-		--node-name) need_arg $# "$1"; node="$2"; shift ;;
-		--provider-id=*) provider="${1#*=}" ;;
-		--provider-id) need_arg $# "$1"; provider="$2"; shift ;;
-		--ignore-preflight-errors=*) ignore="${1#*=}" ;;
-		--ignore-preflight-errors) need_arg $# "$1"; ignore="$2"; shift ;;
-		esac
-		shift
-	done
-	if [ -z "$node" ]; then
-		echo "error execution phase preflight: no node name: pass --node-name or set NODE_NAME" >&2
-		exit 1
-	fi
-	case "$node" in
-	*[!a-z0-9.-]*|-*|*-)
-		echo "nodeRegistration.name: Invalid value: \"$node\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'" >&2
-		exit 1 ;;
-	esac
-	case "$provider" in
-	*"
-"*) echo "invalid provider ID: contains a newline" >&2; exit 1 ;;
-	esac
-	echo "[preflight] Running pre-flight checks"
-	if [ -f "$joined" ]; then
-		case ",$ignore," in
-		*,all,*|*,FileAvailable--etc-kubernetes-kubelet.conf,*) ;;
-		*)
-			echo "error execution phase preflight: [preflight] Some fatal errors occurred:" >&2
-			echo "	[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf already exists" >&2
-			echo "[preflight] If you know what you are doing, you can make a check non-fatal with '--ignore-preflight-errors=...'" >&2
-			exit 1 ;;
-		esac
-	fi
-	tmp="$joined.tmp.$$"
-	printf 'node-name=%s\nprovider-id=%s\n' "$node" "$provider" >"$tmp" && mv -f "$tmp" "$joined" || exit 1
-	echo "[kubelet-start] Starting the kubelet"
-	echo "[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap"
-	echo ""
-	echo "This node has joined the cluster:"
-	echo "* Certificate signing request was sent to apiserver and a response was received."
-	echo "* The Kubelet was informed of the new secure connection details."
-	;;
-reset)
-	rm -f "$joined"
-	echo "[reset] Stopping the kubelet service"
-	echo "[reset] Deleting contents of stateful directories: [/var/lib/kubelet]"
-	;;
-version)
-	case " $* " in
-	*short*) echo "v1.31.0" ;;
-	*) echo 'kubeadm version: &version.Info{Major:"1", Minor:"31", GitVersion:"v1.31.0"}' ;;
-	esac
-	;;
-*)
-	echo "unknown command \"$cmd\" for \"kubeadm\" (the simulated kubeadm supports join, reset, version)" >&2
-	exit 1 ;;
-esac
-`
+var kubeadmShim = shimPreamble + kubeadmScript
 
 const kubectlShim = shimPreamble + `
 verb="${1:-}"
@@ -181,8 +133,9 @@ var shims = map[string]string{
 	"systemctl":   systemctlShim,
 }
 
-// prepareSandbox creates the sandbox directory tree with the shims. A fresh
-// sandbox starts empty. A reused one keeps its files (join state, hostname,
+// prepareSandbox creates the sandbox directory tree with the shims and what
+// a node image provides for joining (KubeadmTokenFile, KubeadmCACertHashFile,
+// an /etc/default directory). A fresh sandbox starts otherwise empty. A reused one keeps its files (join state, hostname,
 // host key, logs), as a rebooted machine keeps its disk; only the shims are
 // reinstalled, like packages upgraded in place.
 func prepareSandbox(dir, hostname string, reuse bool) error {
@@ -191,8 +144,22 @@ func prepareSandbox(dir, hostname string, reuse bool) error {
 			return fmt.Errorf("clear sandbox: %w", err)
 		}
 	}
-	for _, sub := range []string{"bin", "etc/ssh", "tmp", "var/lib/kubelet", LogDir} {
+	for _, sub := range []string{"bin", "etc/ssh", "etc/default", "etc/kubeadm", "etc/kubernetes", "tmp", "var/lib/kubelet", LogDir} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	// What the node image provides for the join hook; a reused sandbox
+	// keeps its own (the machine may have been given other ones).
+	for _, f := range []struct{ path, content string }{
+		{KubeadmTokenFile, DevJoinToken + "\n"},
+		{KubeadmCACertHashFile, DevCACertHash + "\n"},
+	} {
+		p := filepath.Join(dir, f.path)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(f.content), 0o600); err != nil {
 			return fmt.Errorf("create sandbox: %w", err)
 		}
 	}

@@ -4,9 +4,11 @@
 // them on a real machine.
 //
 // The sandbox has shim executables (kubeadm, kubectl, hostnamectl, ...) on
-// PATH that record what was asked of them. After every command the VM looks
-// at the kubeadm join file and reports joins and resets through callbacks,
-// which is how a simulated cluster learns that a node registered.
+// PATH that record what was asked of them. The kubeadm shim is as strict as
+// the real kubeadm (see kubeadm.sh), so a join hook that works on a simulated
+// VM works on a real one. After every command the VM looks at the kubeadm
+// join file and reports joins and resets through callbacks, which is how a
+// simulated cluster learns that a node registered.
 //
 // With Config.Persistent a VM's sandbox, host key included, outlives the
 // process: a VM started again with the same ID after a restart is the same
@@ -153,8 +155,10 @@ type VMSpec struct {
 	IP string
 	// Hostname is the initial hostname; empty means ID.
 	Hostname string
-	// Env is added to every command's environment (e.g. NODE_NAME,
-	// PROVIDER_ID, which the kubeadm shim uses as defaults).
+	// Env is added to every command's environment. The kubeadm shim reads
+	// none of it, like the real kubeadm: the node name defaults to the
+	// hostname, the providerID comes from KubeletDefaultsFile or a
+	// JoinConfiguration.
 	Env map[string]string
 	// OnJoin is called after a command that left the VM joined under a
 	// new node name or provider ID, and by Start when a reused sandbox

@@ -180,12 +180,30 @@ func TestExecOutputAndExitStatus(t *testing.T) {
 	}
 }
 
+// joinArgs is the discovery part of a valid kubeadm join, with the token and
+// CA certificate hash of the simulated VMs' image.
+const joinArgs = "10.0.0.1:6443 --token " + DevJoinToken + " --discovery-token-ca-cert-hash " + DevCACertHash
+
+// sampleJoinHook is the join hook the repository documents (README.md,
+// services/lifecycle/README.md, deploy/, dev/), word for word: it works on a
+// real Ubuntu VM with kubeadm installed and on a simulated one.
+const sampleJoinHook = `set -eu
+# On a real VM $SIMVM_SANDBOX is unset and these are the real paths; the
+# simulated VMs of ` + "`make run`" + ` keep their files under it.
+etc="${SIMVM_SANDBOX:-}/etc"
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+  --token "$(cat "$etc/kubeadm/token")" \
+  --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+`
+
 func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex
 	var events []string
 	vm := e.startVM(VMSpec{
-		Env: map[string]string{"PROVIDER_ID": "default-provider"},
+		// Not a kubeadm thing: the shim must not take its defaults from here.
+		Env: map[string]string{"NODE_NAME": "env-node", "PROVIDER_ID": "env-provider"},
 		OnJoin: func(id, node, provider string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -199,7 +217,9 @@ func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 	})
 	c := e.dial(vm)
 
-	script := "set -e\nhostnamectl set-hostname n1\nkubeadm join 10.0.0.1:6443 --token abc --node-name n1 --provider-id p1\necho done\n"
+	script := "set -e\nhostnamectl set-hostname n1\n" +
+		"echo KUBELET_EXTRA_ARGS=--provider-id=p1 >\"$SIMVM_SANDBOX/etc/default/kubelet\"\n" +
+		"kubeadm join " + joinArgs + " --node-name n1\necho done\n"
 	out, errOut, code := run(t, c, "sh -s", script)
 	if code != 0 || !strings.Contains(out, "This node has joined the cluster") || !strings.HasSuffix(out, "done\n") {
 		t.Fatalf("join script: code %d, out %q, err %q", code, out, errOut)
@@ -210,9 +230,12 @@ func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 	if vm.Hostname() != "n1" {
 		t.Errorf("hostname = %q", vm.Hostname())
 	}
+	if _, err := os.Stat(filepath.Join(vm.Sandbox(), KubeletConfFile)); err != nil {
+		t.Errorf("join did not write kubelet.conf: %v", err)
+	}
 
 	// A second join fails its preflight check, like the real kubeadm.
-	_, errOut, code = run(t, c, "kubeadm join x --node-name n1", "")
+	_, errOut, code = run(t, c, "kubeadm join "+joinArgs+" --node-name n1", "")
 	if code != 1 || !strings.Contains(errOut, "kubelet.conf already exists") {
 		t.Errorf("re-join: code %d, stderr %q", code, errOut)
 	}
@@ -220,15 +243,20 @@ func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 	if _, _, code := run(t, c, "kubectl drain n1 --ignore-daemonsets && kubeadm reset -f", ""); code != 0 {
 		t.Fatalf("reset: code %d", code)
 	}
-	// Joining again with defaults from the environment.
-	if _, errOut, code := run(t, c, "NODE_NAME=n2 kubeadm join x", ""); code != 0 {
-		t.Fatalf("join with env defaults: code %d, %s", code, errOut)
+	if _, err := os.Stat(filepath.Join(vm.Sandbox(), KubeletConfFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("reset left kubelet.conf: %v", err)
+	}
+	// Joining again with the real kubeadm's defaults: the hostname is the
+	// node name and, without /etc/default/kubelet, the kubelet has no
+	// providerID (NODE_NAME and PROVIDER_ID in the environment are ignored).
+	if _, errOut, code := run(t, c, "hostnamectl set-hostname n2 && rm \"$SIMVM_SANDBOX/etc/default/kubelet\" && kubeadm join "+joinArgs, ""); code != 0 {
+		t.Fatalf("join with defaults: code %d, %s", code, errOut)
 	}
 
 	mu.Lock()
 	defer mu.Unlock()
 	id := vm.ID()
-	want := []string{"join " + id + " n1 p1", "reset " + id + " n1", "join " + id + " n2 default-provider"}
+	want := []string{"join " + id + " n1 p1", "reset " + id + " n1", "join " + id + " n2 "}
 	if fmt.Sprint(events) != fmt.Sprint(want) {
 		t.Errorf("events = %q\nwant     %q", events, want)
 	}
@@ -242,13 +270,259 @@ func TestKubeadmRejectsBadNodeName(t *testing.T) {
 	e := newEnv(t, nil)
 	vm := e.startVM(VMSpec{})
 	c := e.dial(vm)
-	for _, args := range []string{"", "--node-name Bad_Name", "--node-name"} {
-		if _, _, code := run(t, c, "kubeadm join x "+args, ""); code == 0 {
+	for _, args := range []string{"--node-name Bad_Name", "--node-name -x", "--node-name"} {
+		if _, _, code := run(t, c, "kubeadm join "+joinArgs+" "+args, ""); code == 0 {
 			t.Errorf("kubeadm join %q succeeded", args)
 		}
 	}
 	if _, ok := vm.Joined(); ok {
 		t.Error("VM joined despite errors")
+	}
+}
+
+// The kubeadm shim refuses what the real kubeadm refuses, with its message.
+func TestKubeadmIsAsStrictAsTheRealOne(t *testing.T) {
+	e := newEnv(t, nil)
+	vm := e.startVM(VMSpec{})
+	c := e.dial(vm)
+	const stack = "To see the stack trace of this error execute with --v=5 or higher\n"
+
+	// There is no --provider-id flag: cobra's error, word for word.
+	for _, args := range []string{joinArgs + " --node-name n1 --provider-id p1", "--provider-id=p1 " + joinArgs} {
+		_, errOut, code := run(t, c, "kubeadm join "+args, "")
+		if code != 1 || errOut != "unknown flag: --provider-id\n"+stack {
+			t.Errorf("kubeadm join %s: code %d, stderr %q", args, code, errOut)
+		}
+	}
+
+	cfg := filepath.Join(vm.Sandbox(), "tmp", "join.yaml")
+	if err := os.WriteFile(cfg, []byte(joinConfigV1beta4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		token = " --token " + DevJoinToken
+		hash  = " --discovery-token-ca-cert-hash " + DevCACertHash
+	)
+	for _, tc := range []struct{ name, args, want string }{
+		{"unknown shorthand", joinArgs + " -p p1", "unknown shorthand flag: 'p' in -p"},
+		{"no discovery", "--node-name n1", `discovery: Invalid value: "": bootstrapToken or file must be set`},
+		{"token without endpoint", "--node-name n1" + token + hash, "bootstrapToken or file must be set"},
+		{"no CA pinning", "10.0.0.1:6443" + token, "using token-based discovery without caCertHashes can be unsafe"},
+		{"no token", "10.0.0.1:6443" + hash, `discovery.bootstrapToken.token: Invalid value: "": the bootstrap token is invalid`},
+		{"bad token", "10.0.0.1:6443 --token abc" + hash, `discovery.bootstrapToken.token: Invalid value: "abc": the bootstrap token is invalid`},
+		{"upper-case token", "10.0.0.1:6443 --token ABCDEF.0123456789abcdef" + hash, "the bootstrap token is invalid"},
+		{"bad TLS bootstrap token", "10.0.0.1:6443" + token + hash + " --tls-bootstrap-token x", `discovery.tlsBootstrapToken: Invalid value: "x"`},
+		{"endpoint without port", "10.0.0.1" + token + hash, "address 10.0.0.1: missing port in address"},
+		{"short CA hash", "10.0.0.1:6443" + token + " --discovery-token-ca-cert-hash sha256:abc", "invalid discovery token CA certificate hash: invalid hash \"sha256:abc\", expected a 32 byte SHA-256 hash"},
+		{"CA hash format", "10.0.0.1:6443" + token + " --discovery-token-ca-cert-hash md5:abc", `unknown hash format "md5"`},
+		{"two endpoints", joinArgs + " 10.0.0.2:6443", "accepts at most 1 arg(s), received 2"},
+		{"missing file", "--discovery-file /nowhere/cluster-info.yaml", "not a valid HTTPS URL or a file on disk"},
+		{"file and token discovery", joinArgs + " --discovery-file https://example.com/c.yaml", "bootstrapToken and file cannot both be set"},
+		{"missing value", joinArgs + " --node-name", "flag needs an argument: --node-name"},
+		{"bad boolean", joinArgs + " --dry-run=maybe", `invalid argument "maybe" for "--dry-run" flag`},
+		{"bad level", joinArgs + " -v x", `invalid argument "x" for "-v, --v" flag`},
+		{"config mixed with token", "--config " + cfg + token, "can not mix '--config' with arguments [token]"},
+		{"config mixed with discovery flags", "--config " + cfg + hash + " --discovery-token-unsafe-skip-ca-verification",
+			"can not mix '--config' with arguments [discovery-token-ca-cert-hash discovery-token-unsafe-skip-ca-verification]"},
+		{"missing config", "--config /nowhere/join.yaml", `unable to read config from "/nowhere/join.yaml"`},
+		{"all and one check", joinArgs + " --ignore-preflight-errors=all,Swap", "don't specify individual checks if 'all' is used"},
+	} {
+		_, errOut, code := run(t, c, "kubeadm join "+tc.args, "")
+		if code != 1 || !strings.Contains(errOut, tc.want) || !strings.HasSuffix(errOut, stack) {
+			t.Errorf("%s: kubeadm join %s: code %d, stderr %q, want %q", tc.name, tc.args, code, errOut, tc.want)
+		}
+	}
+	for _, args := range []string{"--bogus", "-f --provider-id p1"} {
+		if _, errOut, code := run(t, c, "kubeadm reset "+args, ""); code != 1 || !strings.HasPrefix(errOut, "unknown flag: ") {
+			t.Errorf("kubeadm reset %s: code %d, stderr %q", args, code, errOut)
+		}
+	}
+	if _, ok := vm.Joined(); ok {
+		t.Error("VM joined despite errors")
+	}
+	// Real flags in all their real forms are accepted.
+	args := "--v=2 join -v 3 --node-name=n1 " + joinArgs + " --ignore-preflight-errors Swap,IsPrivilegedUser --ignore-preflight-errors=Mem --skip-phases= --cri-socket unix:///run/containerd/containerd.sock --skip-headers"
+	if _, errOut, code := run(t, c, "kubeadm "+args, ""); code != 0 {
+		t.Fatalf("kubeadm %s: code %d, %s", args, code, errOut)
+	}
+	if js, ok := vm.Joined(); !ok || js != (JoinState{NodeName: "n1"}) {
+		t.Errorf("Joined() = %+v, %v", js, ok)
+	}
+}
+
+func TestKubeadmProviderIDFromKubeletDefaults(t *testing.T) {
+	e := newEnv(t, nil)
+	vm := e.startVM(VMSpec{Hostname: "Host-1"})
+	c := e.dial(vm)
+	// The file as an admin would write it: quoted, with other kubelet
+	// flags; the kubelet takes the last --provider-id.
+	defaults := "# kubelet flags\nKUBELET_EXTRA_ARGS=\"--v=2 --provider-id=old --node-labels=a=b --provider-id qcloud:///ap-guangzhou-3/ins-1\"\n"
+	if err := os.WriteFile(filepath.Join(vm.Sandbox(), KubeletDefaultsFile), []byte(defaults), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, c, "kubeadm join "+joinArgs, ""); code != 0 {
+		t.Fatalf("join: code %d, %s", code, errOut)
+	}
+	// No --node-name: the hostname, lowercased as kubeadm does.
+	if js, ok := vm.Joined(); !ok || js != (JoinState{NodeName: "host-1", ProviderID: "qcloud:///ap-guangzhou-3/ins-1"}) {
+		t.Errorf("Joined() = %+v, %v", js, ok)
+	}
+}
+
+const joinConfigV1beta3 = `# v1beta3: kubeletExtraArgs is a map
+apiVersion: kubeadm.k8s.io/v1beta3
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: "10.0.0.1:6443"
+    token: abcdef.0123456789abcdef
+    caCertHashes:
+    - sha256:358eb75945ac55049197175aa3446a424545c8b48d0e94a671fdab00c4774e11
+nodeRegistration:
+  name: cfg-node-3
+  kubeletExtraArgs:
+    node-labels: pool=a
+    provider-id: "qcloud:///ap-guangzhou-3/ins-3"
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+`
+
+const joinConfigV1beta4 = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: 10.0.0.1:6443
+    token: abcdef.0123456789abcdef
+    unsafeSkipCAVerification: true
+nodeRegistration:
+  name: cfg-node-4
+  kubeletExtraArgs:   # v1beta4: a list of name/value pairs
+  - name: node-labels
+    value: pool=b
+  - name: provider-id
+    value: 'qcloud:///ap-guangzhou-3/ins-4'
+`
+
+func TestKubeadmJoinConfiguration(t *testing.T) {
+	e := newEnv(t, nil)
+	vm := e.startVM(VMSpec{})
+	c := e.dial(vm)
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(vm.Sandbox(), "tmp", name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, config, flags string
+		want                JoinState
+	}{
+		{"v1beta3", joinConfigV1beta3, "", JoinState{NodeName: "cfg-node-3", ProviderID: "qcloud:///ap-guangzhou-3/ins-3"}},
+		{"v1beta4", joinConfigV1beta4, "", JoinState{NodeName: "cfg-node-4", ProviderID: "qcloud:///ap-guangzhou-3/ins-4"}},
+		// --node-name is one of the flags kubeadm allows beside --config.
+		{"v1beta4 with --node-name", joinConfigV1beta4, " --node-name n4 --v=2", JoinState{NodeName: "n4", ProviderID: "qcloud:///ap-guangzhou-3/ins-4"}},
+	} {
+		cfg := write(strings.ReplaceAll(tc.name, " ", "_")+".yaml", tc.config)
+		if _, errOut, code := run(t, c, "kubeadm join --config "+cfg+tc.flags, ""); code != 0 {
+			t.Fatalf("%s: join: code %d, %s", tc.name, code, errOut)
+		}
+		if js, ok := vm.Joined(); !ok || js != tc.want {
+			t.Errorf("%s: Joined() = %+v, %v, want %+v", tc.name, js, ok, tc.want)
+		}
+		if _, errOut, code := run(t, c, "kubeadm reset --force", ""); code != 0 {
+			t.Fatalf("%s: reset: code %d, %s", tc.name, code, errOut)
+		}
+	}
+
+	// Each version has its own kubeletExtraArgs shape; the other one is
+	// refused, as kubeadm's strict decoding refuses it.
+	for _, tc := range []struct{ file, content, want string }{
+		{"v1beta4-map.yaml", strings.Replace(joinConfigV1beta3, "kubeadm.k8s.io/v1beta3", "kubeadm.k8s.io/v1beta4", 1), "cannot unmarshal object"},
+		{"v1beta3-list.yaml", strings.Replace(joinConfigV1beta4, "kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta3", 1), "cannot unmarshal array"},
+		{"no-discovery.yaml", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\nnodeRegistration:\n  name: x\n", "bootstrapToken or file must be set"},
+		{"no-join.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n", "no JoinConfiguration found"},
+		{"old.yaml", strings.Replace(joinConfigV1beta4, "kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2", 1), "uses an old API spec"},
+	} {
+		cfg := write(tc.file, tc.content)
+		if _, errOut, code := run(t, c, "kubeadm join --config "+cfg, ""); code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("join --config %s: code %d, stderr %q, want %q", tc.file, code, errOut, tc.want)
+		}
+	}
+	if _, ok := vm.Joined(); ok {
+		t.Error("joined with a refused configuration")
+	}
+
+	// KUBELET_EXTRA_ARGS comes after kubeadm's flags on the kubelet's
+	// command line: /etc/default/kubelet wins.
+	if err := os.WriteFile(filepath.Join(vm.Sandbox(), KubeletDefaultsFile), []byte("KUBELET_EXTRA_ARGS=--provider-id=from-defaults\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, c, "kubeadm join --config "+write("again.yaml", joinConfigV1beta4), ""); code != 0 {
+		t.Fatalf("join: code %d, %s", code, errOut)
+	}
+	if js, _ := vm.Joined(); js != (JoinState{NodeName: "cfg-node-4", ProviderID: "from-defaults"}) {
+		t.Errorf("Joined() = %+v", js)
+	}
+}
+
+func TestKubeadmResetAsksForConfirmation(t *testing.T) {
+	e := newEnv(t, nil)
+	vm := e.startVM(VMSpec{})
+	c := e.dial(vm)
+	if _, errOut, code := run(t, c, "kubeadm join "+joinArgs+" --node-name n1", ""); code != 0 {
+		t.Fatalf("join: code %d, %s", code, errOut)
+	}
+	for _, stdin := range []string{"", "n\n", "yes\n"} {
+		out, errOut, code := run(t, c, "kubeadm reset", stdin)
+		if code == 0 || !strings.Contains(out, "[reset] Are you sure you want to proceed? [y/N]: ") || !strings.Contains(errOut, "aborted reset operation") {
+			t.Errorf("reset with stdin %q: code %d, stdout %q, stderr %q", stdin, code, out, errOut)
+		}
+		if _, ok := vm.Joined(); !ok {
+			t.Fatalf("reset with stdin %q left the cluster", stdin)
+		}
+	}
+	if _, errOut, code := run(t, c, "kubeadm reset", "Y\n"); code != 0 {
+		t.Fatalf("confirmed reset: code %d, %s", code, errOut)
+	}
+	if _, ok := vm.Joined(); ok {
+		t.Error("still joined after a confirmed reset")
+	}
+}
+
+// The documented join hook, run as the hook runner runs it (its environment
+// exported at the top of the script, the script on the stdin of "sh -s"),
+// joins with the providerID lifecycle gave it.
+func TestSampleJoinHook(t *testing.T) {
+	e := newEnv(t, nil)
+	joins := make(chan JoinState, 1)
+	vm := e.startVM(VMSpec{OnJoin: func(_, node, provider string) { joins <- JoinState{NodeName: node, ProviderID: provider} }})
+	c := e.dial(vm)
+	for path, want := range map[string]string{KubeadmTokenFile: DevJoinToken + "\n", KubeadmCACertHashFile: DevCACertHash + "\n"} {
+		if b, err := os.ReadFile(filepath.Join(vm.Sandbox(), path)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", path, b, err, want)
+		}
+	}
+	env := "export API_SERVER='10.0.0.1:6443'\nexport NODE_NAME='workers-abc12'\n" +
+		"export PROVIDER_ID='externalgrpc://tencentcloud/dev/ap-guangzhou/ins-1234'\n"
+	out, errOut, code := run(t, c, "sh -s", env+sampleJoinHook)
+	if code != 0 || !strings.Contains(out, "This node has joined the cluster") {
+		t.Fatalf("sample hook: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	want := JoinState{NodeName: "workers-abc12", ProviderID: "externalgrpc://tencentcloud/dev/ap-guangzhou/ins-1234"}
+	select {
+	case js := <-joins:
+		if js != want {
+			t.Errorf("join reported as %+v, want %+v", js, want)
+		}
+	default:
+		t.Fatal("no join reported by the time the hook ended")
+	}
+	if b, err := os.ReadFile(filepath.Join(vm.Sandbox(), KubeletDefaultsFile)); err != nil || string(b) != "KUBELET_EXTRA_ARGS=--provider-id="+want.ProviderID+"\n" {
+		t.Errorf("%s = %q, %v", KubeletDefaultsFile, b, err)
 	}
 }
 
@@ -597,7 +871,7 @@ func TestManyVMsConcurrently(t *testing.T) {
 				defer s.Close()
 				cmd := fmt.Sprintf("echo %d-%d", i, j)
 				if j == 0 {
-					cmd = fmt.Sprintf("kubeadm join x --node-name node-%d >/dev/null && echo %d-%d", i, i, j)
+					cmd = fmt.Sprintf("kubeadm join %s --node-name node-%d >/dev/null && echo %d-%d", joinArgs, i, i, j)
 				}
 				out, err := s.Output(cmd)
 				if err != nil || string(out) != fmt.Sprintf("%d-%d\n", i, j) {

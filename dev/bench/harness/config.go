@@ -12,8 +12,24 @@ const Region = "ap-guangzhou"
 
 // JoinScript is the after_created hook of a real cluster reduced to its
 // essence: join with the name and providerID lifecycle assigned (the
-// simulated kubeadm registers the node in the simulated cluster).
-const JoinScript = `kubeadm join --node-name "$NODE_NAME" --provider-id "$PROVIDER_ID"`
+// simulated kubeadm registers the node in the simulated cluster). It works
+// word for word on a real Ubuntu VM with kubeadm installed: the providerID
+// reaches the kubelet through /etc/default/kubelet, the token and CA
+// certificate hash come from the node image, API_SERVER from the
+// template's hookEnv (APIServer).
+const JoinScript = `set -eu
+# On a real VM $SIMVM_SANDBOX is unset and these are the real paths; the
+# simulated VMs of ` + "`make run`" + ` keep their files under it.
+etc="${SIMVM_SANDBOX:-}/etc"
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+  --token "$(cat "$etc/kubeadm/token")" \
+  --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+`
+
+// APIServer is the API_SERVER every benchmark template gives its hooks
+// (hookEnv). The simulated kubeadm checks its form and contacts nothing.
+const APIServer = "10.0.0.1:6443"
 
 // GroupSpec is one node group of a generated configuration.
 type GroupSpec struct {
@@ -57,6 +73,7 @@ func ConfigYAML(groups []GroupSpec) []byte {
 		templates[tpl] = map[string]any{
 			"account": Account, "zone": zone, "instanceType": "S5.MEDIUM4",
 			"arch": "amd64", "os": "linux", "hourlyPrice": 0.12,
+			"hookEnv": map[string]string{"API_SERVER": APIServer},
 			"parameters": map[string]any{
 				"ImageId": "img-nodesmith", "InstanceChargeType": "POSTPAID_BY_HOUR", "InstanceName": "nodesmith-bench",
 			},

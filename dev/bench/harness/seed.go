@@ -65,6 +65,7 @@ func BuildSeed(groups, instances int, seed uint64) *Seeded {
 				Name: "tpl-" + Region + "-3", Provider: "tencentcloud", Account: Account, Region: Region,
 				ParametersJson: `{"ImageId":"img-nodesmith","InstanceChargeType":"POSTPAID_BY_HOUR","InstanceName":"nodesmith-bench","InstanceType":"S5.MEDIUM4","Placement":{"Zone":"ap-guangzhou-3"}}`,
 				HourlyPrice:    0.12, InstanceType: "S5.MEDIUM4", Zone: Region + "-3", Arch: "amd64", Os: "linux",
+				HookEnv: map[string]string{"API_SERVER": APIServer},
 			},
 			NodeTemplate: &statev1.NodeTemplate{
 				Labels:      map[string]string{"node-role.kubernetes.io/worker": "", "nodesmith.io/pool": id},

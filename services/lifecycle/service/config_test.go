@@ -206,6 +206,7 @@ instanceTemplates:
     account: dev
     zone: ap-guangzhou-3
     instanceType: S5.MEDIUM4
+    hookEnv: {API_SERVER: "10.0.0.1:6443"}
     parameters:
       ImageId: img-nodesmith
 nodeGroups:
@@ -219,7 +220,13 @@ nodeGroups:
       allocatable: {cpu: 1900m, memory: 3584Mi, pods: "110"}
     hooks:
       afterCreated:
-        script: kubeadm join --node-name "$NODE_NAME" --provider-id "$PROVIDER_ID"
+        script: |
+          set -eu
+          etc="${SIMVM_SANDBOX:-}/etc"
+          echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+          kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+            --token "$(cat "$etc/kubeadm/token")" \
+            --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
 `
 	if err := service.ValidateConfigData("default.yaml", []byte(def), ""); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,13 @@ nodeGroups:
         - {key: dedicated, value: workers, effect: NoSchedule}
     hooks:
       afterCreated:
-        script: kubeadm join --node-name "$NODE_NAME" --provider-id "$PROVIDER_ID"
+        script: |
+          set -eu
+          etc="${SIMVM_SANDBOX:-}/etc"
+          echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+          kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+            --token "$(cat "$etc/kubeadm/token")" \
+            --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
       beforeDelete:
         script: kubectl drain "$NODE_NAME"
 `

@@ -86,7 +86,7 @@ func (a *App) adoptionsLocked() []adoption {
 			continue
 		case cloudIDs[cloudID]:
 			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
-				fmt.Sprintf("Node names VM %s, which instance records already own under another providerID or name (a join script without --provider-id?)", cloudID))
+				fmt.Sprintf("Node names VM %s, which instance records already own under another providerID or name (a join script without the kubelet's --provider-id?)", cloudID))
 			continue
 		}
 		g := a.groups[groups[0]].g

@@ -212,7 +212,8 @@ func (a *App) onNodeEvent(ev ports.NodeEvent) {
 	}
 	// A Node named after one of our instances but carrying another
 	// providerID never counts as joined (CA could not match it either):
-	// say so, since the likely cause is a join script without --provider-id.
+	// say so, since the likely cause is a join script without the kubelet's
+	// --provider-id.
 	a.mu.Lock()
 	r, ok := a.insts[ev.Node.Name]
 	a.mu.Unlock()

@@ -64,7 +64,13 @@ nodeGroups:
 func writeHook(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "join.sh"), []byte("kubeadm join --node-name \"$NODE_NAME\" --provider-id \"$PROVIDER_ID\"\n"), 0o600); err != nil {
+	const join = `set -eu
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > /etc/default/kubelet
+kubeadm join "$API_SERVER" --node-name "$NODE_NAME" \
+  --token "$(cat /etc/kubeadm/token)" \
+  --discovery-token-ca-cert-hash "$(cat /etc/kubeadm/ca-cert-hash)"
+`
+	if err := os.WriteFile(filepath.Join(dir, "join.sh"), []byte(join), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return dir
