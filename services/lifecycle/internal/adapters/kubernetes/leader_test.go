@@ -3,11 +3,13 @@ package kubernetes_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,9 +35,6 @@ type contender struct {
 	done    chan error
 	leading atomic.Bool
 	terms   atomic.Int32
-	// stoppedAt is when its last term ended.
-	mu        sync.Mutex
-	stoppedAt time.Time
 }
 
 // active counts leaders running lead at once, across contenders.
@@ -63,9 +62,6 @@ func startContender(t *testing.T, cs kubernetes.Interface, name string, lease ti
 			time.Sleep(drain) // in-flight work drains before the lease is released
 			c.leading.Store(false)
 			act.n.Add(-1)
-			c.mu.Lock()
-			c.stoppedAt = time.Now()
-			c.mu.Unlock()
 			return nil
 		})
 	}()
@@ -85,6 +81,33 @@ func startContender(t *testing.T, cs kubernetes.Interface, name string, lease ti
 // wait for it to expire. Never are two leaders active at once.
 func TestLeaderHandsOverOnCancel(t *testing.T) {
 	cs := fake.NewClientset()
+	// Every holder the Lease is written with, in order: a release shows as
+	// an empty holder between a and b.
+	var holdersMu sync.Mutex
+	var holders []string
+	cs.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		var obj runtime.Object
+		switch a := action.(type) {
+		case k8stesting.CreateAction:
+			obj = a.GetObject()
+		case k8stesting.UpdateAction:
+			obj = a.GetObject()
+		default:
+			return false, nil, nil
+		}
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			h := ""
+			if l.Spec.HolderIdentity != nil {
+				h = *l.Spec.HolderIdentity
+			}
+			holdersMu.Lock()
+			if len(holders) == 0 || holders[len(holders)-1] != h {
+				holders = append(holders, h)
+			}
+			holdersMu.Unlock()
+		}
+		return false, nil, nil
+	})
 	const lease = 10 * time.Second // long: a hand-over by expiry would show
 	var act active
 	a := startContender(t, cs, "a", lease, &act, 300*time.Millisecond)
@@ -106,11 +129,13 @@ func TestLeaderHandsOverOnCancel(t *testing.T) {
 		t.Fatal("a did not stop")
 	}
 	eventually(t, "b leads", b.leading.Load)
-	a.mu.Lock()
-	handover := time.Since(a.stoppedAt)
-	a.mu.Unlock()
-	if handover >= lease {
-		t.Errorf("hand-over took %s: the lease was not released", handover)
+	// The hand-over came by release, not by expiry: a wrote the Lease with
+	// no holder after draining, before b took it.
+	holdersMu.Lock()
+	got := slices.Clone(holders)
+	holdersMu.Unlock()
+	if want := []string{"a", "", "b"}; !slices.Equal(got, want) {
+		t.Errorf("Lease holders over time %q, want %q: a did not release the lease", got, want)
 	}
 	if act.max.Load() != 1 {
 		t.Errorf("%d leaders were active at once", act.max.Load())
