@@ -257,13 +257,12 @@ func runCALoop(t *testing.T, c caClient, gw *gateway) {
 	}
 
 	// --- lifecycle leader gone: a clear Unavailable within CA's deadline ---
+	// Every call of the test client carries CA's grpc_timeout (5 s, see
+	// caLock.call): a gateway that waited past it would leave CA with
+	// DeadlineExceeded instead of the gateway's own Unavailable.
 	gw.lifecycle.Stop()
-	startCall := time.Now()
 	if err := c.IncreaseSize(ctx, "web", 1); code(err) != codes.Unavailable {
-		t.Errorf("IncreaseSize without a lifecycle leader = %v, want Unavailable", err)
-	}
-	if took := time.Since(startCall); took > 5*time.Second {
-		t.Errorf("IncreaseSize without a leader took %v, beyond CA's grpc_timeout", took)
+		t.Errorf("IncreaseSize without a lifecycle leader = %v, want the gateway's Unavailable", err)
 	}
 	// Reads do not care.
 	mustOK("Refresh without lifecycle", c.Refresh(ctx))
