@@ -259,21 +259,41 @@ func unavailable(err error) bool {
 		errors.Is(err, nats.ErrDisconnected)
 }
 
+// ensureOnce creates what is missing and updates only what differs. Each
+// object is first created: JetStream answers a create whose config equals
+// the existing one with the existing object and changes nothing; only a
+// different config ("already in use") is updated. Services start together
+// and each runs Ensure, so an unconditional update (CreateOrUpdate*) would
+// rewrite every stream's config at every start while other services create
+// consumers on it, which nats-server does not serialise (a data race
+// between fileStore.UpdateConfig and ConsumerStore, seen under -race).
 func ensureOnce(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, sc := range StreamConfigs(o) {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		_, err := js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			_, err = js.UpdateStream(ctx, sc)
+		}
+		if err != nil {
 			return fmt.Errorf("ensuring stream %s: %w", sc.Name, err)
 		}
 	}
 	for stream, ccs := range ConsumerConfigs(o) {
 		for _, cc := range ccs {
-			if _, err := js.CreateOrUpdateConsumer(ctx, stream, cc); err != nil {
+			_, err := js.CreateConsumer(ctx, stream, cc)
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				_, err = js.UpdateConsumer(ctx, stream, cc)
+			}
+			if err != nil {
 				return fmt.Errorf("ensuring consumer %s on %s: %w", cc.Durable, stream, err)
 			}
 		}
 	}
 	for _, kc := range KeyValueConfigs(o) {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		_, err := js.CreateKeyValue(ctx, kc)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			_, err = js.UpdateKeyValue(ctx, kc)
+		}
+		if err != nil {
 			return fmt.Errorf("ensuring bucket %s: %w", kc.Bucket, err)
 		}
 	}

@@ -2,6 +2,8 @@ package messaging_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +65,65 @@ func TestEnsureIsIdempotentAndComplete(t *testing.T) {
 		if _, err := env.JS.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
+	}
+}
+
+// Ensure writes only what differs: services start together and each runs
+// it, and a stream rewritten while another service adds a consumer to it
+// trips a data race inside nats-server. An unchanged topology updates
+// nothing; a changed option updates exactly what it touches.
+func TestEnsureUpdatesOnlyWhatDiffers(t *testing.T) {
+	env := natstest.Start(t) // runs Ensure once
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	updates, err := env.Conn.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := messaging.Ensure(ctx, env.JS, messaging.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	changed := messaging.DefaultOptions()
+	changed.DuplicateWindow += time.Minute // both streams
+	changed.CloudAckWait += time.Second    // one consumer
+	if err := messaging.Ensure(ctx, env.JS, changed); err != nil {
+		t.Fatal(err)
+	}
+	// Advisories arrive in the order of the writes: a marker stream updated
+	// last closes the list of what the two Ensure calls wrote.
+	marker := jetstream.StreamConfig{Name: "MARKER", Subjects: []string{"marker"}, Storage: jetstream.MemoryStorage}
+	if _, err := env.JS.CreateStream(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	marker.Description = "updated last"
+	if _, err := env.JS.UpdateStream(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		m, err := updates.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		name := strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.UPDATED.")
+		if name == marker.Name {
+			break
+		}
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	if want := []string{messaging.CommandStream, messaging.EventStream}; !slices.Equal(got, want) {
+		t.Errorf("streams updated %q, want only %q (the duplicate window changed)", got, want)
+	}
+	c, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CachedInfo().Config.AckWait != changed.CloudAckWait {
+		t.Errorf("cloud consumer ack wait %s, want the changed %s", c.CachedInfo().Config.AckWait, changed.CloudAckWait)
 	}
 }
 
