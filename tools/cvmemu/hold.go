@@ -64,7 +64,8 @@ func (c *HeldCall) ClientGone() <-chan struct{} { return c.gone }
 func (c *HeldCall) ClientToken() string { return c.clientToken }
 
 // Release lets the held answer go to the client (if it is still there).
-// It may be called more than once, and before the call arrives.
+// It may be called more than once; called before the call arrives, it
+// lets the call pass unheld.
 func (c *HeldCall) Release() { c.release.Do(func() { close(c.released) }) }
 
 // ReleaseAll releases every call h was ever asked to hold, e.g. in a
