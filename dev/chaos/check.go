@@ -109,6 +109,12 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 		}
 	}
 
+	// The command of the cloud-adapter killed mid-RunInstances reached
+	// the other replica (many ack waits allowed: the time is reported).
+	if mc := r.faults.midCreate; mc.killed && mc.redelivery == 0 {
+		violate("the command of %s, killed mid-RunInstances (token %s), never reached another replica: its ClientToken was not used again within %s", r.cloud[0].name, mc.token, midCreateLimit)
+	}
+
 	// 4. No record lost: everything CA ever saw still has its record, and
 	// every requested instance got one.
 	byID, byPID := map[string]*statev1.Instance{}, map[string]*statev1.Instance{}
@@ -252,6 +258,22 @@ func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost, b
 	}
 	rows = append(rows, row{"kill -9 api-gateway", r.gateway.kills, ok(stateOK && f.gatewayOK(), r.gateway.kills), lost,
 		fmt.Sprintf("lost = records lost; restarted 2s later in the scale-down; CA calls retried meanwhile: %d (all retried DeleteNodes succeeded)", f.caRetries.Load())})
+	mc := f.midCreate
+	mcNote := "not injected: " + mc.skipped
+	mcInjected, mcSurvived := 0, 0
+	if mc.killed {
+		mcInjected = 1
+		redelivered := fmt.Sprintf("its command reached %s and RunInstances came again with the same ClientToken %.1fs after the kill (ack wait %s)", r.cloud[1].name, mc.redelivery.Seconds(), ackWait)
+		if mc.redelivery == 0 {
+			redelivered = fmt.Sprintf("RunInstances never came again with its ClientToken within %s", midCreateLimit)
+		}
+		mcNote = fmt.Sprintf("%s killed while its RunInstances (token %s) had created %d VMs and the answer was held; %s; restarted after that; lost = duplicate + orphan VMs",
+			r.cloud[0].name, mc.token, mc.vms, redelivered)
+		if mc.redelivery > 0 {
+			mcSurvived = ok(duplicates == 0 && orphans == 0 && stateOK, 1)
+		}
+	}
+	rows = append(rows, row{"kill -9 cloud-adapter mid-RunInstances", mcInjected, mcSurvived, max(duplicates, 0) + orphans, mcNote})
 	rows = append(rows, row{"kill -9 cloud-adapter replica", r.cloud[1].kills, ok(duplicates == 0 && orphans == 0 && stateOK, r.cloud[1].kills), max(duplicates, 0) + orphans,
 		"lost = duplicate + orphan VMs; its commands redelivered after the ack wait"})
 	rows = append(rows, row{"kill -9 hook-runner mid-hook", f.midHook, ok(unaccounted == 0, f.midHook), unaccounted,

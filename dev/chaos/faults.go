@@ -35,6 +35,9 @@ type faults struct {
 	hungVMs []string
 	// midHook is how many hooks the killed hook-runner was running.
 	midHook int
+	// midCreate is the kill of a cloud-adapter in the middle of a
+	// RunInstances.
+	midCreate midCreateKill
 	// rleBursts counts queued RequestLimitExceeded answers.
 	rleBursts int
 	// events is the injection log.
@@ -46,6 +49,22 @@ type faults struct {
 	// failed creations among them.
 	deleted       map[string]int
 	deletedFailed int
+}
+
+// midCreateKill is what the kill of a cloud-adapter mid-RunInstances did.
+type midCreateKill struct {
+	// killed: the process was killed while its call was held.
+	killed bool
+	// token is the held call's ClientToken; vms how many VMs it had
+	// created when the process died.
+	token string
+	vms   int
+	// redelivery is the time from the kill to the next RunInstances with
+	// the same ClientToken (the other replica handling the redelivered
+	// command); 0 if none came.
+	redelivery time.Duration
+	// skipped says why the fault was not injected.
+	skipped string
 }
 
 func newFaults(r *run) *faults { return &faults{r: r, deleted: map[string]int{}} }
@@ -125,6 +144,74 @@ func (f *faults) killLifecycleLeader(ctx context.Context, why string) error {
 	return nil
 }
 
+// midCreateLimit bounds each wait of killMidCreate: for a RunInstances of
+// cloud-adapter-0, and for its command to come back after the kill (many
+// ack waits).
+const midCreateLimit = 2 * time.Minute
+
+// killMidCreate kills cloud-adapter-0 with SIGKILL while one of its
+// RunInstances calls has created its VMs and the answer is held, then
+// measures how long the command takes to reach the other replica: the
+// emulator sees the batch's ClientToken again. cloud-adapter-0 is
+// restarted only after that, so the redelivery can only have gone to
+// cloud-adapter-1.
+func (f *faults) killMidCreate(ctx context.Context) error {
+	ca, emu := f.r.cloud[0], f.r.w.Emulator
+	call := f.r.cloudHold.Next(cvmemu.ActionRunInstances)
+	defer call.Release() // not held yet: pass unheld
+	select {
+	case <-call.Held():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(midCreateLimit):
+		f.mu.Lock()
+		f.midCreate.skipped = fmt.Sprintf("no RunInstances of %s within %s", ca.name, midCreateLimit)
+		f.mu.Unlock()
+		f.event("kill -9 %s mid-RunInstances skipped: no call of it within %s", ca.name, midCreateLimit)
+		return nil
+	}
+	key := harness.Account + "/" + call.ClientToken()
+	uses := func(st cvmemu.Stats) int { return st.ClientTokenCreations[key] + st.ClientTokenReplays[key] }
+	before := emu.Stats()
+	vms := 0
+	for _, vm := range emu.ListVMs() {
+		if vm.ClientToken == call.ClientToken() {
+			vms++
+		}
+	}
+	ca.kill9()
+	killed := time.Now()
+	f.event("kill -9 %s mid-RunInstances (token %s: %d VMs created, answer held)", ca.name, call.ClientToken(), vms)
+	f.mu.Lock()
+	f.midCreate = midCreateKill{killed: true, token: call.ClientToken(), vms: vms}
+	f.mu.Unlock()
+	select {
+	case <-call.ClientGone():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		f.r.logf("the held RunInstances of %s still has its client 10s after the kill", ca.name)
+	}
+	again, err := waitFor(ctx, midCreateLimit, func() bool { return uses(emu.Stats()) > uses(before) })
+	if err != nil {
+		return err
+	}
+	if again {
+		d := time.Since(killed)
+		f.mu.Lock()
+		f.midCreate.redelivery = d
+		f.mu.Unlock()
+		f.event("RunInstances with token %s again %.1fs after the kill (ack wait %s): the command reached %s", call.ClientToken(), d.Seconds(), ackWait, f.r.cloud[1].name)
+	} else {
+		f.event("RunInstances with token %s not seen again within %s of the kill", call.ClientToken(), midCreateLimit)
+	}
+	if err := ca.restart(); err != nil {
+		return fmt.Errorf("restarting %s: %w", ca.name, err)
+	}
+	f.event("%s restarted", ca.name)
+	return nil
+}
+
 // gatewayOK reports whether CA's view through the restarted gateway is
 // whole: the scale-down settled through it (targets and instances as CA
 // expects), which the run only reaches if every DeleteNodes went through.
@@ -135,6 +222,11 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 	emu := f.r.w.Emulator
 	created := func(frac float64) func() bool {
 		return func() bool { return float64(emu.Stats().VMsCreated) >= frac*float64(total) }
+	}
+	// First, before the RequestLimitExceeded burst, so the held call is
+	// one that created its VMs.
+	if err := f.killMidCreate(ctx); err != nil {
+		return err
 	}
 	f.rleBurst(5, cvmemu.ActionRunInstances, cvmemu.ActionDescribeInstances)
 

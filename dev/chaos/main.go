@@ -4,8 +4,10 @@
 // emulator, SSH-able VMs, the VMs' kubelets and a cloud node controller in
 // this process; etcd and kube-apiserver from tools/kube/kubetest) and
 // injects faults during a scale-up and a scale-down: kill -9 of the
-// lifecycle leader (twice), of a cloud-adapter and of a hook-runner in the
-// middle of hooks; a NATS server restart; 20% cloud API errors (creates
+// lifecycle leader (twice), of a cloud-adapter in the middle of a
+// RunInstances (its VMs created, the answer held by a cvmemu.Hold; the
+// time until its command reaches the other replica is reported), of the
+// other cloud-adapter and of a hook-runner in the middle of hooks; a NATS server restart; 20% cloud API errors (creates
 // and terminates failing after they took effect); RequestLimitExceeded
 // bursts; an exhausted quota; VMs that never boot; hooks that hang; VMs
 // whose SSH is unreachable.
@@ -15,7 +17,8 @@
 // after a reconcile period, no record lost, targets consistent, and every
 // Running instance has exactly one Ready Node with its providerID and its
 // group's labels, every leader kill handed the Lease over, no Node remains
-// for a deleted VM. -cluster=none runs one lifecycle without Kubernetes
+// for a deleted VM, the command of the cloud-adapter killed mid-RunInstances
+// reached the other replica. -cluster=none runs one lifecycle without Kubernetes
 // (and without those Node checks) for machines without etcd. It prints
 // a table (fault, injected, survived, lost) and exits non-zero when an
 // invariant is violated. `make chaos` runs it.
@@ -27,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -102,6 +106,10 @@ type run struct {
 	gateway    *svc
 	cloud      []*svc
 	hooks      []*svc
+	// cloudHold sits between cloud-adapter-0 and the emulator (served by
+	// holdServer), so a fault can kill it in the middle of a RunInstances.
+	cloudHold  *cvmemu.Hold
+	holdServer *http.Server
 	// kube is the Kubernetes side (nil with -cluster=none).
 	kube *kubeSide
 
@@ -235,6 +243,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	r.logf("building the four service binaries")
+	defer r.stopCloudHold() // before the emulator closes
 	if err := r.services(ctx); err != nil {
 		return nil, err
 	}

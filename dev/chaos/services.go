@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
 // svc is one service replica run as its own OS process, restartable with
@@ -122,7 +126,7 @@ func (r *run) services(ctx context.Context) error {
 		return err
 	}
 	// Every service ensures the topology at start: they must agree on it.
-	js := []string{"--js-cloud-ack-wait", "10s", "--js-hook-ack-wait", "10s"}
+	js := []string{"--js-cloud-ack-wait", ackWait.String(), "--js-hook-ack-wait", ackWait.String()}
 	common := func(string) []string {
 		return append([]string{"--nats-url", r.w.NATSURL(), "--log-format", "text", "--log-level", "info"}, js...)
 	}
@@ -162,10 +166,20 @@ func (r *run) services(ctx context.Context) error {
 	}
 	r.gateway = &svc{name: "api-gateway", bin: bins["api-gateway"], logFile: logf("api-gateway"),
 		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr=", "--health-addr=")}
+	// cloud-adapter-0 reaches the emulator through a Hold, so a fault can
+	// hold one of its RunInstances answers and kill it right then.
+	holdEndpoint, err := r.startCloudHold()
+	if err != nil {
+		return err
+	}
 	for i := range 2 {
 		name := "cloud-adapter-" + strconv.Itoa(i)
+		endpoint := r.w.Emulator.Endpoint()
+		if i == 0 {
+			endpoint = holdEndpoint
+		}
 		r.cloud = append(r.cloud, &svc{name: name, bin: bins["cloud-adapter"], logFile: logf(name),
-			args: append(common(name), "--health-addr=", "--tencent-endpoint", r.w.Emulator.Endpoint(), "--tencent-scheme", "http",
+			args: append(common(name), "--health-addr=", "--tencent-endpoint", endpoint, "--tencent-scheme", "http",
 				"--credentials-dir", r.w.CredentialsDir, "--watch-poll-interval", "1s", "--heartbeat", "3s", "--shutdown-grace", "5s",
 				"--watch-not-found-grace", "10s")})
 	}
@@ -181,6 +195,35 @@ func (r *run) services(ctx context.Context) error {
 				"--ssh-connect-timeout", "3s", "--shutdown-grace", "5s")})
 	}
 	return nil
+}
+
+// ackWait is every command consumer's ack wait (--js-*-ack-wait): how long
+// the commands of a killed replica wait before another replica gets them.
+const ackWait = 10 * time.Second
+
+// startCloudHold serves the emulator through a cvmemu.Hold on a port of
+// its own and returns its host:port; stopCloudHold ends it.
+func (r *run) startCloudHold() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	r.cloudHold = cvmemu.NewHold(r.w.Emulator)
+	r.holdServer = &http.Server{Handler: r.cloudHold, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := r.holdServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.logf("emulator hold server: %v", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+func (r *run) stopCloudHold() {
+	if r.holdServer == nil {
+		return
+	}
+	r.cloudHold.ReleaseAll()
+	_ = r.holdServer.Close()
 }
 
 func (r *run) all() []*svc {

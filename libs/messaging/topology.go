@@ -83,8 +83,12 @@ type Options struct {
 	DuplicateWindow time.Duration
 	// EventRetention bounds how long unconsumed events are kept.
 	EventRetention time.Duration
-	// CloudAckWait and HookAckWait are redelivery timeouts; long work
-	// heartbeats the message (InProgress) well within them.
+	// CloudAckWait and HookAckWait are how long a delivered command waits
+	// for its ack (or an InProgress heartbeat) before JetStream gives it to
+	// another replica. Live work heartbeats well within them, so they only
+	// bound how long the command of a replica that died (kill -9, OOM, lost
+	// node) waits: short is better, as long as the heartbeats still fit
+	// (a third of it or less, so one lost beat is harmless).
 	CloudAckWait time.Duration
 	HookAckWait  time.Duration
 	// MaxDeliver bounds deliveries of a command (a poison message is not
@@ -96,6 +100,12 @@ type Options struct {
 	HookMaxAckPending  int
 }
 
+// DefaultAckWait is the default ack wait of the command consumers: the
+// delay before a dead replica's command is redelivered. The workers
+// heartbeat every 3s (cloud-adapter's --heartbeat; the hook runner uses a
+// third of the ack wait), so a running command survives a lost beat.
+const DefaultAckWait = 10 * time.Second
+
 // DefaultOptions are suitable for the embedded stack and tests.
 func DefaultOptions() Options {
 	return Options{
@@ -103,8 +113,8 @@ func DefaultOptions() Options {
 		Storage:            jetstream.FileStorage,
 		DuplicateWindow:    10 * time.Minute,
 		EventRetention:     72 * time.Hour,
-		CloudAckWait:       60 * time.Second,
-		HookAckWait:        60 * time.Second,
+		CloudAckWait:       DefaultAckWait,
+		HookAckWait:        DefaultAckWait,
 		MaxDeliver:         20,
 		CloudMaxAckPending: 1000,
 		HookMaxAckPending:  1000,
@@ -267,6 +277,12 @@ func unavailable(err error) bool {
 // rewrite every stream's config at every start while other services create
 // consumers on it, which nats-server does not serialise (a data race
 // between fileStore.UpdateConfig and ConsumerStore, seen under -race).
+//
+// An existing durable consumer is updated in place: its editable fields
+// (AckWait, MaxDeliver, MaxAckPending, ...) take the new values, and
+// commands already delivered keep their delivery but wait for their ack
+// under the new AckWait, so a new default or --js-* value takes effect at
+// the first start of any service.
 func ensureOnce(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, sc := range StreamConfigs(o) {
 		_, err := js.CreateStream(ctx, sc)

@@ -311,3 +311,82 @@ func TestEnsureRetriesALostRequest(t *testing.T) {
 		t.Fatal("Ensure only ended with its caller's deadline")
 	}
 }
+
+// A durable consumer made by an older version (a minute's ack wait, the
+// old default) is updated in place by Ensure: its AckWait becomes the new
+// value, and a command delivered before the update, whose replica died,
+// is redelivered under the new ack wait rather than the old one.
+func TestEnsureUpdatesAnExistingConsumersAckWait(t *testing.T) {
+	env := natstest.StartIn(t, t.TempDir(), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	old := messaging.DefaultOptions()
+	old.CloudAckWait = 10 * time.Minute
+	if err := messaging.Ensure(ctx, env.JS, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := messaging.NewPublisher(env.JS).Publish(ctx, messaging.SubjectCloudCreate, "create.b1", wrapperspb.String("x")); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Delivered to a "replica" that never acks it.
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("first fetch got %d messages, want 1", n)
+	}
+
+	upgraded := messaging.DefaultOptions()
+	upgraded.CloudAckWait = time.Second
+	if err := messaging.Ensure(ctx, env.JS, upgraded); err != nil {
+		t.Fatalf("Ensure over the old consumer: %v", err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.AckWait != time.Second {
+		t.Fatalf("consumer AckWait = %v after Ensure, want 1s", info.Config.AckWait)
+	}
+	if info.NumAckPending != 1 {
+		t.Fatalf("ack pending = %d after the update, want the delivered command (1)", info.NumAckPending)
+	}
+
+	// The old ack wait (10m) is far beyond this test's deadline: only the
+	// new one can bring the command back.
+	start := time.Now()
+	for {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got jetstream.Msg
+		for m := range batch.Messages() {
+			got = m
+		}
+		if got != nil {
+			meta, err := got.Metadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if meta.NumDelivered != 2 {
+				t.Fatalf("redelivered command has NumDelivered %d, want 2", meta.NumDelivered)
+			}
+			t.Logf("redelivered %s after the update", time.Since(start).Round(time.Millisecond))
+			_ = got.Ack()
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the command delivered before the update was not redelivered under the new ack wait")
+		}
+	}
+}

@@ -178,9 +178,9 @@ const pullWait = time.Second
 //
 // The request deliberately ignores the shutdown context: cancelling a
 // fetch drops the messages the server already sent to it, and those wait
-// for AckWait (a minute) before another replica gets them. Letting the
-// request run out instead hands every one to deliver, which naks it at
-// once during shutdown.
+// for the consumer's AckWait (10s by default) before another replica gets
+// them. Letting the request run out instead hands every one to deliver,
+// which naks it at once during shutdown.
 func pull(cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, error) {
 	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(pullWait))
 	if err != nil {

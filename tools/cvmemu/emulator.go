@@ -11,6 +11,10 @@
 //
 //	emulator -> VM with SSH -> hook runs "kubeadm join" -> cluster node Ready
 //
+// A Hold in front of the emulator keeps a call's answer from its client
+// after the call took effect, so a test can kill the client at the worst
+// moment (the VMs exist, the client does not know them).
+//
 // It is a development and test tool. By default everything is in memory;
 // with Config.StateFile the VMs survive a restart of the process (and with
 // a persistent simvm.Factory, their sandboxes and SSH host keys too).

@@ -27,7 +27,8 @@ type Config struct {
 	// (watches hold a slot while they poll).
 	Concurrency int
 	// Heartbeat is how often a command in progress is marked InProgress;
-	// it must stay well below Topology.CloudAckWait.
+	// at most a third of Topology.CloudAckWait, so a running command
+	// survives one lost beat.
 	Heartbeat time.Duration
 	// ShutdownGrace is how long in-flight commands may finish after a
 	// stop signal before they are cancelled (and redelivered elsewhere).
@@ -76,6 +77,11 @@ type Config struct {
 	SecretsKeyFile string
 }
 
+// minAckWaitPerHeartbeat is how many heartbeats the cloud ack wait must
+// hold at least: with three, a beat lost (NATS briefly unreachable) still
+// leaves the next one in time.
+const minAckWaitPerHeartbeat = 3
+
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -83,7 +89,7 @@ func DefaultConfig() Config {
 		Topology:                  messaging.DefaultOptions(),
 		HealthAddr:                ":8087",
 		Concurrency:               64,
-		Heartbeat:                 15 * time.Second,
+		Heartbeat:                 3 * time.Second,
 		ShutdownGrace:             20 * time.Second,
 		WatchPollInterval:         3 * time.Second,
 		WatchFastPollInterval:     time.Second,
@@ -107,7 +113,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Topology.RegisterFlags(fs)
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty: off)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "cloud commands handled at once by this replica")
-	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a command in progress is marked InProgress (below --js-cloud-ack-wait)")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "how often a command in progress is marked InProgress (at most a third of --js-cloud-ack-wait)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight commands may finish on shutdown")
 	fs.DurationVar(&c.WatchPollInterval, "watch-poll-interval", c.WatchPollInterval, "pause between DescribeInstances rounds of a watch that saw no change for --watch-fast-poll-for")
 	fs.DurationVar(&c.WatchFastPollInterval, "watch-fast-poll-interval", c.WatchFastPollInterval, "pause between DescribeInstances rounds of a young watch or one that saw a change recently (at most --watch-poll-interval)")
@@ -136,8 +142,9 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
 	}
-	if c.Heartbeat <= 0 || c.Heartbeat >= c.Topology.CloudAckWait {
-		errs = append(errs, fmt.Errorf("heartbeat %s must be positive and below the cloud ack wait %s", c.Heartbeat, c.Topology.CloudAckWait))
+	if c.Heartbeat <= 0 || c.Heartbeat*minAckWaitPerHeartbeat > c.Topology.CloudAckWait {
+		errs = append(errs, fmt.Errorf("heartbeat %s must be positive and at most a third of the cloud ack wait %s (--heartbeat, --js-cloud-ack-wait): "+
+			"with a slower heartbeat, one lost beat lets JetStream give a running command to another replica", c.Heartbeat, c.Topology.CloudAckWait))
 	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, errors.New("shutdown grace must be positive"))

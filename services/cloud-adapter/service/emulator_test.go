@@ -4,7 +4,10 @@ package service_test
 // the real tencentcloud-sdk-go against the CVM emulator.
 
 import (
+	"context"
 	"fmt"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,5 +204,120 @@ func TestEmulatorTwoReplicasStopOneMidBatch(t *testing.T) {
 	}
 	if st.Throttled[cvmemu.ActionRunInstances] != 0 {
 		t.Fatalf("emulator throttled RunInstances %d times: the client-side limit did not hold", st.Throttled[cvmemu.ActionRunInstances])
+	}
+}
+
+// TestKilledReplicaMidRunInstancesIsReplacedWithinTheAckWait kills a
+// replica at the worst moment of a create: its RunInstances has created
+// the VMs, the answer has not reached it. The killed replica neither acks
+// nor naks the command, so JetStream gives it to the other replica once
+// the ack wait has passed since the last heartbeat; that replica calls
+// RunInstances again with the same ClientToken and gets the same VMs. The
+// batch gets exactly the VMs it asked for, and one created event.
+func TestKilledReplicaMidRunInstancesIsReplacedWithinTheAckWait(t *testing.T) {
+	srv := startEmulator(t, nil)
+	// Replica a reaches the emulator through a Hold, b directly.
+	hold := cvmemu.NewHold(srv)
+	hs := httptest.NewServer(hold)
+	t.Cleanup(hs.Close)
+	t.Cleanup(hold.ReleaseAll) // runs first: a held call must not block Close
+	s := newStack(t)
+
+	cfg := emulatorConfig(srv)
+	// The stack's consumer has the default ack wait: the replicas' start
+	// updates it to theirs.
+	cfg.Topology.CloudAckWait = 3 * time.Second
+	cfg.Heartbeat = time.Second
+	cfg.ShutdownGrace = 10 * time.Millisecond
+	cfgA := cfg
+	cfgA.TencentEndpoint = strings.TrimPrefix(hs.URL, "http://")
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	a := s.startKillableReplica("a", cfgA, service.Deps{Environ: credentialsEnv, Registry: regA})
+	a.waitReady(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cons, err := s.env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.AckWait; got != cfg.Topology.CloudAckWait {
+		t.Fatalf("consumer ack wait = %s, want the replicas' %s", got, cfg.Topology.CloudAckWait)
+	}
+
+	call := hold.Next(cvmemu.ActionRunInstances)
+	const size = 4
+	s.publish(messaging.SubjectCloudCreate, "create.b1", createCommand(provider, "b1", size))
+	select {
+	case <-call.Held():
+	case <-ctx.Done():
+		t.Fatal("replica a's RunInstances never reached the emulator")
+	}
+	if got := srv.Stats().VMsCreated; got != size {
+		t.Fatalf("VMs created by a's call = %d, want %d", got, size)
+	}
+	// b is up before the kill, and cannot have the command: a holds it.
+	b := s.startReplica("b", cfg, service.Deps{Environ: credentialsEnv, Registry: regB})
+	b.waitReady(t)
+
+	killed := time.Now()
+	a.kill(t)
+	select {
+	case <-call.ClientGone():
+	case <-ctx.Done():
+		t.Fatal("the killed replica's RunInstances connection stayed open")
+	}
+	// Generous: the mechanism is asserted below, not the timing.
+	eventually(t, cfg.Topology.CloudAckWait+30*time.Second, "b's RunInstances", func() bool { return srv.Stats().RunInstancesCalls == 2 })
+	redelivery := time.Since(killed)
+	eventually(t, 20*time.Second, "created event", func() bool { _, n := s.createdMapping(); return n == 1 })
+	t.Logf("command redelivered to the other replica %s after the kill (ack wait %s, heartbeat %s)",
+		redelivery.Round(10*time.Millisecond), cfg.Topology.CloudAckWait, cfg.Heartbeat)
+
+	// Exactly the requested VMs: b's call replayed a's ClientToken.
+	st := srv.Stats()
+	replays := 0
+	for _, n := range st.ClientTokenReplays {
+		replays += n
+	}
+	if st.VMsCreated != size || st.TokensCreatedTwice != 0 || replays != 1 || call.ClientToken() != "tok-b1" {
+		t.Fatalf("emulator: %d VMs created (want %d), %d tokens created twice, %d replays (want 1), held token %q",
+			st.VMsCreated, size, st.TokensCreatedTwice, replays, call.ClientToken())
+	}
+	mapping, n := s.createdMapping()
+	if n != 1 || len(mapping) != size {
+		t.Fatalf("created events %d (want 1) mapping %d instances (want %d)", n, len(mapping), size)
+	}
+	for id, cids := range mapping {
+		for cid := range cids {
+			if vm, ok := srv.VM(cid); len(cids) != 1 || !ok || vm.ClientToken != "tok-b1" {
+				t.Fatalf("instance %s mapped to %v; VM %s: %+v", id, cids, cid, vm)
+			}
+		}
+	}
+
+	// The command was delivered twice: to a, which never acked it, then
+	// to b as a redelivery, which b acked.
+	eventually(t, 20*time.Second, "command acked", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Consumer != 2 || info.Delivered.Stream != 1 {
+		t.Fatalf("consumer delivered %d times up to stream sequence %d, want 2 deliveries of message 1", info.Delivered.Consumer, info.Delivered.Stream)
+	}
+	worker := func(reg *prometheus.Registry, name string, labels map[string]string) float64 {
+		return metricstest.Value(t, reg, name, labels)
+	}
+	consumer := map[string]string{"consumer": messaging.ConsumerCloudAdapter}
+	ack := map[string]string{"consumer": messaging.ConsumerCloudAdapter, "outcome": "ack"}
+	if r, acked := worker(regB, "nodesmith_worker_redeliveries_total", consumer), worker(regB, "nodesmith_worker_messages_total", ack); r != 1 || acked != 1 {
+		t.Fatalf("replica b: %v redeliveries, %v acks; want the redelivered command, acked", r, acked)
+	}
+	if acked := worker(regA, "nodesmith_worker_messages_total", ack); acked != 0 {
+		t.Fatalf("the killed replica acked %v commands", acked)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -93,6 +94,8 @@ type replica struct {
 	stop   context.CancelFunc
 	done   chan error
 	health *health.Checks
+	// cut closes the replica's NATS socket (startKillableReplica only).
+	cut func()
 }
 
 // startReplica runs service.Run on its own NATS connection; deps' Health
@@ -100,6 +103,71 @@ type replica struct {
 func (s *stack) startReplica(name string, cfg service.Config, deps service.Deps) *replica {
 	s.t.Helper()
 	nc, _ := s.env.Connect(s.t)
+	return s.startReplicaOn(nc, name, cfg, deps)
+}
+
+// startKillableReplica is startReplica on a connection that kill cuts
+// like a crash would.
+func (s *stack) startKillableReplica(name string, cfg service.Config, deps service.Deps) *replica {
+	s.t.Helper()
+	d := &socketDialer{}
+	// No reconnect: a dead process does not come back on its own.
+	nc, err := nats.Connect(s.env.Server.ClientURL(), nats.SetCustomDialer(d), nats.NoReconnect())
+	if err != nil {
+		s.t.Fatalf("connecting: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	r := s.startReplicaOn(nc, name, cfg, deps)
+	r.cut = d.closeAll
+	return r
+}
+
+// socketDialer dials TCP and keeps the sockets, so a test can close them
+// under the NATS client.
+type socketDialer struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (d *socketDialer) Dial(network, address string) (net.Conn, error) {
+	c, err := net.Dial(network, address)
+	if err == nil {
+		d.mu.Lock()
+		d.conns = append(d.conns, c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+func (d *socketDialer) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+}
+
+// kill ends a replica from startKillableReplica as close to a crash as a
+// test process allows: its NATS socket is closed first, so the server
+// sees the client vanish and nothing the replica does afterwards (ack,
+// nak, a result event) reaches NATS; then its goroutines are stopped. Its
+// commands in flight are left to the consumer's ack wait.
+func (r *replica) kill(t *testing.T) {
+	t.Helper()
+	r.cut()
+	r.stop()
+	select {
+	case err := <-r.done:
+		// A replica that lost NATS may end with an error: not the point.
+		t.Logf("killed replica's Run returned %v", err)
+		close(r.done)
+	case <-time.After(30 * time.Second):
+		t.Error("killed replica's Run did not return within 30s")
+	}
+}
+
+func (s *stack) startReplicaOn(nc *nats.Conn, name string, cfg service.Config, deps service.Deps) *replica {
+	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{stop: cancel, done: make(chan error, 1), health: &health.Checks{}}
 	logger := deps.Logger

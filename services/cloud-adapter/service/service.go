@@ -81,6 +81,16 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerCloudAdapter, err)
 	}
 	maxDeliver := cons.CachedInfo().Config.MaxDeliver
+	if ackWait := cons.CachedInfo().Config.AckWait; ackWait != cfg.Topology.CloudAckWait {
+		// Another service ensured the topology with other --js-* values
+		// after ours: every service must be given the same ones.
+		lvl := slog.LevelWarn
+		if cfg.Heartbeat*minAckWaitPerHeartbeat > ackWait {
+			lvl = slog.LevelError
+		}
+		log.Log(ctx, lvl, "the cloud consumer's ack wait is not --js-cloud-ack-wait: give every service the same --js-* flags",
+			"consumer_ack_wait", ackWait, "js_cloud_ack_wait", cfg.Topology.CloudAckWait, "heartbeat", cfg.Heartbeat)
+	}
 	defer messaging.RegisterConsumerCollector(reg, js, messaging.CommandStream, messaging.ConsumerCloudAdapter)()
 
 	creds, err := secrets.New(secrets.Options{
@@ -166,7 +176,8 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		srv := &http.Server{Handler: health.Handler(checks, reg), ReadHeaderTimeout: 5 * time.Second}
 		g.Go("health", run.HTTP(srv, healthL, 5*time.Second))
 	}
-	log.Info("cloud adapter started", "providers", len(clouds), "concurrency", cfg.Concurrency, "max_deliver", maxDeliver)
+	log.Info("cloud adapter started", "providers", len(clouds), "concurrency", cfg.Concurrency, "max_deliver", maxDeliver,
+		"ack_wait", cons.CachedInfo().Config.AckWait, "heartbeat", cfg.Heartbeat)
 	err = g.Wait()
 	log.Info("cloud adapter stopped")
 	return err

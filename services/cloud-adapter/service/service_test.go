@@ -21,6 +21,16 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 	if err := service.DefaultConfig().Validate(); err != nil {
 		t.Fatalf("DefaultConfig is invalid: %v", err)
 	}
+	// A dead replica's command waits for the ack wait: keep it short, with
+	// room for three heartbeats.
+	if d := service.DefaultConfig(); d.Topology.CloudAckWait > 10*time.Second || d.Heartbeat*3 > d.Topology.CloudAckWait {
+		t.Fatalf("default ack wait %s, heartbeat %s: want an ack wait of at most 10s holding three heartbeats", d.Topology.CloudAckWait, d.Heartbeat)
+	}
+	exact := service.DefaultConfig()
+	exact.Topology.CloudAckWait, exact.Heartbeat = 9*time.Second, 3*time.Second
+	if err := exact.Validate(); err != nil {
+		t.Fatalf("a heartbeat of exactly a third of the ack wait is refused: %v", err)
+	}
 	cfg := service.DefaultConfig()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
@@ -47,6 +57,9 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 		want  string
 	}{
 		{"heartbeat at ack wait", func(c *service.Config) { c.Heartbeat = c.Topology.CloudAckWait }, "heartbeat"},
+		{"heartbeat above a third of the ack wait", func(c *service.Config) { c.Heartbeat = c.Topology.CloudAckWait/3 + time.Millisecond }, "at most a third of the cloud ack wait"},
+		{"ack wait shortened below three heartbeats", func(c *service.Config) { c.Topology.CloudAckWait = 2 * c.Heartbeat }, "--js-cloud-ack-wait"},
+		{"no heartbeat", func(c *service.Config) { c.Heartbeat = 0 }, "heartbeat"},
 		{"bad rate limits", func(c *service.Config) { c.TencentRateLimits = "RunInstances=fast" }, "rate limits"},
 		{"bad scheme", func(c *service.Config) { c.TencentScheme = "ftp" }, "scheme"},
 		{"endpoint with scheme", func(c *service.Config) { c.TencentEndpoint = "http://x:1" }, "endpoint"},

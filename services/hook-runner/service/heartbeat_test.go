@@ -16,6 +16,7 @@ func TestHeartbeat(t *testing.T) {
 		want time.Duration
 	}{
 		{"ack wait only", jetstream.ConsumerConfig{AckWait: 60 * time.Second}, 10 * time.Second},
+		{"default ack wait", jetstream.ConsumerConfig{AckWait: messaging.DefaultAckWait}, messaging.DefaultAckWait / 3},
 		{"short ack wait", jetstream.ConsumerConfig{AckWait: 3 * time.Second}, time.Second},
 		{"backoff shorter than ack wait", jetstream.ConsumerConfig{AckWait: 60 * time.Second, BackOff: []time.Duration{time.Second, 5 * time.Second}}, time.Second / 3},
 		{"tiny backoff is floored", jetstream.ConsumerConfig{AckWait: time.Minute, BackOff: []time.Duration{10 * time.Millisecond}}, 100 * time.Millisecond},
