@@ -35,6 +35,13 @@ import (
 //go:embed demo-pods.yaml
 var DemoPods []byte
 
+// The files of the Kubernetes side, in <data dir>/kube (the admin
+// kubeconfig is kubetest's, named "kubeconfig").
+const (
+	cloudConfigFile = "cloud-config.yaml"
+	demoPodsFile    = "demo-pods.yaml"
+)
+
 // kubeTokenExpiry is the validity of lifecycle's ServiceAccount token:
 // that of the API server's certificates (tools/kube/kubetest), after which
 // the stack has to be restarted anyway.
@@ -123,7 +130,7 @@ func startKube(ctx context.Context, cfg Config, log *slog.Logger) (*kubeStack, e
 		stop()
 		return nil, fmt.Errorf("--kube: creating ServiceAccount default/default: %w", err)
 	}
-	demo := filepath.Join(dir, "demo-pods.yaml")
+	demo := filepath.Join(dir, demoPodsFile)
 	if err := writeFileAtomic(demo, DemoPods, 0o644); err != nil {
 		stop()
 		return nil, err
@@ -134,7 +141,7 @@ func startKube(ctx context.Context, cfg Config, log *slog.Logger) (*kubeStack, e
 		return nil, fmt.Errorf("--kube: %w", err)
 	}
 	return &kubeStack{
-		Kube:                Kube{APIServer: c.Host, Kubeconfig: c.Kubeconfig, CloudConfig: filepath.Join(dir, "cloud-config.yaml"), DemoPods: demo},
+		Kube:                Kube{APIServer: c.Host, Kubeconfig: c.Kubeconfig, CloudConfig: filepath.Join(dir, cloudConfigFile), DemoPods: demo},
 		dir:                 dir,
 		lifecycleKubeconfig: lcKubeconfig,
 		client:              client,

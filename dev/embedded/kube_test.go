@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +64,13 @@ func TestKubeModeRegistersAndRemovesRealNodes(t *testing.T) {
 		t.Fatal("no Kubernetes side announced")
 	}
 
+	// The files are where the README says.
+	dir := filepath.Join(cfg.DataDir, "kube")
+	for got, want := range map[string]string{k.Kubeconfig: "kubeconfig", k.CloudConfig: cloudConfigFile, k.DemoPods: demoPodsFile} {
+		if got != filepath.Join(dir, want) {
+			t.Errorf("file %s, want %s", got, filepath.Join(dir, want))
+		}
+	}
 	b, err := os.ReadFile(k.CloudConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -229,4 +237,32 @@ func demoPods(t *testing.T, path string) []*corev1.Pod {
 		t.Fatalf("%s holds no Pods", path)
 	}
 	return pods
+}
+
+// TestREADMEShowsTheClusterAutoscalerCommandOfTheBanner keeps the README's
+// section on a real Cluster Autoscaler word for word what the banner of
+// `make run ARGS=--kube` prints, with the paths relative to the repository.
+func TestREADMEShowsTheClusterAutoscalerCommandOfTheBanner(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	dir := filepath.Join(".data", "kube")
+	k := Kube{Kubeconfig: filepath.Join(dir, "kubeconfig"), CloudConfig: filepath.Join(dir, cloudConfigFile), DemoPods: filepath.Join(dir, demoPodsFile)}
+	for _, want := range []string{
+		"```sh\n" + strings.Join(ClusterAutoscalerArgs(k), " \\\n    ") + "\n```",
+		"export KUBECONFIG=$PWD/" + k.Kubeconfig + "\n",
+		"kubectl apply -f " + k.DemoPods + "\n",
+		"kubectl delete -f " + k.DemoPods + "\n",
+		"`" + k.CloudConfig + "` | CA's `--cloud-config` for externalgrpc: `address: " + DefaultConfig().GRPCAddr + "`",
+		"make run ARGS=--kube",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks:\n%s", want)
+		}
+	}
+	if !strings.Contains(string(cloudConfig(DefaultConfig().GRPCAddr)), "\naddress: "+DefaultConfig().GRPCAddr+"\n") {
+		t.Errorf("cloud-config for %s:\n%s", DefaultConfig().GRPCAddr, cloudConfig(DefaultConfig().GRPCAddr))
+	}
 }
