@@ -33,7 +33,7 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## run the whole system embedded (NATS, 4 services, CVM emulator, simulated VMs and cluster)
+run: ## run the whole system embedded (NATS, 4 services, CVM emulator, simulated VMs and cluster); ARGS=--kube: a real kube-apiserver instead of the simulated cluster
 	go run ./dev/cmd/nodesmith-dev $(ARGS)
 
 .PHONY: build

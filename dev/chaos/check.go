@@ -251,7 +251,7 @@ func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost, b
 	if r.kube != nil {
 		rows = append(rows, row{"kill -9 lifecycle leader", lcKills, ok(stateOK && badNodes == 0, lcKills), lost + badNodes,
 			fmt.Sprintf("the Lease holder, once in the scale-up and once in the scale-down, restarted 1s later; %s; lost = records lost + Node invariant violations; %d Nodes registered, %d deleted by the cloud node controller because lifecycle had not %s after their VM went",
-				r.kube.handoverNote(), r.kube.registered.Load(), r.kube.removed.Load(), nodeGoneGrace)})
+				r.kube.handoverNote(), r.kube.kubelets.Registered(), r.kube.removed.Load(), nodeGoneGrace)})
 	} else {
 		rows = append(rows, row{"kill -9 lifecycle", lcKills, ok(stateOK, lcKills), lost,
 			"lost = records lost; restarted 1s later each time, once in the scale-up and once in the scale-down"})

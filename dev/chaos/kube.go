@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,27 +12,24 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	"github.com/nodesmith/nodesmith/dev/kubesim"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
-	"github.com/nodesmith/nodesmith/tools/kube/manifests"
-	"github.com/nodesmith/nodesmith/tools/simcluster"
 )
 
 // The Kubernetes side of a run with -cluster=kubernetes: a real
-// kube-apiserver (tools/kube/kubetest), the namespace of lifecycle's Lease,
-// and the two things a real cluster does that nodesmith relies on: a
-// kubelet registering a Node when `kubeadm join` runs on a VM, and a cloud
-// node controller deleting the Node of a VM that is gone.
+// kube-apiserver (tools/kube/kubetest), lifecycle's namespace and
+// ServiceAccount (dev/kubesim), and the two things a real cluster does
+// that nodesmith relies on: kubelets registering a Node when `kubeadm
+// join` runs on a VM (dev/kubesim's stand-ins), and a cloud node
+// controller deleting the Node of a VM that is gone (below).
 const (
-	kubeNamespace = "nodesmith"
+	kubeNamespace = kubesim.Namespace
 	leaseName     = "nodesmith-lifecycle"
 	// lease timing: short, so a killed leader is replaced within seconds.
 	leaseDuration = 6 * time.Second
@@ -43,33 +39,32 @@ const (
 	// of a gone VM alone: lifecycle deletes it right after the VM's
 	// termination, and the controller only catches what it did not.
 	nodeGoneGrace = 20 * time.Second
-	// lifecycleAccount is lifecycle's ServiceAccount in the kustomize
-	// base (whose namespace is kubeNamespace too).
-	lifecycleAccount = "lifecycle"
-	// lifecycleTokenExpiry is how long its token is valid: longer than
-	// any run (the harness does not refresh it).
+	// lifecycleTokenExpiry is how long lifecycle's token is valid: longer
+	// than any run (the harness does not refresh it).
 	lifecycleTokenExpiry = 24 * time.Hour
 )
 
 type kubeSide struct {
 	cluster *kubetest.Cluster
-	// cs is the admin client of the harness's stand-ins (kubelet, cloud
+	// cs is the admin client of the harness's stand-ins (kubelets, cloud
 	// node controller) and checks.
 	cs kubernetes.Interface
 	// lifecycleKubeconfig is the kubeconfig file of lifecycle's
 	// ServiceAccount, which the lifecycle processes use.
 	lifecycleKubeconfig string
-	// registered counts Nodes created by the kubelet stand-in; removed
-	// counts Nodes the cloud node controller deleted because lifecycle had
-	// not (their VM was gone).
-	registered, removed atomic.Int64
+	// kubelets register the Nodes of the VMs' joins.
+	kubelets *kubesim.Kubelets
+	// removed counts Nodes the cloud node controller deleted because
+	// lifecycle had not (their VM was gone).
+	removed atomic.Int64
 
 	mu sync.Mutex
 	// handovers are the Lease hand-overs seen after the leader kills.
 	handovers []string
 }
 
-// startKube starts etcd and kube-apiserver and creates lifecycle's namespace.
+// startKube starts etcd and kube-apiserver and gives lifecycle its
+// namespace and ServiceAccount.
 func (r *run) startKube(ctx context.Context) (stop func(), err error) {
 	dir := filepath.Join(r.dir, "kube")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -84,168 +79,22 @@ func (r *run) startKube(ctx context.Context) (stop func(), err error) {
 		stop()
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err = cs.CoreV1().Namespaces().Create(cctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeNamespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		stop()
-		return nil, fmt.Errorf("creating namespace %s: %w", kubeNamespace, err)
-	}
-	kubeconfig, err := lifecycleAccess(ctx, c)
+	kubeconfig, err := kubesim.LifecycleAccess(ctx, c, leaseName, lifecycleTokenExpiry)
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	r.kube = &kubeSide{cluster: c, cs: cs, lifecycleKubeconfig: kubeconfig}
+	r.kube = &kubeSide{cluster: c, cs: cs, lifecycleKubeconfig: kubeconfig,
+		kubelets: kubesim.NewKubelets(cs, kubesim.KubeletOptions{Machines: kubesim.EmulatorMachines(r.w.Emulator)})}
 	r.logf("kube-apiserver %s on %s (logs in %s); lifecycle runs as ServiceAccount %s/%s with the kustomize base's RBAC",
-		kubetest.KubernetesVersion, c.Host, dir, kubeNamespace, lifecycleAccount)
+		kubetest.KubernetesVersion, c.Host, dir, kubeNamespace, kubesim.LifecycleAccount)
 	return stop, nil
 }
 
-// lifecycleAccess gives lifecycle what a deployment of the kustomize base
-// gives its pods, and nothing more: the ServiceAccount and RBAC of
-// deploy/kustomize/base (rendered, not copied) in kubeNamespace, and a
-// kubeconfig file with a token of that ServiceAccount. It returns the
-// file's path once the grants are in effect (the authorizer reads them
-// through an informer), so lifecycle's first calls are not refused.
-func lifecycleAccess(ctx context.Context, c *kubetest.Cluster) (string, error) {
-	root, err := harness.RepoRoot(ctx)
-	if err != nil {
-		return "", err
-	}
-	objs, err := manifests.Render(filepath.Join(root, "deploy", "kustomize", "base"))
-	if err != nil {
-		return "", err
-	}
-	n, err := c.ApplyRBAC(ctx, manifests.NewSet(objs).OfApp("lifecycle"), kubeNamespace)
-	if err != nil {
-		return "", err
-	}
-	if n == 0 {
-		return "", errors.New("the kustomize base has no ServiceAccount or RBAC labelled app.kubernetes.io/name=lifecycle")
-	}
-	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, kubeNamespace, lifecycleAccount, lifecycleTokenExpiry)
-	if err != nil {
-		return "", err
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return "", err
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "", err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		// A missing Lease (NotFound) means the read was authorized.
-		_, err := cs.CoordinationV1().Leases(kubeNamespace).Get(wctx, leaseName, metav1.GetOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			_, err = cs.CoreV1().Nodes().List(wctx, metav1.ListOptions{Limit: 1})
-		}
-		if err == nil {
-			return kubeconfig, nil
-		}
-		if sleep(wctx, 100*time.Millisecond) != nil {
-			return "", fmt.Errorf("lifecycle's RBAC not in effect after 30s: %w", err)
-		}
-	}
-}
-
 // registerNodes is the kubelets: every join the simulated VMs report
-// (simcluster events, NotReady then Ready) becomes the same Node in the
-// API server, retried until it is stored. A join without the kubelet's
-// --provider-id (nothing in /etc/default/kubelet) would register a Node
-// without a providerID; the run's hooks always set one, so such a Node is
-// not one of the run's and is left out.
+// becomes a Node in the API server (see kubesim.Kubelets).
 func (r *run) registerNodes(ctx context.Context) {
-	for ev := range r.w.Cluster.Watch(ctx) {
-		if ev.Type == simcluster.Deleted || ev.Node.ProviderID == "" {
-			continue
-		}
-		// A kubelet registers its Node when it starts (the join: Added,
-		// or a re-join: Modified to Ready) and afterwards only reports
-		// status: a Node lifecycle deleted after `kubeadm reset` (NotReady)
-		// stays deleted.
-		register := ev.Type == simcluster.Added || ev.Node.Ready
-		for attempt := 0; ; attempt++ {
-			err := r.kube.ensureNode(ctx, ev.Node, register)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			if attempt%10 == 0 {
-				r.logf("kubelet of node %s: registering: %v (retrying)", ev.Node.Name, err)
-			}
-			if sleep(ctx, 500*time.Millisecond) != nil {
-				return
-			}
-		}
-	}
-}
-
-// ensureNode updates the Node of a joined VM (its Ready condition, as
-// kubelet reports it), creating it with its providerID when register is
-// set.
-func (k *kubeSide) ensureNode(ctx context.Context, n simcluster.Node, register bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	nodes := k.cs.CoreV1().Nodes()
-	status := corev1.ConditionFalse
-	if n.Ready {
-		status = corev1.ConditionTrue
-	}
-	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: status, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}
-	have, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) && !register:
-		return nil
-	case apierrors.IsNotFound(err):
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelHostname: n.Name}},
-			Spec:       corev1.NodeSpec{ProviderID: n.ProviderID},
-			Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{cond}},
-		}
-		created, err := nodes.Create(ctx, node, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		k.registered.Add(1)
-		if readyStatus(created) == status {
-			return nil
-		}
-		have = created
-	case err != nil:
-		return err
-	case have.Spec.ProviderID != n.ProviderID:
-		// The name is taken by another machine's Node: kubelet cannot
-		// change a providerID, the stale Node has to go first.
-		if err := nodes.Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return errors.New("replaced a Node with another providerID")
-	case readyStatus(have) == status:
-		return nil
-	}
-	upd := have.DeepCopy()
-	upd.Status.Conditions = []corev1.NodeCondition{cond}
-	_, err = nodes.UpdateStatus(ctx, upd, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) && !register {
-		return nil // deleted meanwhile
-	}
-	return err
-}
-
-func readyStatus(n *corev1.Node) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status
-		}
-	}
-	return corev1.ConditionUnknown
+	r.kube.kubelets.Run(ctx, r.w.Cluster)
 }
 
 // nodeController is the cloud node controller: every second it deletes
@@ -397,7 +246,7 @@ func (r *run) checkNodes(ctx context.Context, records []*statev1.Instance, vms [
 			continue
 		}
 		n := nodes[0]
-		if readyStatus(&n) != corev1.ConditionTrue {
+		if kubesim.ReadyStatus(n.Status.Conditions) != corev1.ConditionTrue {
 			bad++
 			violate("Running instance %s: Node %s is not Ready", in.GetId(), n.Name)
 		}

@@ -1,7 +1,8 @@
 // Package embedded runs the whole nodesmith system in one process for
 // development: an embedded NATS JetStream server with file storage, the four
 // services (each with its own NATS connection, exactly as in production),
-// the Tencent CVM emulator, SSH-able simulated VMs and a simulated cluster.
+// the Tencent CVM emulator, SSH-able simulated VMs and a simulated cluster,
+// or with Config.Kube a real kube-apiserver where the VMs register Nodes.
 // State lives in Config.DataDir and survives a restart.
 package embedded
 
@@ -43,6 +44,9 @@ type Config struct {
 	BootDelay time.Duration
 	// ReadyDelay is how long a joined node takes to become Ready.
 	ReadyDelay time.Duration
+	// Kube runs a real kube-apiserver: lifecycle in Kubernetes mode
+	// against it, the simulated VMs registering Nodes in it (see Kube).
+	Kube bool
 	// Quiet hides the banner (tests).
 	Quiet bool
 	// EmulatorKeys are more API keys the CVM emulator accepts, each for a
@@ -87,6 +91,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "REST admin bearer token (default: $ADMIN_TOKEN or a generated one)")
 	fs.DurationVar(&c.BootDelay, "vm-boot-delay", c.BootDelay, "time a simulated VM takes to boot")
 	fs.DurationVar(&c.ReadyDelay, "node-ready-delay", c.ReadyDelay, "time a joined node takes to become Ready")
+	fs.BoolVar(&c.Kube, "kube", c.Kube, "run a real kube-apiserver (etcd: make test-deps; kube-apiserver: make kube-apiserver): lifecycle in Kubernetes mode, the VMs register Nodes there, for a real Cluster Autoscaler")
 }
 
 // Validate checks the config.

@@ -41,6 +41,10 @@ func start(t *testing.T, cfg Config) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stack{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan Addrs, 1)
+	timeout := 60 * time.Second
+	if cfg.Kube {
+		timeout = 4 * time.Minute // etcd and kube-apiserver start first, on a loaded machine
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -51,9 +55,9 @@ func start(t *testing.T, cfg Config) *stack {
 	case err := <-s.done:
 		cancel()
 		t.Fatalf("stack did not start: %v", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(timeout):
 		cancel()
-		t.Fatal("stack not ready after 60s")
+		t.Fatalf("stack not ready after %s", timeout)
 	}
 	return s
 }

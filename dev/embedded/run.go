@@ -9,10 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nodesmith/nodesmith/dev/kubesim"
 	"github.com/nodesmith/nodesmith/libs/natsembed"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/sealed"
@@ -38,6 +40,8 @@ const emulatorSecretID = "AKIDnodesmithdev0000000000000000"
 type Addrs struct {
 	GRPC, REST, Ops, NATS, Emulator string
 	AdminToken                      string
+	// Kube is the Kubernetes side (nil without Config.Kube).
+	Kube *Kube
 }
 
 // Run starts the embedded stack, calls onReady once every service serves,
@@ -102,6 +106,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 		}
 	}
 
+	// A real kube-apiserver for lifecycle and the VMs' Nodes.
+	var kube *kubeStack
+	if cfg.Kube {
+		if kube, err = startKube(ctx, cfg, log.With("component", "kube")); err != nil {
+			return err
+		}
+		defer kube.stopAPIServer()
+	}
+
 	// NATS JetStream with file storage: the services' only shared medium.
 	ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort, StoreDir: cfg.path("nats")})
 	if err != nil {
@@ -142,6 +155,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if emulatorHook != nil {
 		emulatorHook(emu)
 	}
+	if kube != nil {
+		// The simulated cluster is only the VMs' kubelets now: the
+		// stand-ins make their joins and readiness Nodes in the API server.
+		kube.runKubelets(ctx, cluster, kubesim.EmulatorMachines(emu), log.With("component", "kubelets"))
+		defer kube.stopKubelets()
+	}
 
 	// The four services, each with its own NATS connection, metrics and
 	// readiness, exactly as they would run in their own pods.
@@ -161,6 +180,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 		lc.ConfigFile = cfg.ConfigFile
 	} else {
 		lc.ConfigData = nodeGroups
+	}
+	lcDeps := lifecycle.Deps{Cluster: SimCluster{C: cluster}}
+	if kube != nil {
+		kube.lifecycleConfig(&lc)
+		lcDeps.Cluster = nil // its client-go adapter, as in production
 	}
 
 	ca := cloudadapter.DefaultConfig()
@@ -197,7 +221,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	deps := func(name string) (*slog.Logger, *component) { return log.With("service", name), comps[name] }
 	g.Go("lifecycle", func(ctx context.Context) error {
 		l, c := deps("lifecycle")
-		return lifecycle.Run(ctx, lc, lifecycle.Deps{Logger: l, Registry: c.registry, Health: c.checks, Cluster: SimCluster{C: cluster}})
+		d := lcDeps
+		d.Logger, d.Registry, d.Health = l, c.registry, c.checks
+		return lifecycle.Run(ctx, lc, d)
 	})
 	g.Go("cloud-adapter", func(ctx context.Context) error {
 		l, c := deps("cloud-adapter")
@@ -210,6 +236,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	g.Go("api-gateway", func(ctx context.Context) error {
 		l, c := deps("api-gateway")
 		return gateway.Run(ctx, gw, gateway.Deps{Logger: l, Registry: c.registry, Health: c.checks, OnReady: func(a gateway.Addrs) {
+			var kubeInfo *Kube
+			if kube != nil {
+				if err := kube.writeCloudConfig(a.GRPC); err != nil {
+					log.Error("writing Cluster Autoscaler's cloud-config", "err", err)
+				}
+				k := kube.Kube
+				kubeInfo = &k
+			}
 			if onReady == nil {
 				return
 			}
@@ -217,7 +251,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 			// examples work the moment it appears.
 			go func() {
 				if waitReady(ctx, comps) {
-					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken})
+					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken, Kube: kubeInfo})
 				}
 			}()
 		}})
@@ -260,7 +294,32 @@ Try it (grpcurl: make tools, then bin/grpcurl):
   curl -s -H "Authorization: Bearer %s" %s/api/v1/nodegroups
   curl -s -H "Authorization: Bearer %s" "%s/api/v1/instances?group=workers"
   curl -s http://%s/readyz
-
-Ctrl-C stops everything cleanly.
 `, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
+	if a.Kube != nil {
+		printKubeBanner(w, *a.Kube)
+	}
+	fmt.Fprint(w, "\nCtrl-C stops everything cleanly.\n")
+}
+
+// printKubeBanner tells how to point a Cluster Autoscaler at the stack.
+func printKubeBanner(w io.Writer, k Kube) {
+	fmt.Fprintf(w, `
+Kubernetes (--kube): lifecycle watches Nodes and holds its Lease in this API server; the VMs'
+kubelets register their Nodes in it. No scheduler, controller-manager or real kubelet runs.
+
+  kube-apiserver                     %s
+  kubeconfig (admin)                 %s
+  CA cloud-config (externalgrpc)     %s
+
+A Cluster Autoscaler binary against this stack:
+
+  %s
+
+Then pending pods -> CA -> nodesmith -> Nodes:
+
+  export KUBECONFIG=%s
+  kubectl apply -f %s   # 3 Pods, each needing a node
+  kubectl get nodes -L node.kubernetes.io/instance-type,topology.kubernetes.io/zone -w
+  kubectl delete -f %s  # CA removes the empty nodes
+`, k.APIServer, k.Kubeconfig, k.CloudConfig, strings.Join(ClusterAutoscalerArgs(k), " \\\n    "), k.Kubeconfig, k.DemoPods, k.DemoPods)
 }

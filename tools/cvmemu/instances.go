@@ -576,7 +576,7 @@ func (e *Emulator) terminateInstances(c *call) (any, *apiError) {
 }
 
 func (e *Emulator) instanceJSONLocked(v *vm) instanceJSON {
-	cpu, mem := instanceShape(v.instanceType)
+	cpu, mem := InstanceShape(v.instanceType)
 	j := instanceJSON{
 		Placement:                placementJSON{Zone: v.zone},
 		InstanceID:               v.id,
@@ -625,9 +625,11 @@ func portOf(addr string) (int64, error) {
 
 var shapePattern = regexp.MustCompile(`^[A-Z0-9]+\.(SMALL|MEDIUM|LARGE|(\d*)XLARGE)(\d+)$`)
 
-// instanceShape derives CPU and memory (GiB) from names like "S5.MEDIUM4"
+// InstanceShape derives CPU and memory (GiB) from names like "S5.MEDIUM4"
 // (2 cores, 4 GiB) or "S5.2XLARGE16" (8 cores, 16 GiB); 0, 0 if unknown.
-func instanceShape(t string) (cpu, mem int64) {
+// It is the shape DescribeInstances reports, and the capacity the
+// simulated kubelets of dev/kubesim register.
+func InstanceShape(t string) (cpu, mem int64) {
 	m := shapePattern.FindStringSubmatch(t)
 	if m == nil {
 		return 0, 0

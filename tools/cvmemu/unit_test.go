@@ -78,7 +78,7 @@ func TestInstanceShape(t *testing.T) {
 		"GN7.8XLARGE64": {32, 64},
 		"weird":         {0, 0},
 	} {
-		cpu, mem := instanceShape(typ)
+		cpu, mem := InstanceShape(typ)
 		if cpu != want[0] || mem != want[1] {
 			t.Errorf("%s: %d/%d, want %v", typ, cpu, mem, want)
 		}

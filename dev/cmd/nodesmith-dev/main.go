@@ -1,6 +1,7 @@
 // Command nodesmith-dev runs the whole nodesmith system in one process for
 // development (`make run`): embedded NATS JetStream, the four services, a
-// Tencent CVM emulator, SSH-able simulated VMs and a simulated cluster.
+// Tencent CVM emulator, SSH-able simulated VMs and a simulated cluster, or
+// with --kube a real kube-apiserver where the VMs register their Nodes.
 package main
 
 import (
