@@ -532,6 +532,11 @@ func TestListInventory(t *testing.T) {
 	item := inv.GetItems()[0]
 	equal(t, "instance", item.GetInstanceId(), "i000")
 	equal(t, "group", item.GetGroup(), "g1")
+	// Lifecycle maps a VM of a batch whose create result is outstanding
+	// back to its records by the batch tag: without it, such a VM is an
+	// orphan.
+	equal(t, "batch", item.GetBatchId(), "b1")
+	equal(t, "zone", item.GetZone(), "fake-zone-1")
 	equal(t, "state", item.GetState(), cloudv1.CloudState_CLOUD_STATE_PENDING)
 	if item.GetCloudId() == "" || item.GetCreatedAt() == nil {
 		t.Fatalf("item lacks cloud id or creation time: %v", item)
