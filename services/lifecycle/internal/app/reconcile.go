@@ -221,7 +221,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	}
 	terminated := 0
 	for chunk := range slices.Chunk(orphans, maxRefsPerCommand) {
-		if err := a.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, Instances: chunk}); err != nil {
+		if err := a.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, ClusterID: a.opts.ClusterID, Instances: chunk}); err != nil {
 			a.log.Warn("terminating orphan VMs", "count", len(chunk), "err", err)
 			continue
 		}
