@@ -129,6 +129,13 @@ type Config struct {
 	// VM must be before it is terminated.
 	ReconcileInterval time.Duration
 	OrphanGrace       time.Duration
+	// MaxOrphanTerminations caps the orphan VMs one reconciler pass
+	// terminates per account and region (0: none, orphans are only
+	// reported); EmptyStartOrphanHold is the start-up hold: after a start
+	// with no instance records, orphans created before it are only
+	// reported this long unless an operator releases them (0 disables).
+	MaxOrphanTerminations int
+	EmptyStartOrphanHold  time.Duration
 
 	// TickInterval is how often the dispatcher checks deadlines and
 	// retries when nothing wakes it.
@@ -184,6 +191,8 @@ func DefaultConfig() Config {
 		DeletedRetention:         o.DeletedRetention,
 		ReconcileInterval:        o.ReconcileInterval,
 		OrphanGrace:              o.OrphanGrace,
+		MaxOrphanTerminations:    o.MaxOrphanTerminations,
+		EmptyStartOrphanHold:     o.EmptyStartOrphanHold,
 		TickInterval:             o.TickInterval,
 		EventConcurrency:         16,
 		OpTimeout:                15 * time.Second,
@@ -233,6 +242,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DeletedRetention, "deleted-retention", c.DeletedRetention, "how long Deleted instance records are kept")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often cloud inventory is reconciled with the records (0 disables)")
 	fs.DurationVar(&c.OrphanGrace, "orphan-grace", c.OrphanGrace, "age before an untracked tagged VM is terminated")
+	fs.IntVar(&c.MaxOrphanTerminations, "max-orphan-terminations", c.MaxOrphanTerminations, "orphan VMs one reconciler pass terminates at most, per account and region, the oldest first (0: none, only report them)")
+	fs.DurationVar(&c.EmptyStartOrphanHold, "empty-start-orphan-hold", c.EmptyStartOrphanHold, "after a start with no instance records, how long orphan VMs created before it are only reported unless an operator releases them (0 disables)")
 	fs.DurationVar(&c.TickInterval, "tick-interval", c.TickInterval, "how often deadlines and retries are checked")
 	fs.IntVar(&c.EventConcurrency, "event-concurrency", c.EventConcurrency, "worker results handled at once")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", c.OpTimeout, "deadline of one lifecycle operation")
@@ -269,6 +280,8 @@ func (c Config) Validate() error {
 	check(c.DeletedRetention >= 0, "deleted-retention must not be negative")
 	check(c.ReconcileInterval >= 0, "reconcile-interval must not be negative")
 	check(c.OrphanGrace >= 0, "orphan-grace must not be negative")
+	check(c.MaxOrphanTerminations >= 0, "max-orphan-terminations must not be negative, got %d", c.MaxOrphanTerminations)
+	check(c.EmptyStartOrphanHold >= 0, "empty-start-orphan-hold must not be negative")
 	check(c.ConfigReloadInterval >= 0, "config-reload-interval must not be negative")
 	check(c.EventConcurrency > 0, "event-concurrency must be positive, got %d", c.EventConcurrency)
 	check(c.Cluster == "" || c.Cluster == ClusterNone || c.Cluster == ClusterKubernetes,
@@ -317,6 +330,8 @@ func (c Config) appOptions() app.Options {
 	o.DeletedRetention = c.DeletedRetention
 	o.ReconcileInterval = c.ReconcileInterval
 	o.OrphanGrace = c.OrphanGrace
+	o.MaxOrphanTerminations = c.MaxOrphanTerminations
+	o.EmptyStartOrphanHold = c.EmptyStartOrphanHold
 	o.StatusInterval = c.StatusInterval
 	o.RequestTTL = c.RequestIDTTL
 	o.RequestLogSize = c.RequestIDMax

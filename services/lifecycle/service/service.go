@@ -154,6 +154,11 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("registering lifecycle gauges: %w", err)
 	}
 	defer reg.Unregister(gauges)
+	orphanGauges := prom.NewOrphanCollector(a.HeldOrphans)
+	if err := reg.Register(orphanGauges); err != nil {
+		return fmt.Errorf("registering lifecycle orphan gauges: %w", err)
+	}
+	defer reg.Unregister(orphanGauges)
 	workerMetrics := worker.NewMetrics(reg)
 	defer messaging.RegisterConsumerCollector(reg, js, messaging.EventStream, messaging.ConsumerLifecycle)()
 	if fileCfg != nil {

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,6 +142,21 @@ func (f *fakeOps) PutCatalogEntry(_ context.Context, r app.PutCatalogRequest) (a
 func (f *fakeOps) DeleteCatalogEntry(_ context.Context, ref domain.CatalogRef, _ uint64) (app.Revisions, error) {
 	f.cdel = ref
 	return f.rec("DeleteCatalogEntry")
+}
+
+func (f *fakeOps) ReleaseOrphans(context.Context) (app.Revisions, error) {
+	return f.rec("ReleaseOrphans")
+}
+
+func TestHandleMapsReleaseOrphans(t *testing.T) {
+	ops := &fakeOps{}
+	data, _ := proto.Marshal(&lifecyclev1.Request{RequestId: "r1", Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}})
+	if r := jsadapter.Handle(context.Background(), ops, data); r.GetError() != nil {
+		t.Fatalf("reply %v", r)
+	}
+	if fmt.Sprint(ops.calls) != "[ReleaseOrphans]" {
+		t.Errorf("calls %v", ops.calls)
+	}
 }
 
 func TestHandleMapsCatalogRequests(t *testing.T) {

@@ -335,3 +335,33 @@ func TestStatusConfigMapKeepsOtherKeys(t *testing.T) {
 		t.Errorf("configmap data %v", cm.Data)
 	}
 }
+
+// What the orphan reconciler holds back is in the summary, and only when
+// there is something to say.
+func TestStatusShowsHeldOrphans(t *testing.T) {
+	decode := func(s ports.Status) map[string]any {
+		t.Helper()
+		b, err := kube.EncodeStatus(s, "me", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if doc := decode(ports.Status{}); doc["heldOrphans"] != nil {
+		t.Errorf("held orphans in a quiet summary: %v", doc["heldOrphans"])
+	}
+	since := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	doc := decode(ports.Status{Orphans: ports.OrphanStatus{
+		Held: map[string]int{"empty_start": 2}, HoldSince: since, HoldUntil: since.Add(24 * time.Hour),
+		Waiting: []string{"ins-a", "ins-b"},
+	}})
+	o, _ := doc["heldOrphans"].(map[string]any)
+	if o == nil || o["startupHoldUntil"] != "2030-01-02T00:00:00Z" || fmt.Sprint(o["awaitingRelease"]) != "[ins-a ins-b]" ||
+		fmt.Sprint(o["count"]) != "map[empty_start:2]" {
+		t.Errorf("held orphans %v", doc["heldOrphans"])
+	}
+}
