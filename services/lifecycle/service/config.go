@@ -16,6 +16,10 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
+// DefaultLocalClusterID is the cluster id without Kubernetes when none is
+// given: the embedded stack and no-cluster mode.
+const DefaultLocalClusterID = "nodesmith"
+
 // Values of Config.Cluster.
 const (
 	ClusterKubernetes = "kubernetes"
@@ -44,8 +48,12 @@ type Config struct {
 	// disables hot reload.
 	ConfigReloadInterval time.Duration
 
-	// ClusterID tags every VM created (the reconciler lists VMs by it); it
-	// must be unique per Kubernetes cluster sharing a cloud account.
+	// ClusterID tags every VM created (the reconciler lists VMs by it, the
+	// cloud adapter terminates only VMs carrying it); it must be unique per
+	// Kubernetes cluster sharing a cloud account. Empty: with Kubernetes,
+	// "k8s-" and the uid of the cluster's kube-system namespace; without,
+	// DefaultLocalClusterID (make run, tests). An install whose VMs carry
+	// an id must keep it (see the README's upgrade notes).
 	ClusterID string
 	// HealthAddr serves /livez, /readyz and /metrics; empty: not served
 	// (the embedded launcher serves one combined endpoint).
@@ -162,7 +170,6 @@ func DefaultConfig() Config {
 		NATS:                     natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "lifecycle"},
 		Topology:                 messaging.DefaultOptions(),
 		ConfigReloadInterval:     5 * time.Second,
-		ClusterID:                "nodesmith",
 		HealthAddr:               ":8087",
 		KubeQPS:                  20,
 		KubeBurst:                40,
@@ -209,7 +216,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Topology.RegisterFlags(fs)
 	fs.StringVar(&c.ConfigFile, "config-file", c.ConfigFile, "YAML file of accounts, instance templates and node groups")
 	fs.DurationVar(&c.ConfigReloadInterval, "config-reload-interval", c.ConfigReloadInterval, "how often the config file is checked for changes (0 disables hot reload)")
-	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created; unique per cluster sharing a cloud account")
+	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created (the reconciler and terminations act only on VMs carrying it); unique per cluster sharing a cloud account. Empty: k8s-<uid of kube-system> with Kubernetes, else "+DefaultLocalClusterID+". Keep the id an install's VMs already carry")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty disables)")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, `the cluster instances join: "kubernetes", "none" (no-cluster mode), or empty: kubernetes in a pod or with --kubeconfig, else an error`)
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (empty: the in-cluster configuration)")
@@ -260,7 +267,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	check(c.ClusterID != "" && domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
+	check(c.ClusterID == "" || domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
 	check(c.CreateParallelism > 0, "create-parallelism must be positive, got %d", c.CreateParallelism)
 	check(c.DeleteParallelism > 0, "delete-parallelism must be positive, got %d", c.DeleteParallelism)
 	check(c.CreateLinger >= 0, "create-linger must not be negative, got %s", c.CreateLinger)

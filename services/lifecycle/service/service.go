@@ -133,11 +133,12 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 
 	metrics := prom.New(reg)
 	svcMetrics := prom.NewServiceMetrics(reg)
-	ext, err := clusterAdapters(cfg, deps, log, checks, svcMetrics)
+	ext, err := clusterAdapters(ctx, cfg, deps, log, checks, svcMetrics)
 	if err != nil {
 		return err
 	}
 	defer ext.stop()
+	cfg.ClusterID = ext.clusterID
 	a := app.New(cfg.appOptions(), app.Deps{
 		Store:    store,
 		Commands: jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(js)}),

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -363,5 +364,19 @@ func TestStatusShowsHeldOrphans(t *testing.T) {
 	if o == nil || o["startupHoldUntil"] != "2030-01-02T00:00:00Z" || fmt.Sprint(o["awaitingRelease"]) != "[ins-a ins-b]" ||
 		fmt.Sprint(o["count"]) != "map[empty_start:2]" {
 		t.Errorf("held orphans %v", doc["heldOrphans"])
+	}
+}
+
+func TestDerivedClusterID(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: "6f1c1e0a-8a57-4d5e-9b55-0e6f2a3c4d5e"}})
+	id, err := kube.DerivedClusterID(context.Background(), cs)
+	if err != nil || id != "k8s-6f1c1e0a-8a57-4d5e-9b55-0e6f2a3c4d5e" {
+		t.Fatalf("DerivedClusterID = %q, %v", id, err)
+	}
+	if domain.ValidName(id) != "" {
+		t.Errorf("derived id %q is not a valid cluster id: %s", id, domain.ValidName(id))
+	}
+	if _, err := kube.DerivedClusterID(context.Background(), fake.NewClientset()); err == nil || !strings.Contains(err.Error(), "kube-system") {
+		t.Errorf("without kube-system: %v", err)
 	}
 }
