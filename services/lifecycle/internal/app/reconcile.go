@@ -43,11 +43,9 @@ import (
 
 type inventoryState struct {
 	pending map[string]inventoryRequest
-	// held is what the latest comparison of each target held back.
+	// held is what the latest comparison of each target held back (a
+	// change is logged, not every pass).
 	held map[ports.Target]heldOrphans
-	// reported is the held set last logged, so a hold is logged when it
-	// changes rather than every pass.
-	reported string
 }
 
 // Why the reconciler holds an orphan back (the label values of the held
