@@ -268,7 +268,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	}
 	a.mu.Unlock()
 
-	if len(vanished) > 3 && float64(len(vanished)) > maxVanishedFraction*float64(considered) {
+	if len(vanished) > implausibleMin && float64(len(vanished)) > maxVanishedFraction*float64(considered) {
 		a.log.Error("inventory misses most VMs of the records; not trusting it", "account", req.target.Account,
 			"region", req.target.Region, "missing", len(vanished), "records", considered)
 		vanished = nil
