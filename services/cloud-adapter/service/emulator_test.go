@@ -86,7 +86,7 @@ func TestEmulatorCreateWatchTerminate(t *testing.T) {
 		}
 		return n == 3
 	})
-	s.publish(messaging.SubjectCloudTerminate, "terminate.b1", &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: &cloudv1.TerminateInstances{Target: target, Instances: refs}}})
+	s.publish(messaging.SubjectCloudTerminate, "terminate.b1", &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: &cloudv1.TerminateInstances{Target: target, ClusterId: "c1", Instances: refs}}})
 	eventually(t, 20*time.Second, "terminated event", func() bool {
 		for _, e := range s.recorded() {
 			if len(e.ev.GetTerminated().GetInstances()) == 3 {

@@ -112,7 +112,7 @@ func TestCreateWatchTerminateInventoryOverJetStream(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "3 RUNNING observations", func() bool { return running() == 3 })
 
-	s.publish(messaging.SubjectCloudTerminate, "terminate.b1", &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: &cloudv1.TerminateInstances{Target: target, Instances: refs}}})
+	s.publish(messaging.SubjectCloudTerminate, "terminate.b1", &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: &cloudv1.TerminateInstances{Target: target, ClusterId: "c1", Instances: refs}}})
 	s.publish(messaging.SubjectCloudInventory, "inventory.r1", &cloudv1.Command{Body: &cloudv1.Command_ListInventory{ListInventory: &cloudv1.ListInventory{Target: target, ClusterId: "c1", RequestId: "r1"}}})
 	eventually(t, 20*time.Second, "terminated and inventory events", func() bool {
 		var term, inv bool

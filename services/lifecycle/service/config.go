@@ -16,6 +16,10 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
+// DefaultLocalClusterID is the cluster id without Kubernetes when none is
+// given: the embedded stack and no-cluster mode.
+const DefaultLocalClusterID = "nodesmith"
+
 // Values of Config.Cluster.
 const (
 	ClusterKubernetes = "kubernetes"
@@ -44,8 +48,12 @@ type Config struct {
 	// disables hot reload.
 	ConfigReloadInterval time.Duration
 
-	// ClusterID tags every VM created (the reconciler lists VMs by it); it
-	// must be unique per Kubernetes cluster sharing a cloud account.
+	// ClusterID tags every VM created (the reconciler lists VMs by it, the
+	// cloud adapter terminates only VMs carrying it); it must be unique per
+	// Kubernetes cluster sharing a cloud account. Empty: with Kubernetes,
+	// "k8s-" and the uid of the cluster's kube-system namespace; without,
+	// DefaultLocalClusterID (make run, tests). An install whose VMs carry
+	// an id must keep it (see the README's upgrade notes).
 	ClusterID string
 	// HealthAddr serves /livez, /readyz and /metrics; empty: not served
 	// (the embedded launcher serves one combined endpoint).
@@ -129,6 +137,13 @@ type Config struct {
 	// VM must be before it is terminated.
 	ReconcileInterval time.Duration
 	OrphanGrace       time.Duration
+	// MaxOrphanTerminations caps the orphan VMs one reconciler pass
+	// terminates per account and region (0: none, orphans are only
+	// reported); EmptyStartOrphanHold is the start-up hold: after a start
+	// with no instance records, orphans created before it are only
+	// reported this long unless an operator releases them (0 disables).
+	MaxOrphanTerminations int
+	EmptyStartOrphanHold  time.Duration
 
 	// TickInterval is how often the dispatcher checks deadlines and
 	// retries when nothing wakes it.
@@ -155,7 +170,6 @@ func DefaultConfig() Config {
 		NATS:                     natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "lifecycle"},
 		Topology:                 messaging.DefaultOptions(),
 		ConfigReloadInterval:     5 * time.Second,
-		ClusterID:                "nodesmith",
 		HealthAddr:               ":8087",
 		KubeQPS:                  20,
 		KubeBurst:                40,
@@ -184,6 +198,8 @@ func DefaultConfig() Config {
 		DeletedRetention:         o.DeletedRetention,
 		ReconcileInterval:        o.ReconcileInterval,
 		OrphanGrace:              o.OrphanGrace,
+		MaxOrphanTerminations:    o.MaxOrphanTerminations,
+		EmptyStartOrphanHold:     o.EmptyStartOrphanHold,
 		TickInterval:             o.TickInterval,
 		EventConcurrency:         16,
 		OpTimeout:                15 * time.Second,
@@ -200,7 +216,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Topology.RegisterFlags(fs)
 	fs.StringVar(&c.ConfigFile, "config-file", c.ConfigFile, "YAML file of accounts, instance templates and node groups")
 	fs.DurationVar(&c.ConfigReloadInterval, "config-reload-interval", c.ConfigReloadInterval, "how often the config file is checked for changes (0 disables hot reload)")
-	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created; unique per cluster sharing a cloud account")
+	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created (the reconciler and terminations act only on VMs carrying it); unique per cluster sharing a cloud account. Empty: k8s-<uid of kube-system> with Kubernetes, else "+DefaultLocalClusterID+". Keep the id an install's VMs already carry")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty disables)")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, `the cluster instances join: "kubernetes", "none" (no-cluster mode), or empty: kubernetes in a pod or with --kubeconfig, else an error`)
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (empty: the in-cluster configuration)")
@@ -233,6 +249,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DeletedRetention, "deleted-retention", c.DeletedRetention, "how long Deleted instance records are kept")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often cloud inventory is reconciled with the records (0 disables)")
 	fs.DurationVar(&c.OrphanGrace, "orphan-grace", c.OrphanGrace, "age before an untracked tagged VM is terminated")
+	fs.IntVar(&c.MaxOrphanTerminations, "max-orphan-terminations", c.MaxOrphanTerminations, "orphan VMs one reconciler pass terminates at most, per account and region, the oldest first (0: none, only report them)")
+	fs.DurationVar(&c.EmptyStartOrphanHold, "empty-start-orphan-hold", c.EmptyStartOrphanHold, "after a start with no instance records, how long orphan VMs created before it are only reported unless an operator releases them (0 disables)")
 	fs.DurationVar(&c.TickInterval, "tick-interval", c.TickInterval, "how often deadlines and retries are checked")
 	fs.IntVar(&c.EventConcurrency, "event-concurrency", c.EventConcurrency, "worker results handled at once")
 	fs.DurationVar(&c.OpTimeout, "op-timeout", c.OpTimeout, "deadline of one lifecycle operation")
@@ -249,7 +267,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	check(c.ClusterID != "" && domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
+	check(c.ClusterID == "" || domain.ValidName(c.ClusterID) == "", "cluster-id %q: %s", c.ClusterID, domain.ValidName(c.ClusterID))
 	check(c.CreateParallelism > 0, "create-parallelism must be positive, got %d", c.CreateParallelism)
 	check(c.DeleteParallelism > 0, "delete-parallelism must be positive, got %d", c.DeleteParallelism)
 	check(c.CreateLinger >= 0, "create-linger must not be negative, got %s", c.CreateLinger)
@@ -269,6 +287,8 @@ func (c Config) Validate() error {
 	check(c.DeletedRetention >= 0, "deleted-retention must not be negative")
 	check(c.ReconcileInterval >= 0, "reconcile-interval must not be negative")
 	check(c.OrphanGrace >= 0, "orphan-grace must not be negative")
+	check(c.MaxOrphanTerminations >= 0, "max-orphan-terminations must not be negative, got %d", c.MaxOrphanTerminations)
+	check(c.EmptyStartOrphanHold >= 0, "empty-start-orphan-hold must not be negative")
 	check(c.ConfigReloadInterval >= 0, "config-reload-interval must not be negative")
 	check(c.EventConcurrency > 0, "event-concurrency must be positive, got %d", c.EventConcurrency)
 	check(c.Cluster == "" || c.Cluster == ClusterNone || c.Cluster == ClusterKubernetes,
@@ -317,6 +337,8 @@ func (c Config) appOptions() app.Options {
 	o.DeletedRetention = c.DeletedRetention
 	o.ReconcileInterval = c.ReconcileInterval
 	o.OrphanGrace = c.OrphanGrace
+	o.MaxOrphanTerminations = c.MaxOrphanTerminations
+	o.EmptyStartOrphanHold = c.EmptyStartOrphanHold
 	o.StatusInterval = c.StatusInterval
 	o.RequestTTL = c.RequestIDTTL
 	o.RequestLogSize = c.RequestIDMax

@@ -111,9 +111,11 @@ func TestReconcilerThroughJetStream(t *testing.T) {
 	mustOK(t, s.increase("workers", 2))
 	eventually(t, "2 Running", func() bool { return countIn(s.instances("workers"), domain.StateRunning) == 2 })
 
-	// An orphan (a VM whose record is gone) and a VM deleted behind our back.
+	// An orphan (a VM whose record is gone, created after lifecycle
+	// started: the start-up hold does not cover it) and a VM deleted
+	// behind our back.
 	s.workers.Cloud.AddVM(fakeworkers.VM{CloudID: "ins-orphan", InstanceID: "workers-orphan0000", Group: "workers",
-		State: 2, CreatedAt: time.Now().Add(-time.Hour)})
+		Cluster: "nodesmith", State: 2, CreatedAt: time.Now()})
 	gone := s.instances("workers")[0]
 	time.Sleep(60 * time.Millisecond) // past the grace since it became Running
 	s.workers.Cloud.RemoveVM(gone.CloudID)

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/health"
 	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
@@ -41,19 +43,27 @@ type adapters struct {
 	leader   ports.Leader
 	notifier ports.Notifier
 	status   ports.StatusSink
+	// clusterID is Config.ClusterID, or the default for this cluster.
+	clusterID string
 	// stop releases what they hold (the event broadcaster).
 	stop func()
 }
 
 // clusterAdapters builds the cluster, leader, notifier and status adapters
-// from the configuration and the injected dependencies.
-func clusterAdapters(cfg Config, deps Deps, log *slog.Logger, checks *health.Checks, metrics *prom.ServiceMetrics) (adapters, error) {
-	out := adapters{cluster: deps.Cluster, leader: deps.Leader, stop: func() {}}
+// from the configuration and the injected dependencies, and settles the
+// cluster id.
+func clusterAdapters(ctx context.Context, cfg Config, deps Deps, log *slog.Logger, checks *health.Checks, metrics *prom.ServiceMetrics) (adapters, error) {
+	out := adapters{cluster: deps.Cluster, leader: deps.Leader, clusterID: cfg.ClusterID, stop: func() {}}
 	useKube, err := cfg.useKubernetes(deps)
 	if err != nil {
 		return out, err
 	}
 	if !useKube {
+		if out.clusterID == "" {
+			out.clusterID = DefaultLocalClusterID
+			log.Info("no --cluster-id: using the default of runs without Kubernetes; give each cluster sharing a cloud account its own",
+				"cluster_id", out.clusterID)
+		}
 		if out.leader == nil {
 			if cfg.LeaderElect && cfg.Cluster == ClusterNone {
 				log.Warn("leader election needs Kubernetes: this process always leads; run a single replica")
@@ -80,6 +90,17 @@ func clusterAdapters(cfg Config, deps Deps, log *slog.Logger, checks *health.Che
 		identity = kube.DefaultIdentity()
 	}
 	log.Info("using Kubernetes", "host", restCfg.Host, "namespace", ns, "identity", identity)
+	if out.clusterID == "" {
+		// Never a constant two clusters could share: the reconciler would
+		// take each other's VMs for orphans.
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out.clusterID, err = kube.DerivedClusterID(dctx, client)
+		cancel()
+		if err != nil {
+			return out, fmt.Errorf("no --cluster-id given and none derived: %w (set --cluster-id; an existing install keeps the id its VMs carry)", err)
+		}
+		log.Info("no --cluster-id: derived from the cluster (set it explicitly to keep the id of VMs created under another)", "cluster_id", out.clusterID)
+	}
 	if out.cluster == nil {
 		out.cluster = kube.NewCluster(client, log)
 	}

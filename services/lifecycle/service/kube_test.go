@@ -175,6 +175,19 @@ func testNodeJoins(t *testing.T, c *kubetest.Cluster, admin kubernetes.Interface
 	stopWriters()
 	writers.Wait()
 
+	// No --cluster-id: the VMs carry one derived from the cluster (the
+	// uid of kube-system, readable with the base's RBAC), never a
+	// constant another cluster could share.
+	sys, err := admin.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range s.workers.Cloud.VMs() {
+		if want := "k8s-" + string(sys.UID); vm.Cluster != want {
+			t.Errorf("VM %s carries cluster id %q, want %q", vm.CloudID, vm.Cluster, want)
+		}
+	}
+
 	for _, in := range s.instances("workers") {
 		n, err := admin.CoreV1().Nodes().Get(ctx, in.Node(), metav1.GetOptions{})
 		if err != nil {

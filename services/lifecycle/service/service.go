@@ -133,11 +133,12 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 
 	metrics := prom.New(reg)
 	svcMetrics := prom.NewServiceMetrics(reg)
-	ext, err := clusterAdapters(cfg, deps, log, checks, svcMetrics)
+	ext, err := clusterAdapters(ctx, cfg, deps, log, checks, svcMetrics)
 	if err != nil {
 		return err
 	}
 	defer ext.stop()
+	cfg.ClusterID = ext.clusterID
 	a := app.New(cfg.appOptions(), app.Deps{
 		Store:    store,
 		Commands: jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(js)}),
@@ -154,6 +155,11 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("registering lifecycle gauges: %w", err)
 	}
 	defer reg.Unregister(gauges)
+	orphanGauges := prom.NewOrphanCollector(a.HeldOrphans)
+	if err := reg.Register(orphanGauges); err != nil {
+		return fmt.Errorf("registering lifecycle orphan gauges: %w", err)
+	}
+	defer reg.Unregister(orphanGauges)
 	workerMetrics := worker.NewMetrics(reg)
 	defer messaging.RegisterConsumerCollector(reg, js, messaging.EventStream, messaging.ConsumerLifecycle)()
 	if fileCfg != nil {

@@ -128,3 +128,20 @@ func knownEnv(t *testing.T, dir string) map[string]bool {
 	}
 	return known
 }
+
+// TestNoSharedClusterID: no rendering gives lifecycle a fixed cluster id.
+// Every cluster deployed from these manifests would share it, and each
+// lifecycle's reconciler would take the other clusters' VMs for orphans;
+// unset, lifecycle derives one from its cluster (k8s-<uid of kube-system>).
+// An install that must keep an id sets it in its own overlay.
+func TestNoSharedClusterID(t *testing.T) {
+	for _, r := range renderings(t) {
+		t.Run(r.name, func(t *testing.T) {
+			s := r.render(t)
+			w, c := workload(t, s, "Deployment", "lifecycle")
+			if slices.Contains(nodesmithEnv(t, s, w, c), "NODESMITH_CLUSTER_ID") {
+				t.Error("lifecycle gets NODESMITH_CLUSTER_ID: a constant every cluster deployed from these manifests shares")
+			}
+		})
+	}
+}

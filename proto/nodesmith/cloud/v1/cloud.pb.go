@@ -215,11 +215,16 @@ func (x *Target) GetRegion() string {
 
 // InstanceRef names one instance and the attempt a command belongs to.
 type InstanceRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	CloudId       string                 `protobuf:"bytes,3,opt,name=cloud_id,json=cloudId,proto3" json:"cloud_id,omitempty"`
-	Group         string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Attempt    uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	CloudId    string                 `protobuf:"bytes,3,opt,name=cloud_id,json=cloudId,proto3" json:"cloud_id,omitempty"`
+	Group      string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	// Set on the instance of a VM nodesmith adopted rather than created (a
+	// group's adoptExisting): such a VM lacks the cluster tag, so a
+	// terminate accepts it without that tag as long as it carries no other
+	// cluster's tag.
+	Adopted       bool `protobuf:"varint,5,opt,name=adopted,proto3" json:"adopted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +285,13 @@ func (x *InstanceRef) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *InstanceRef) GetAdopted() bool {
+	if x != nil {
+		return x.Adopted
+	}
+	return false
 }
 
 // CreateInstances creates one VM per instance, all from one template, in as
@@ -458,10 +470,16 @@ func (x *WatchInstances) GetInstances() []*InstanceRef {
 }
 
 // TerminateInstances deletes VMs; a VM that is already gone counts as done.
+// The adapter terminates only VMs tagged with cluster_id (or, for adopted
+// instances, carrying no cluster tag at all); any other VM is refused with a
+// TerminateFailed (ERROR_KIND_INVALID_PARAMETERS, code
+// "InstanceNotInCluster") and left alone. A command without cluster_id
+// terminates nothing.
 type TerminateInstances struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
 	Instances     []*InstanceRef         `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	ClusterId     string                 `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,6 +526,13 @@ func (x *TerminateInstances) GetInstances() []*InstanceRef {
 		return x.Instances
 	}
 	return nil
+}
+
+func (x *TerminateInstances) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 // ListInventory lists every VM tagged with cluster_id (the reconciler's view).
@@ -1363,13 +1388,14 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\x06Target\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
 	"\aaccount\x18\x02 \x01(\tR\aaccount\x12\x16\n" +
-	"\x06region\x18\x03 \x01(\tR\x06region\"y\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\"\x93\x01\n" +
 	"\vInstanceRef\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x19\n" +
 	"\bcloud_id\x18\x03 \x01(\tR\acloudId\x12\x14\n" +
-	"\x05group\x18\x04 \x01(\tR\x05group\"\xfe\x02\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\x12\x18\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xfe\x02\n" +
 	"\x0fCreateInstances\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
 	"\fclient_token\x18\x02 \x01(\tR\vclientToken\x122\n" +
@@ -1385,10 +1411,12 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	" \x01(\tR\finstanceType\"\x83\x01\n" +
 	"\x0eWatchInstances\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12=\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x87\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\xa6\x01\n" +
 	"\x12TerminateInstances\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12=\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x81\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x81\x01\n" +
 	"\rListInventory\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12\x1d\n" +
 	"\n" +

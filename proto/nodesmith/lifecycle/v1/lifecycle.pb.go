@@ -707,6 +707,46 @@ func (x *DeleteCatalogEntry) GetExpectedRevision() uint64 {
 	return 0
 }
 
+// ReleaseOrphans is an operator's confirmation that the tagged VMs the
+// reconciler holds back (after a start from empty state, or because they are
+// implausibly many) are orphans: those created before the release may be
+// terminated, still at most --max-orphan-terminations per pass (admin API).
+type ReleaseOrphans struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseOrphans) Reset() {
+	*x = ReleaseOrphans{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseOrphans) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseOrphans) ProtoMessage() {}
+
+func (x *ReleaseOrphans) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseOrphans.ProtoReflect.Descriptor instead.
+func (*ReleaseOrphans) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+}
+
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -720,6 +760,7 @@ type Request struct {
 	//	*Request_InstanceAction
 	//	*Request_PutCatalogEntry
 	//	*Request_DeleteCatalogEntry
+	//	*Request_ReleaseOrphans
 	Op isRequest_Op `protobuf_oneof:"op"`
 	// Identifies the caller's operation across retries: the same id on every
 	// attempt. Lifecycle applies an operation at most once per id (within a
@@ -733,7 +774,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +786,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +799,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{10}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Request) GetOp() isRequest_Op {
@@ -849,6 +890,15 @@ func (x *Request) GetDeleteCatalogEntry() *DeleteCatalogEntry {
 	return nil
 }
 
+func (x *Request) GetReleaseOrphans() *ReleaseOrphans {
+	if x != nil {
+		if x, ok := x.Op.(*Request_ReleaseOrphans); ok {
+			return x.ReleaseOrphans
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -896,6 +946,10 @@ type Request_DeleteCatalogEntry struct {
 	DeleteCatalogEntry *DeleteCatalogEntry `protobuf:"bytes,10,opt,name=delete_catalog_entry,json=deleteCatalogEntry,proto3,oneof"`
 }
 
+type Request_ReleaseOrphans struct {
+	ReleaseOrphans *ReleaseOrphans `protobuf:"bytes,11,opt,name=release_orphans,json=releaseOrphans,proto3,oneof"`
+}
+
 func (*Request_IncreaseSize) isRequest_Op() {}
 
 func (*Request_DecreaseTargetSize) isRequest_Op() {}
@@ -914,6 +968,8 @@ func (*Request_PutCatalogEntry) isRequest_Op() {}
 
 func (*Request_DeleteCatalogEntry) isRequest_Op() {}
 
+func (*Request_ReleaseOrphans) isRequest_Op() {}
+
 // Status is an error in gRPC terms: code is a google.golang.org/grpc/codes value.
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -925,7 +981,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +993,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1006,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Status) GetCode() int32 {
@@ -985,7 +1041,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1053,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1066,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Reply) GetGroupsRevision() uint64 {
@@ -1094,7 +1150,8 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x12DeleteCatalogEntry\x127\n" +
 	"\x04kind\x18\x01 \x01(\x0e2#.nodesmith.lifecycle.v1.CatalogKindR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
-	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x8b\x06\n" +
+	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x10\n" +
+	"\x0eReleaseOrphans\"\xde\x06\n" +
 	"\aRequest\x12K\n" +
 	"\rincrease_size\x18\x01 \x01(\v2$.nodesmith.lifecycle.v1.IncreaseSizeH\x00R\fincreaseSize\x12^\n" +
 	"\x14decrease_target_size\x18\x02 \x01(\v2*.nodesmith.lifecycle.v1.DecreaseTargetSizeH\x00R\x12decreaseTargetSize\x12H\n" +
@@ -1105,7 +1162,8 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x0finstance_action\x18\a \x01(\v2&.nodesmith.lifecycle.v1.InstanceActionH\x00R\x0einstanceAction\x12U\n" +
 	"\x11put_catalog_entry\x18\t \x01(\v2'.nodesmith.lifecycle.v1.PutCatalogEntryH\x00R\x0fputCatalogEntry\x12^\n" +
 	"\x14delete_catalog_entry\x18\n" +
-	" \x01(\v2*.nodesmith.lifecycle.v1.DeleteCatalogEntryH\x00R\x12deleteCatalogEntry\x12\x1d\n" +
+	" \x01(\v2*.nodesmith.lifecycle.v1.DeleteCatalogEntryH\x00R\x12deleteCatalogEntry\x12Q\n" +
+	"\x0frelease_orphans\x18\v \x01(\v2&.nodesmith.lifecycle.v1.ReleaseOrphansH\x00R\x0ereleaseOrphans\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestIdB\x04\n" +
 	"\x02op\"6\n" +
@@ -1136,7 +1194,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_nodesmith_lifecycle_v1_lifecycle_proto_goTypes = []any{
 	(CatalogKind)(0),           // 0: nodesmith.lifecycle.v1.CatalogKind
 	(InstanceAction_Action)(0), // 1: nodesmith.lifecycle.v1.InstanceAction.Action
@@ -1150,21 +1208,22 @@ var file_nodesmith_lifecycle_v1_lifecycle_proto_goTypes = []any{
 	(*InstanceAction)(nil),     // 9: nodesmith.lifecycle.v1.InstanceAction
 	(*PutCatalogEntry)(nil),    // 10: nodesmith.lifecycle.v1.PutCatalogEntry
 	(*DeleteCatalogEntry)(nil), // 11: nodesmith.lifecycle.v1.DeleteCatalogEntry
-	(*Request)(nil),            // 12: nodesmith.lifecycle.v1.Request
-	(*Status)(nil),             // 13: nodesmith.lifecycle.v1.Status
-	(*Reply)(nil),              // 14: nodesmith.lifecycle.v1.Reply
-	nil,                        // 15: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	nil,                        // 16: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
-	(*v1.NodeGroup)(nil),       // 17: nodesmith.state.v1.NodeGroup
-	(*v1.CatalogEntry)(nil),    // 18: nodesmith.state.v1.CatalogEntry
+	(*ReleaseOrphans)(nil),     // 12: nodesmith.lifecycle.v1.ReleaseOrphans
+	(*Request)(nil),            // 13: nodesmith.lifecycle.v1.Request
+	(*Status)(nil),             // 14: nodesmith.lifecycle.v1.Status
+	(*Reply)(nil),              // 15: nodesmith.lifecycle.v1.Reply
+	nil,                        // 16: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	nil,                        // 17: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	(*v1.NodeGroup)(nil),       // 18: nodesmith.state.v1.NodeGroup
+	(*v1.CatalogEntry)(nil),    // 19: nodesmith.state.v1.CatalogEntry
 }
 var file_nodesmith_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
-	15, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	16, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	16, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	17, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
 	4,  // 2: nodesmith.lifecycle.v1.DeleteNodes.nodes:type_name -> nodesmith.lifecycle.v1.NodeRef
-	17, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
+	18, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
 	1,  // 4: nodesmith.lifecycle.v1.InstanceAction.action:type_name -> nodesmith.lifecycle.v1.InstanceAction.Action
-	18, // 5: nodesmith.lifecycle.v1.PutCatalogEntry.entry:type_name -> nodesmith.state.v1.CatalogEntry
+	19, // 5: nodesmith.lifecycle.v1.PutCatalogEntry.entry:type_name -> nodesmith.state.v1.CatalogEntry
 	0,  // 6: nodesmith.lifecycle.v1.DeleteCatalogEntry.kind:type_name -> nodesmith.lifecycle.v1.CatalogKind
 	2,  // 7: nodesmith.lifecycle.v1.Request.increase_size:type_name -> nodesmith.lifecycle.v1.IncreaseSize
 	3,  // 8: nodesmith.lifecycle.v1.Request.decrease_target_size:type_name -> nodesmith.lifecycle.v1.DecreaseTargetSize
@@ -1175,12 +1234,13 @@ var file_nodesmith_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
 	9,  // 13: nodesmith.lifecycle.v1.Request.instance_action:type_name -> nodesmith.lifecycle.v1.InstanceAction
 	10, // 14: nodesmith.lifecycle.v1.Request.put_catalog_entry:type_name -> nodesmith.lifecycle.v1.PutCatalogEntry
 	11, // 15: nodesmith.lifecycle.v1.Request.delete_catalog_entry:type_name -> nodesmith.lifecycle.v1.DeleteCatalogEntry
-	13, // 16: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	12, // 16: nodesmith.lifecycle.v1.Request.release_orphans:type_name -> nodesmith.lifecycle.v1.ReleaseOrphans
+	14, // 17: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_lifecycle_v1_lifecycle_proto_init() }
@@ -1188,7 +1248,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 	if File_nodesmith_lifecycle_v1_lifecycle_proto != nil {
 		return
 	}
-	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[10].OneofWrappers = []any{
+	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11].OneofWrappers = []any{
 		(*Request_IncreaseSize)(nil),
 		(*Request_DecreaseTargetSize)(nil),
 		(*Request_DeleteNodes)(nil),
@@ -1198,6 +1258,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 		(*Request_InstanceAction)(nil),
 		(*Request_PutCatalogEntry)(nil),
 		(*Request_DeleteCatalogEntry)(nil),
+		(*Request_ReleaseOrphans)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1205,7 +1266,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc), len(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -435,6 +435,15 @@ func (s *Service) InstanceAction(ctx context.Context, id string, action lifecycl
 	return s.Instance(id)
 }
 
+// ReleaseOrphans confirms to lifecycle that the tagged VMs its reconciler
+// holds back are orphans: those created before now may be terminated (at
+// most --max-orphan-terminations per pass). It writes no state.
+func (s *Service) ReleaseOrphans(ctx context.Context) error {
+	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}},
+		slog.String("op", "release_orphans"))
+	return err
+}
+
 // do runs one lifecycle operation within OpTimeout and waits until the
 // read model has applied what it wrote (read-your-writes).
 //

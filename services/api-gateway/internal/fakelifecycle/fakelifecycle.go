@@ -454,6 +454,10 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		}
 		instancesRev, err = r.saveInstance(ctx, in, to, "operator action")
 		return 0, instancesRev, err
+
+	case *lifecyclev1.Request_ReleaseOrphans:
+		// The fake has no reconciler: nothing is held, nothing to write.
+		return 0, 0, nil
 	}
 	return 0, 0, fail(codes.Unimplemented, "operation %T not supported by the fake", req.GetOp())
 }

@@ -293,7 +293,7 @@ func TestCreatePublishFailureRetriesWithoutDuplicates(t *testing.T) {
 	equal(t, "events", fmt.Sprint(kinds(h.events.All())), "[created]")
 }
 
-// createVMs makes n fake VMs and returns refs to them.
+// createVMs makes n fake VMs of cluster c1 and returns refs to them.
 func createVMs(t *testing.T, h *harness, n int) []*cloudv1.InstanceRef {
 	t.Helper()
 	out := refs(n, false)
@@ -301,6 +301,7 @@ func createVMs(t *testing.T, h *harness, n int) []*cloudv1.InstanceRef {
 		count := min(ports.MaxBatch, n-start)
 		ids, err := h.cloud.CreateBatch(context.Background(), ports.CreateRequest{
 			Target: ports.Target{Account: "acct", Region: "ap-test"}, ClientToken: fmt.Sprint("setup", start), Count: count,
+			Tags: domain.CreationTags("c1", "g1", fmt.Sprint("setup", start), ""),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -472,8 +473,9 @@ func TestTerminate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
+			vms := createVMs(t, h, tc.n)
 			h.cloud.FailNext(fake.OpTerminate, tc.errs...)
-			err := h.svc.Terminate(context.Background(), &cloudv1.TerminateInstances{Target: target(), Instances: refs(tc.n, true)}, tc.delivery)
+			err := h.svc.Terminate(context.Background(), &cloudv1.TerminateInstances{Target: target(), ClusterId: "c1", Instances: vms}, tc.delivery)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Terminate = %v, want error %v", err, tc.wantErr)
 			}
@@ -489,17 +491,17 @@ func TestTerminate(t *testing.T) {
 
 func TestTerminateWithoutCloudIDAndDuplicates(t *testing.T) {
 	h := newHarness(t, nil)
-	r := refs(3, true)
+	r := createVMs(t, h, 3)
 	r[1].CloudId = ""                                                                          // never got a VM
 	r = append(r, &cloudv1.InstanceRef{InstanceId: "i000", Attempt: 2, CloudId: r[0].CloudId}) // same VM twice
-	cmd := &cloudv1.TerminateInstances{Target: target(), Instances: r}
+	cmd := &cloudv1.TerminateInstances{Target: target(), ClusterId: "c1", Instances: r}
 	for range 2 {
 		if err := h.svc.Terminate(context.Background(), cmd, first); err != nil {
 			t.Fatalf("Terminate: %v", err)
 		}
 	}
 	calls := h.cloud.Calls().Terminate
-	equal(t, "ids terminated", fmt.Sprint(calls[0]), "[ins-000 ins-002]")
+	equal(t, "ids terminated", fmt.Sprint(calls), "[[ins-fake00001 ins-fake00003]]")
 	evs := h.events.All()
 	equal(t, "events", fmt.Sprint(kinds(evs)), "[terminated]")
 	equal(t, "reported", len(evs[0].Event.GetTerminated().GetInstances()), 4)
@@ -530,6 +532,11 @@ func TestListInventory(t *testing.T) {
 	item := inv.GetItems()[0]
 	equal(t, "instance", item.GetInstanceId(), "i000")
 	equal(t, "group", item.GetGroup(), "g1")
+	// Lifecycle maps a VM of a batch whose create result is outstanding
+	// back to its records by the batch tag: without it, such a VM is an
+	// orphan.
+	equal(t, "batch", item.GetBatchId(), "b1")
+	equal(t, "zone", item.GetZone(), "fake-zone-1")
 	equal(t, "state", item.GetState(), cloudv1.CloudState_CLOUD_STATE_PENDING)
 	if item.GetCloudId() == "" || item.GetCreatedAt() == nil {
 		t.Fatalf("item lacks cloud id or creation time: %v", item)

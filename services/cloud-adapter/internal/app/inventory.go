@@ -38,8 +38,10 @@ func (s *Service) ListInventory(ctx context.Context, l *cloudv1.ListInventory, d
 			CloudId:    vm.CloudID,
 			InstanceId: vm.Tags[domain.TagInstance],
 			Group:      vm.Tags[domain.TagGroup],
+			BatchId:    vm.Tags[domain.TagBatch],
 			State:      protoState(vm.State),
 			PrivateIp:  vm.PrivateIP,
+			Zone:       vm.Zone,
 		}
 		if !vm.CreatedAt.IsZero() {
 			item.CreatedAt = timestamppb.New(vm.CreatedAt)

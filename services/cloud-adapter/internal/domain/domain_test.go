@@ -152,3 +152,32 @@ func TestWatchOnlyRoundsPendingVMs(t *testing.T) {
 		t.Fatalf("Pending = %s, want [b]", got)
 	}
 }
+
+func TestMayTerminate(t *testing.T) {
+	ours := map[string]string{domain.TagCluster: "c1"}
+	theirs := map[string]string{domain.TagCluster: "c2"}
+	untagged := map[string]string{"team": "infra"}
+	for _, tc := range []struct {
+		name    string
+		tags    map[string]string
+		cluster string
+		adopted bool
+		want    bool
+	}{
+		{"ours", ours, "c1", false, true},
+		{"ours, adopted", ours, "c1", true, true},
+		{"another cluster's", theirs, "c1", false, false},
+		{"another cluster's, adopted", theirs, "c1", true, false},
+		{"untagged", untagged, "c1", false, false},
+		{"untagged, adopted", untagged, "c1", true, true},
+		{"no cluster id", ours, "", false, false},
+		{"no cluster id, adopted", untagged, "", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := domain.MayTerminate(tc.tags, tc.cluster, tc.adopted)
+			if got != tc.want || (got == (why != "")) {
+				t.Errorf("MayTerminate = %v %q, want %v (and a reason exactly when refused)", got, why, tc.want)
+			}
+		})
+	}
+}

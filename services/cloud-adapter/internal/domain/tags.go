@@ -30,3 +30,31 @@ func CreationTags(clusterID, group, batchID, instanceID string) []Tag {
 	}
 	return tags
 }
+
+// CodeNotInCluster is the error code of a terminate refused because the VM
+// is not this cluster's (see MayTerminate).
+const CodeNotInCluster = "InstanceNotInCluster"
+
+// MayTerminate says whether a VM with these tags may be terminated on
+// behalf of clusterID, and if not, why. A VM nodesmith created carries
+// TagCluster = clusterID. An adopted VM (a Node that nodesmith did not
+// create, adopted by a group) carries no nodesmith tag: it may be
+// terminated as long as it carries no cluster tag at all, so a VM of
+// another nodesmith cluster is never one. An empty clusterID allows
+// nothing.
+func MayTerminate(tags map[string]string, clusterID string, adopted bool) (bool, string) {
+	if clusterID == "" {
+		return false, "the terminate command names no cluster id"
+	}
+	got := tags[TagCluster]
+	switch {
+	case got == clusterID:
+		return true, ""
+	case got == "" && adopted:
+		return true, ""
+	case got == "":
+		return false, "the VM has no " + TagCluster + " tag (not created by nodesmith, and not adopted)"
+	default:
+		return false, "the VM belongs to cluster " + got + " (tag " + TagCluster + ")"
+	}
+}

@@ -159,7 +159,11 @@ func TestAdoptExisting(t *testing.T) {
 			if len(c.Hooks) != 1 || c.Hooks[0].Host != "10.9.0.1" || c.Hooks[0].Kind != domain.HookBeforeDelete {
 				t.Errorf("hooks %+v", c.Hooks)
 			}
-			if len(c.Terminates) != 1 || c.Terminates[0].Instances[0].CloudID != "ins-aaa" {
+			// Its VM lacks our cluster tag: the command says it was adopted,
+			// so the cloud adapter accepts it untagged (never another
+			// cluster's).
+			if len(c.Terminates) != 1 || c.Terminates[0].Instances[0].CloudID != "ins-aaa" ||
+				!c.Terminates[0].Instances[0].Adopted || c.Terminates[0].ClusterID != "nodesmith" {
 				t.Errorf("terminates %+v", c.Terminates)
 			}
 			if got := h.instance(in.ID); got.State != domain.StateDeleted {

@@ -61,6 +61,16 @@ type Options struct {
 	// before it is terminated.
 	ReconcileInterval time.Duration
 	OrphanGrace       time.Duration
+	// MaxOrphanTerminations caps the orphan VMs one inventory comparison
+	// (one account and region, each pass) terminates, the oldest first;
+	// the rest wait for later passes. 0 terminates none: orphans are
+	// only reported.
+	MaxOrphanTerminations int
+	// EmptyStartOrphanHold is the start-up hold: after a load that finds
+	// no instance record, orphan VMs created before it are held back
+	// (reported, not terminated) this long, unless an operator releases
+	// them first (ReleaseOrphans). 0 disables the hold.
+	EmptyStartOrphanHold time.Duration
 	// CASRetries bounds compare-and-set retries of one operation.
 	CASRetries int
 	// StatusInterval is how often the status summary is written when it
@@ -94,6 +104,8 @@ func DefaultOptions() Options {
 		PurgeBatch:               100,
 		ReconcileInterval:        time.Minute,
 		OrphanGrace:              2 * time.Minute,
+		MaxOrphanTerminations:    10,
+		EmptyStartOrphanHold:     24 * time.Hour,
 		CASRetries:               5,
 		StatusInterval:           10 * time.Second,
 		StatusErrors:             20,
@@ -186,6 +198,10 @@ type App struct {
 	configGroups []domain.NodeGroup
 	lastPurge    time.Time
 	inventory    *inventoryState
+	// hold is the start-up hold of orphan VMs and confirmedBefore the
+	// time of an operator's release (reconcile.go). Both outlive a term.
+	hold            startupHold
+	confirmedBefore time.Time
 
 	nodes *nodeCache
 	wake  chan struct{}
@@ -358,6 +374,11 @@ func (a *App) load(ctx context.Context) error {
 	a.releasesDue = true
 	a.loaded = true
 	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
+	if len(is) == 0 {
+		// A fresh install, or lost state: tagged VMs already in the cloud
+		// may be this cluster's nodes rather than orphans.
+		a.beginStartupHoldLocked(a.clock.Now())
+	}
 	return nil
 }
 

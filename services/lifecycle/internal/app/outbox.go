@@ -95,7 +95,7 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 			a.log.Warn("in-flight instance of an unknown group: command not published", "instance", id, "group", in.Group)
 			continue
 		}
-		ref := ports.InstanceRef{InstanceID: in.ID, Group: in.Group, Attempt: in.Attempt, CloudID: in.CloudID}
+		ref := ports.InstanceRef{InstanceID: in.ID, Group: in.Group, Attempt: in.Attempt, CloudID: in.CloudID, Adopted: in.Adopted}
 		tk := targetKey{Target: targetOf(g.g.Template)}
 		switch c.Kind {
 		case domain.CmdCreate:
@@ -132,7 +132,7 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		return a.cmds.Watch(ctx, ports.WatchCommand{Target: t, Instances: refs})
 	})...)
 	items = append(items, refItems(domain.CmdTerminate, terminate, func(ctx context.Context, t ports.Target, refs []ports.InstanceRef) error {
-		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, Instances: refs})
+		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, ClusterID: a.opts.ClusterID, Instances: refs})
 	})...)
 	return items, skipped
 }

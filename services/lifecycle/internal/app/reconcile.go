@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -18,9 +21,55 @@ import (
 //   - a live record whose VM is not in the inventory vanished (deleted
 //     outside nodesmith): it is closed (Deleted, Node removed) and, being
 //     still counted in the target, replaced by the dispatcher.
+//
+// Destruction must not run away when the records are wrong rather than the
+// cloud: a lost instances bucket, or another cluster tagging its VMs with
+// the same cluster id, makes every VM look like an orphan. So orphans are
+// terminated under three safeguards, in this order:
+//   - the start-up hold: a term that starts with no instance record at all
+//     holds back (reports, never terminates) the orphans created before it
+//     started, until an operator releases them (ReleaseOrphans) or
+//     Options.EmptyStartOrphanHold passes. Orphans created later follow the
+//     normal rules;
+//   - the plausibility valve: orphans that are more than maxOrphanFraction
+//     of the tagged VMs listed (and more than implausibleMin) are held back
+//     all together, with an error: that is state loss or a shared cluster
+//     id, not crashes;
+//   - the cap: at most Options.MaxOrphanTerminations per comparison (one
+//     account and region per pass), the oldest first; the rest wait for the
+//     next passes.
+// An operator's release also confirms the orphans created before it, which
+// the valve then no longer holds back (the cap still applies).
 
 type inventoryState struct {
 	pending map[string]inventoryRequest
+	// held is what the latest comparison of each target held back (a
+	// change is logged, not every pass).
+	held map[ports.Target]heldOrphans
+}
+
+// Why the reconciler holds an orphan back (the label values of the held
+// orphans metric).
+const (
+	HeldEmptyStart  = "empty_start"
+	HeldImplausible = "implausible"
+	HeldCap         = "cap"
+)
+
+// HeldReasons lists the reasons, for metrics.
+var HeldReasons = []string{HeldEmptyStart, HeldImplausible, HeldCap}
+
+// heldOrphans is what one comparison held back.
+type heldOrphans struct {
+	byReason map[string]int
+	// waiting are the cloud ids held for an operator (start-up hold and
+	// valve), oldest first.
+	waiting []string
+}
+
+// startupHold is the start-up hold (see above); zero when none is active.
+type startupHold struct {
+	since time.Time
 }
 
 type inventoryRequest struct {
@@ -50,9 +99,22 @@ type InventoryItem struct {
 }
 
 // maxVanishedFraction is a safety valve: an inventory that would close more
-// than this share of a target's records (and more than a handful) is more
-// likely wrong than true, so nothing is closed and an error is logged.
+// than this share of a target's records (and more than implausibleMin) is
+// more likely wrong than true, so nothing is closed and an error is logged.
 const maxVanishedFraction = 0.5
+
+// maxOrphanFraction is the same valve for orphans: more orphans than this
+// share of the tagged VMs listed (and more than implausibleMin) means the
+// records are wrong (state loss) or another cluster shares our cluster id,
+// so none is terminated and an error is logged.
+const maxOrphanFraction = 0.5
+
+// implausibleMin is the handful of records or VMs the valves always let
+// through: in a small fleet one crash can orphan half of it.
+const implausibleMin = 3
+
+// maxListedIDs bounds the cloud ids a log line or the status lists.
+const maxListedIDs = 50
 
 // RunReconciler asks for the inventory of every account and region in use,
 // every ReconcileInterval with jitter, until ctx ends.
@@ -82,9 +144,7 @@ func (a *App) RequestInventory(ctx context.Context) {
 		a.mu.Unlock()
 		return
 	}
-	if a.inventory == nil {
-		a.inventory = &inventoryState{pending: map[string]inventoryRequest{}}
-	}
+	a.inventoryLocked()
 	now := a.clock.Now()
 	// Forget requests that were never answered.
 	for id, r := range a.inventory.pending {
@@ -95,6 +155,12 @@ func (a *App) RequestInventory(ctx context.Context) {
 	targets := map[ports.Target]bool{}
 	for _, g := range a.groups {
 		targets[targetOf(g.g.Template)] = true
+	}
+	// What a target no group uses any more held back is no longer held.
+	for t := range a.inventory.held {
+		if !targets[t] {
+			delete(a.inventory.held, t)
+		}
 	}
 	var reqs []ports.InventoryRequest
 	for t := range targets {
@@ -166,7 +232,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 			waitingInstance[in.ID] = true
 		}
 	}
-	var orphans []ports.InstanceRef
+	var orphans []InventoryItem
 	for _, it := range inCloud {
 		owned := owners[it.CloudID] ||
 			(it.BatchID != "" && waitingBatch[it.BatchID]) ||
@@ -174,8 +240,10 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 		if owned || now.Sub(it.CreatedAt) < grace {
 			continue
 		}
-		orphans = append(orphans, ports.InstanceRef{InstanceID: it.InstanceID, Group: it.Group, CloudID: it.CloudID})
+		orphans = append(orphans, it)
 	}
+	found := len(orphans)
+	orphans, held := a.holdOrphansLocked(req.target, orphans, len(inCloud), now)
 	// Vanished: records whose VM is not listed, known since before the
 	// listing started (with grace for the cloud's eventual consistency).
 	var vanished []string
@@ -200,13 +268,14 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	}
 	a.mu.Unlock()
 
-	if len(vanished) > 3 && float64(len(vanished)) > maxVanishedFraction*float64(considered) {
+	if len(vanished) > implausibleMin && float64(len(vanished)) > maxVanishedFraction*float64(considered) {
 		a.log.Error("inventory misses most VMs of the records; not trusting it", "account", req.target.Account,
 			"region", req.target.Region, "missing", len(vanished), "records", considered)
 		vanished = nil
 	}
-	a.obs.OrphansFound(len(orphans))
-	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_found", Value: len(orphans)},
+	a.obs.OrphansFound(found)
+	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_found", Value: found},
+		ports.Attribute{Key: "nodesmith.orphans_held", Value: held},
 		ports.Attribute{Key: "nodesmith.vanished", Value: len(vanished)})
 	closed := 0
 	for _, id := range vanished {
@@ -219,15 +288,20 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 			closed++
 		}
 	}
+	refs := make([]ports.InstanceRef, len(orphans))
+	for i, o := range orphans {
+		refs[i] = ports.InstanceRef{InstanceID: o.InstanceID, Group: o.Group, CloudID: o.CloudID}
+	}
 	terminated := 0
-	for chunk := range slices.Chunk(orphans, maxRefsPerCommand) {
-		if err := a.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, Instances: chunk}); err != nil {
+	for chunk := range slices.Chunk(refs, maxRefsPerCommand) {
+		if err := a.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, ClusterID: a.opts.ClusterID, Instances: chunk}); err != nil {
 			a.log.Warn("terminating orphan VMs", "count", len(chunk), "err", err)
 			continue
 		}
 		terminated += len(chunk)
 		for _, o := range chunk {
-			a.log.Warn("terminating an orphan VM", "cloud_id", o.CloudID, "instance", o.InstanceID, "group", o.Group)
+			a.log.Warn("terminating an orphan VM", "cloud_id", o.CloudID, "instance", o.InstanceID, "group", o.Group,
+				"account", req.target.Account, "region", req.target.Region)
 		}
 	}
 	if closed > 0 || terminated > 0 {
@@ -237,4 +311,195 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_terminated", Value: terminated},
 		ports.Attribute{Key: "nodesmith.vanished_closed", Value: closed})
 	return nil
+}
+
+// inventoryLocked returns the reconciler's state, made on first use.
+func (a *App) inventoryLocked() *inventoryState {
+	if a.inventory == nil {
+		a.inventory = &inventoryState{pending: map[string]inventoryRequest{}, held: map[ports.Target]heldOrphans{}}
+	}
+	return a.inventory
+}
+
+// beginStartupHoldLocked starts the start-up hold at a load that found no
+// instance record (a hold already running keeps its start).
+func (a *App) beginStartupHoldLocked(now time.Time) {
+	if a.opts.EmptyStartOrphanHold <= 0 {
+		return
+	}
+	if _, active := a.startupHoldLocked(now); active {
+		return
+	}
+	a.hold = startupHold{since: now}
+	a.log.Info("started with no instance records: tagged VMs without a record created before now are held back, "+
+		"not terminated, until an operator releases them or the hold ends",
+		"hold_until", now.Add(a.opts.EmptyStartOrphanHold), "release", "POST /api/v1/reconciler/release-orphans")
+}
+
+// startupHoldLocked returns the start of the start-up hold while it is
+// active, ending it once EmptyStartOrphanHold has passed.
+func (a *App) startupHoldLocked(now time.Time) (time.Time, bool) {
+	if a.hold.since.IsZero() {
+		return time.Time{}, false
+	}
+	if until := a.hold.since.Add(a.opts.EmptyStartOrphanHold); !now.Before(until) {
+		a.log.Warn("the start-up hold of orphan VMs ended: its quiet period passed; the reconciler's other safeguards still apply",
+			"hold_since", a.hold.since, "hold_until", until)
+		a.hold = startupHold{}
+		return time.Time{}, false
+	}
+	return a.hold.since, true
+}
+
+// holdOrphansLocked applies the safeguards (see the top of this file) to
+// the orphans of one comparison of target, where listed tagged VMs were
+// listed. It returns the orphans to terminate, oldest first, and how many
+// were held back, and records and reports what it held.
+func (a *App) holdOrphansLocked(t ports.Target, orphans []InventoryItem, listed int, now time.Time) ([]InventoryItem, int) {
+	oldestFirst := func(x, y InventoryItem) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.CloudID, y.CloudID)
+	}
+	slices.SortFunc(orphans, oldestFirst)
+	h := heldOrphans{byReason: map[string]int{}}
+	holdSince, holding := a.startupHoldLocked(now)
+	var out []InventoryItem
+	var unconfirmed []InventoryItem
+	for _, o := range orphans {
+		switch {
+		case o.CreatedAt.Before(a.confirmedBefore):
+			out = append(out, o)
+		case holding && o.CreatedAt.Before(holdSince):
+			h.byReason[HeldEmptyStart]++
+			h.waiting = append(h.waiting, o.CloudID)
+		default:
+			unconfirmed = append(unconfirmed, o)
+		}
+	}
+	if len(unconfirmed) > implausibleMin && float64(len(unconfirmed)) > maxOrphanFraction*float64(listed) {
+		h.byReason[HeldImplausible] = len(unconfirmed)
+		for _, o := range unconfirmed {
+			h.waiting = append(h.waiting, o.CloudID)
+		}
+		unconfirmed = nil
+	}
+	out = append(out, unconfirmed...)
+	slices.SortFunc(out, oldestFirst)
+	if limit := max(a.opts.MaxOrphanTerminations, 0); len(out) > limit {
+		h.byReason[HeldCap] = len(out) - limit
+		out = out[:limit]
+	}
+	inv := a.inventoryLocked()
+	prev := inv.held[t]
+	inv.held[t] = h
+	if !maps.Equal(prev.byReason, h.byReason) || !slices.Equal(prev.waiting, h.waiting) {
+		a.reportHeldLocked(t, h, listed, holdSince)
+	}
+	held := 0
+	for _, n := range h.byReason {
+		held += n
+	}
+	return out, held
+}
+
+// reportHeldLocked logs what one comparison held back, when it changed.
+func (a *App) reportHeldLocked(t ports.Target, h heldOrphans, listed int, holdSince time.Time) {
+	log := a.log.With("account", t.Account, "region", t.Region, "cluster", a.opts.ClusterID)
+	var startup, implausible []string
+	if n := h.byReason[HeldEmptyStart]; n > 0 {
+		startup = h.waiting[:n]
+	}
+	if n := h.byReason[HeldImplausible]; n > 0 {
+		implausible = h.waiting[len(h.waiting)-n:]
+	}
+	if len(startup) > 0 {
+		log.Warn("holding back orphan VMs created before lifecycle started with no instance records: not terminated until an operator "+
+			"releases them (POST /api/v1/reconciler/release-orphans) or the hold ends; if the state was lost, they may be this cluster's nodes",
+			"count", len(startup), "cloud_ids", listIDs(startup), "hold_since", holdSince, "hold_until", holdSince.Add(a.opts.EmptyStartOrphanHold))
+	}
+	if len(implausible) > 0 {
+		log.Error("most tagged VMs have no record: the state was lost or another cluster uses this cluster id; terminating none of them "+
+			"(give each cluster its own --cluster-id; release them through POST /api/v1/reconciler/release-orphans only if they are orphans)",
+			"count", len(implausible), "listed", listed, "cloud_ids", listIDs(implausible))
+	}
+	if n := h.byReason[HeldCap]; n > 0 {
+		log.Warn("more orphan VMs than one pass may terminate: the rest wait for the next passes",
+			"held", n, "max_per_pass", a.opts.MaxOrphanTerminations)
+	}
+}
+
+// listIDs joins at most maxListedIDs ids for a log line.
+func listIDs(ids []string) string {
+	if len(ids) <= maxListedIDs {
+		return strings.Join(ids, ",")
+	}
+	return strings.Join(ids[:maxListedIDs], ",") + fmt.Sprintf(",... (%d more)", len(ids)-maxListedIDs)
+}
+
+// ReleaseOrphans is an operator's confirmation that the orphan VMs the
+// reconciler holds back are orphans: it ends the start-up hold, and the
+// orphans created before now are no longer held back by the plausibility
+// valve either. The cap still applies: they are terminated from the next
+// pass on, at most MaxOrphanTerminations per comparison. The release lives
+// in the leader's memory: after a restart or a change of leader the
+// safeguards hold again (a new start from empty state, a valve), and an
+// operator releases again.
+func (a *App) ReleaseOrphans(ctx context.Context) (Revisions, error) {
+	return a.op(ctx, "ReleaseOrphans", func() (Revisions, error) {
+		now := a.clock.Now()
+		waiting := 0
+		for _, h := range a.inventoryLocked().held {
+			waiting += len(h.waiting)
+		}
+		a.hold = startupHold{}
+		a.confirmedBefore = now
+		a.log.Warn("orphan VMs released by an operator: those created before now are terminated from the next reconciler pass on",
+			"held", waiting, "max_per_pass", a.opts.MaxOrphanTerminations)
+		return Revisions{}, nil
+	})
+}
+
+// OrphanStatus is what the reconciler holds back (see the top of this
+// file), for metrics and the status summary.
+type OrphanStatus = ports.OrphanStatus
+
+// HeldOrphans returns what the latest comparisons held back; ok is false
+// while not leading.
+func (a *App) HeldOrphans() (OrphanStatus, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.loaded {
+		return OrphanStatus{}, false
+	}
+	return a.heldOrphansLocked(), true
+}
+
+func (a *App) heldOrphansLocked() OrphanStatus {
+	var s OrphanStatus
+	if since, ok := a.startupHoldLocked(a.clock.Now()); ok {
+		s.HoldSince, s.HoldUntil = since, since.Add(a.opts.EmptyStartOrphanHold)
+	}
+	if a.inventory == nil {
+		return s
+	}
+	targets := slices.SortedFunc(maps.Keys(a.inventory.held), func(x, y ports.Target) int {
+		return strings.Compare(x.Provider+"/"+x.Account+"/"+x.Region, y.Provider+"/"+y.Account+"/"+y.Region)
+	})
+	for _, t := range targets {
+		h := a.inventory.held[t]
+		for r, n := range h.byReason {
+			if n == 0 {
+				continue
+			}
+			if s.Held == nil {
+				s.Held = map[string]int{}
+			}
+			s.Held[r] += n
+		}
+		s.Waiting = append(s.Waiting, h.waiting...)
+	}
+	s.Waiting = s.Waiting[:min(len(s.Waiting), maxListedIDs)]
+	return s
 }

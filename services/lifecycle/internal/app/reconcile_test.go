@@ -32,8 +32,9 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 	}
 
 	inv := inventory()
-	// is[0]'s VM vanished; is[1..3] are listed; two orphans: one old, one
-	// young (within grace); one old VM of a Deleted-long-ago instance.
+	// is[0]'s VM vanished; is[1..3] are listed; two orphans: one old (but
+	// created after lifecycle started: the start-up hold does not apply),
+	// one young (within grace); one old VM of a Deleted-long-ago instance.
 	// VMs of a multi-instance batch carry only the batch tag: they are
 	// matched by cloud id.
 	for _, in := range is[1:] {
@@ -41,7 +42,7 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 	}
 	now := h.clock.Now()
 	inv.Items = append(inv.Items,
-		app.InventoryItem{CloudID: "ins-orphan-old", InstanceID: "g-zzzzzzzzzz", Group: "g", State: domain.CloudRunning, CreatedAt: now.Add(-time.Hour)},
+		app.InventoryItem{CloudID: "ins-orphan-old", InstanceID: "g-zzzzzzzzzz", Group: "g", State: domain.CloudRunning, CreatedAt: now.Add(-5 * time.Minute)},
 		app.InventoryItem{CloudID: "ins-orphan-young", InstanceID: "g-yyyyyyyyyy", Group: "g", State: domain.CloudRunning, CreatedAt: now.Add(-time.Minute)},
 		app.InventoryItem{CloudID: "ins-going", InstanceID: "g-xxxxxxxxxx", Group: "g", State: domain.CloudTerminating, CreatedAt: t0},
 	)
@@ -50,8 +51,8 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	terms := h.cmds.Snapshot().Terminates[before:]
-	if len(terms) != 1 || len(terms[0].Instances) != 1 || terms[0].Instances[0].CloudID != "ins-orphan-old" {
-		t.Fatalf("orphan terminations %+v, want only ins-orphan-old", terms)
+	if len(terms) != 1 || len(terms[0].Instances) != 1 || terms[0].Instances[0].CloudID != "ins-orphan-old" || terms[0].ClusterID != "nodesmith" {
+		t.Fatalf("orphan terminations %+v, want only ins-orphan-old, of cluster nodesmith", terms)
 	}
 	var vanished domain.Instance
 	for _, in := range h.instances("g") {

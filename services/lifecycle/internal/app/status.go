@@ -58,6 +58,7 @@ func (a *App) Status() (s ports.Status, ok bool) {
 		return errs[i].Instance < errs[j].Instance
 	})
 	s.RecentErrors = errs[:min(len(errs), max(a.opts.StatusErrors, 0))]
+	s.Orphans = a.heldOrphansLocked()
 	return s, true
 }
 

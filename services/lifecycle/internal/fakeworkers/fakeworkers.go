@@ -31,8 +31,12 @@ type VM struct {
 	Token      string
 	// Batch is the create batch; InstanceID is only tagged on VMs of
 	// single-instance batches, as the real cloud adapter does.
-	Batch     string
-	Tagged    bool
+	Batch  string
+	Tagged bool
+	// Cluster is the cluster id tag ("" for a VM made outside nodesmith).
+	// Inventories list a cluster's VMs only, and a terminate is refused
+	// for a VM of another cluster, as the real cloud adapter does.
+	Cluster   string
 	IP        string
 	State     cloudv1.CloudState
 	CreatedAt time.Time
@@ -225,6 +229,12 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 					continue
 				}
 			}
+			if vm, ok := c.vms[r.GetCloudId()]; ok && !mayTerminate(vm, b.Terminate.GetClusterId(), r.GetAdopted()) {
+				failed = append(failed, r)
+				ferr = &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS, Code: "InstanceNotInCluster",
+					Message: fmt.Sprintf("VM %s is not cluster %q's", vm.CloudID, b.Terminate.GetClusterId())}
+				continue
+			}
 			if vm, ok := c.vms[r.GetCloudId()]; ok {
 				vm.State = cloudv1.CloudState_CLOUD_STATE_NOT_FOUND
 			}
@@ -247,7 +257,7 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 		c.calls["inventory"]++
 		inv := &cloudv1.Inventory{RequestId: b.ListInventory.GetRequestId(), Target: b.ListInventory.GetTarget()}
 		for _, vm := range c.sortedLocked() {
-			if vm.State == cloudv1.CloudState_CLOUD_STATE_NOT_FOUND {
+			if vm.State == cloudv1.CloudState_CLOUD_STATE_NOT_FOUND || vm.Cluster != b.ListInventory.GetClusterId() {
 				continue
 			}
 			item := &cloudv1.InventoryItem{
@@ -263,6 +273,12 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 		return w.publishCloud(ctx, "inventory", &cloudv1.Event{Body: &cloudv1.Event_Inventory{Inventory: inv}})
 	}
 	return worker.Permanent(fmt.Errorf("unknown command"))
+}
+
+// mayTerminate is the cloud adapter's rule: a VM tagged with the command's
+// cluster, or an adopted instance's VM without any cluster tag.
+func mayTerminate(vm *VM, cluster string, adopted bool) bool {
+	return cluster != "" && (vm.Cluster == cluster || (vm.Cluster == "" && adopted))
 }
 
 // create returns the VMs of the request's token, creating them the first
@@ -281,6 +297,7 @@ func (c *Cloud) create(cr *cloudv1.CreateInstances) []*cloudv1.InstanceRef {
 			Token:      cr.GetClientToken(),
 			Batch:      cr.GetBatchId(),
 			Tagged:     len(cr.GetInstances()) == 1,
+			Cluster:    cr.GetClusterId(),
 			IP:         fmt.Sprintf("10.0.%d.%d", c.next/250, c.next%250+1),
 			State:      cloudv1.CloudState_CLOUD_STATE_RUNNING,
 			CreatedAt:  time.Now(),

@@ -18,6 +18,9 @@ type InstanceRef struct {
 	Group      string
 	Attempt    uint32
 	CloudID    string
+	// Adopted marks an instance that adopted a VM nodesmith did not
+	// create: its VM lacks the cluster tag (see TerminateCommand).
+	Adopted bool
 }
 
 // CreateCommand creates one VM per instance from one template.
@@ -39,9 +42,13 @@ type WatchCommand struct {
 	Instances []InstanceRef
 }
 
-// TerminateCommand deletes VMs (already gone counts as done).
+// TerminateCommand deletes VMs (already gone counts as done). The cloud
+// adapter terminates only VMs tagged with ClusterID, or, for Adopted
+// instances, VMs carrying no cluster tag at all; it refuses the others
+// (a CloudTerminateFailed with code InstanceNotInCluster).
 type TerminateCommand struct {
 	Target    Target
+	ClusterID string
 	Instances []InstanceRef
 }
 

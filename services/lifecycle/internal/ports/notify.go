@@ -43,6 +43,21 @@ type InstanceError struct {
 	At                                    time.Time
 }
 
+// OrphanStatus is what the reconciler holds back instead of terminating.
+type OrphanStatus struct {
+	// Held counts the orphan VMs the latest comparisons held back, by
+	// reason: "empty_start" (the start-up hold), "implausible" (too many
+	// to be orphans: state loss or a shared cluster id), "cap" (over the
+	// per-pass cap, terminated in later passes). Nil when none.
+	Held map[string]int
+	// HoldSince and HoldUntil bound the start-up hold; zero when none is
+	// active.
+	HoldSince, HoldUntil time.Time
+	// Waiting lists the cloud ids held until an operator releases them
+	// (start-up hold and implausible), oldest first, bounded.
+	Waiting []string
+}
+
 // Status is the summary of every node group for operators.
 type Status struct {
 	// Groups are sorted by id.
@@ -50,6 +65,8 @@ type Status struct {
 	// RecentErrors are the newest last errors of instances, newest first,
 	// bounded.
 	RecentErrors []InstanceError
+	// Orphans is what the orphan reconciler holds back.
+	Orphans OrphanStatus
 }
 
 // StatusSink publishes the status summary (a ConfigMap in Kubernetes). The

@@ -176,6 +176,22 @@ func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okSta
 	}
 }
 
+// orphanRelease is the answer of POST /reconciler/release-orphans.
+type orphanRelease struct {
+	Released bool `json:"released"`
+}
+
+// releaseOrphans confirms that the VMs the orphan reconciler holds back are
+// orphans (admin only, as every write).
+func (h *handler) releaseOrphans(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.ReleaseOrphans(r.Context()); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.WarnContext(r.Context(), "orphan VMs held back by the reconciler released by an operator", "role", roleFrom(r).String())
+	writeJSON(w, http.StatusAccepted, orphanRelease{Released: true})
+}
+
 func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
 	st := h.svc.Status()
 	out := StatusView{

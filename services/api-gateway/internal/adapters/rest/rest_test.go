@@ -106,6 +106,8 @@ func (f *fixture) answerSetTarget() {
 			f.rev++
 			f.rm.PutInstance(v.Key, f.rev, upd)
 			return ports.Revisions{Instances: f.rev}, nil
+		case *lifecyclev1.Request_ReleaseOrphans:
+			return ports.Revisions{}, nil // writes no state
 		}
 		return ports.Revisions{}, domain.Errorf(domain.CodeUnimplemented, "unexpected")
 	}
@@ -253,6 +255,9 @@ func TestAuthAndErrors(t *testing.T) {
 		{"transitions: huge limit", call{method: "GET", path: "/api/v1/transitions?limit=1001", token: readOnlyToken}, 400, "invalid_argument"},
 		{"retry", call{method: "POST", path: "/api/v1/instances/i-3/retry", token: adminToken}, 200, ""},
 		{"force delete", call{method: "DELETE", path: "/api/v1/instances/i-2", token: adminToken}, 202, ""},
+		{"release orphans: read-only", call{method: "POST", path: "/api/v1/reconciler/release-orphans", token: readOnlyToken}, 403, "permission_denied"},
+		{"release orphans: anonymous", call{method: "POST", path: "/api/v1/reconciler/release-orphans"}, 401, "unauthenticated"},
+		{"release orphans", call{method: "POST", path: "/api/v1/reconciler/release-orphans", token: adminToken}, 202, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,6 +289,15 @@ func TestAuthAndErrors(t *testing.T) {
 	}
 	if !slices.Equal(actions, []string{"i-3:ACTION_RETRY", "i-2:ACTION_FORCE_DELETE"}) {
 		t.Errorf("instance actions sent = %v", actions)
+	}
+	releases := 0
+	for _, c := range f.lc.Calls() {
+		if c.GetReleaseOrphans() != nil {
+			releases++
+		}
+	}
+	if releases != 1 {
+		t.Errorf("orphan releases sent = %d, want 1 (the admin's)", releases)
 	}
 }
 

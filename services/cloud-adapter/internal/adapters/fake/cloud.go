@@ -131,6 +131,19 @@ func (c *Cloud) SetState(id string, s domain.State, ip string) {
 	}
 }
 
+// SetTags replaces a VM's tags, as someone editing them in the console
+// would (nil removes them all).
+func (c *Cloud) SetTags(id string, tags map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.vms[id]; ok {
+		v.Tags = maps.Clone(tags)
+		if v.Tags == nil {
+			v.Tags = map[string]string{}
+		}
+	}
+}
+
 // Remove makes a VM vanish, as if deleted behind our back.
 func (c *Cloud) Remove(id string) {
 	c.mu.Lock()

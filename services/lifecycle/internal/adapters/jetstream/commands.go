@@ -60,7 +60,7 @@ func target(t ports.Target) *cloudv1.Target {
 func refs(rs []ports.InstanceRef) []*cloudv1.InstanceRef {
 	out := make([]*cloudv1.InstanceRef, len(rs))
 	for i, r := range rs {
-		out[i] = &cloudv1.InstanceRef{InstanceId: r.InstanceID, Attempt: r.Attempt, CloudId: r.CloudID, Group: r.Group}
+		out[i] = &cloudv1.InstanceRef{InstanceId: r.InstanceID, Attempt: r.Attempt, CloudId: r.CloudID, Group: r.Group, Adopted: r.Adopted}
 	}
 	return out
 }
@@ -108,7 +108,7 @@ func (c *Commands) Watch(ctx context.Context, cmd ports.WatchCommand) error {
 // Terminate implements ports.Commands.
 func (c *Commands) Terminate(ctx context.Context, cmd ports.TerminateCommand) error {
 	msg := &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: &cloudv1.TerminateInstances{
-		Target: target(cmd.Target), Instances: refs(cmd.Instances),
+		Target: target(cmd.Target), ClusterId: cmd.ClusterID, Instances: refs(cmd.Instances),
 	}}}
 	return c.pub.Publish(ctx, messaging.SubjectCloudTerminate, "terminate."+setID(cmd.Instances), msg)
 }

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
 		if err := c.RunHook(ctx, hook); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Terminate(ctx, ports.TerminateCommand{Instances: []ports.InstanceRef{{InstanceID: "g-1", Attempt: 5, CloudID: "ins-1"}, {InstanceID: "g-2", Attempt: 2, CloudID: "ins-2"}}}); err != nil {
+		if err := c.Terminate(ctx, ports.TerminateCommand{ClusterID: "c", Instances: []ports.InstanceRef{{InstanceID: "g-1", Attempt: 5, CloudID: "ins-1"}, {InstanceID: "g-2", Attempt: 2, CloudID: "ins-2", Adopted: true}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,6 +74,19 @@ func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
 	}
 	if msg.Header.Get("Nats-Msg-Id") != "create.b-1.2" {
 		t.Errorf("msg id %q", msg.Header.Get("Nats-Msg-Id"))
+	}
+	// The terminate names the cluster whose VMs it may delete, and which
+	// instances adopted a VM (untagged).
+	msg, err = info.GetLastMsgForSubject(ctx, messaging.SubjectCloudTerminate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(msg.Data, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	term := cmd.GetTerminate()
+	if term.GetClusterId() != "c" || len(term.GetInstances()) != 2 || term.GetInstances()[0].GetAdopted() || !term.GetInstances()[1].GetAdopted() {
+		t.Errorf("terminate command %v", term)
 	}
 }
 
@@ -128,6 +142,21 @@ func (f *fakeOps) PutCatalogEntry(_ context.Context, r app.PutCatalogRequest) (a
 func (f *fakeOps) DeleteCatalogEntry(_ context.Context, ref domain.CatalogRef, _ uint64) (app.Revisions, error) {
 	f.cdel = ref
 	return f.rec("DeleteCatalogEntry")
+}
+
+func (f *fakeOps) ReleaseOrphans(context.Context) (app.Revisions, error) {
+	return f.rec("ReleaseOrphans")
+}
+
+func TestHandleMapsReleaseOrphans(t *testing.T) {
+	ops := &fakeOps{}
+	data, _ := proto.Marshal(&lifecyclev1.Request{RequestId: "r1", Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}})
+	if r := jsadapter.Handle(context.Background(), ops, data); r.GetError() != nil {
+		t.Fatalf("reply %v", r)
+	}
+	if fmt.Sprint(ops.calls) != "[ReleaseOrphans]" {
+		t.Errorf("calls %v", ops.calls)
+	}
 }
 
 func TestHandleMapsCatalogRequests(t *testing.T) {

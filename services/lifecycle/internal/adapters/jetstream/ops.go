@@ -31,6 +31,7 @@ type Ops interface {
 	ActOnInstance(ctx context.Context, id string, action app.InstanceAction) (app.Revisions, error)
 	PutCatalogEntry(ctx context.Context, req app.PutCatalogRequest) (app.Revisions, error)
 	DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, expectedRevision uint64) (app.Revisions, error)
+	ReleaseOrphans(ctx context.Context) (app.Revisions, error)
 	// Once runs f at most once per request id (see app.App.Once).
 	Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (app.Revisions, error)) (app.Revisions, error)
 }
@@ -167,6 +168,8 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "delete_catalog_entry without a kind")
 		}
 		return ops.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: kind, Name: op.DeleteCatalogEntry.GetName()}, op.DeleteCatalogEntry.GetExpectedRevision())
+	case *lifecyclev1.Request_ReleaseOrphans:
+		return ops.ReleaseOrphans(ctx)
 	}
 	return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "request without an operation")
 }

@@ -6,6 +6,7 @@
 package kubernetes
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -77,6 +79,24 @@ func NewClientset(cfg *rest.Config) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
 	}
 	return cs, nil
+}
+
+// ClusterIDPrefix starts a cluster id derived from the cluster itself.
+const ClusterIDPrefix = "k8s-"
+
+// DerivedClusterID names the cluster lifecycle runs in: "k8s-" and the uid
+// of its kube-system namespace, unique per cluster and stable for its life
+// (the namespace cannot be deleted). Reading it needs get on that one
+// namespace.
+func DerivedClusterID(ctx context.Context, client kubernetes.Interface) (string, error) {
+	ns, err := client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading namespace %s, whose uid names the cluster: %w", metav1.NamespaceSystem, err)
+	}
+	if ns.UID == "" {
+		return "", fmt.Errorf("namespace %s has no uid", metav1.NamespaceSystem)
+	}
+	return ClusterIDPrefix + string(ns.UID), nil
 }
 
 // DefaultNamespace is the pod's namespace (from its service account), or

@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -333,5 +334,49 @@ func TestStatusConfigMapKeepsOtherKeys(t *testing.T) {
 	cm, _ = cs.CoreV1().ConfigMaps("nodesmith").Get(ctx, "nodegroup-status", metav1.GetOptions{})
 	if cm.Data["operator-note"] != "hello" || !strings.Contains(cm.Data[kube.StatusKey], `"targetSize":2`) {
 		t.Errorf("configmap data %v", cm.Data)
+	}
+}
+
+// What the orphan reconciler holds back is in the summary, and only when
+// there is something to say.
+func TestStatusShowsHeldOrphans(t *testing.T) {
+	decode := func(s ports.Status) map[string]any {
+		t.Helper()
+		b, err := kube.EncodeStatus(s, "me", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if doc := decode(ports.Status{}); doc["heldOrphans"] != nil {
+		t.Errorf("held orphans in a quiet summary: %v", doc["heldOrphans"])
+	}
+	since := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	doc := decode(ports.Status{Orphans: ports.OrphanStatus{
+		Held: map[string]int{"empty_start": 2}, HoldSince: since, HoldUntil: since.Add(24 * time.Hour),
+		Waiting: []string{"ins-a", "ins-b"},
+	}})
+	o, _ := doc["heldOrphans"].(map[string]any)
+	if o == nil || o["startupHoldUntil"] != "2030-01-02T00:00:00Z" || fmt.Sprint(o["awaitingRelease"]) != "[ins-a ins-b]" ||
+		fmt.Sprint(o["count"]) != "map[empty_start:2]" {
+		t.Errorf("held orphans %v", doc["heldOrphans"])
+	}
+}
+
+func TestDerivedClusterID(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: "6f1c1e0a-8a57-4d5e-9b55-0e6f2a3c4d5e"}})
+	id, err := kube.DerivedClusterID(context.Background(), cs)
+	if err != nil || id != "k8s-6f1c1e0a-8a57-4d5e-9b55-0e6f2a3c4d5e" {
+		t.Fatalf("DerivedClusterID = %q, %v", id, err)
+	}
+	if domain.ValidName(id) != "" {
+		t.Errorf("derived id %q is not a valid cluster id: %s", id, domain.ValidName(id))
+	}
+	if _, err := kube.DerivedClusterID(context.Background(), fake.NewClientset()); err == nil || !strings.Contains(err.Error(), "kube-system") {
+		t.Errorf("without kube-system: %v", err)
 	}
 }

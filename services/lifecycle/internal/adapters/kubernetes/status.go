@@ -48,7 +48,17 @@ type statusDoc struct {
 	Groups   []groupDoc    `json:"nodeGroups"`
 	Omitted  int           `json:"omittedNodeGroups,omitempty"`
 	Errors   []instanceErr `json:"recentErrors,omitempty"`
+	Orphans  *orphansDoc   `json:"heldOrphans,omitempty"`
 	Truncate string        `json:"truncated,omitempty"`
+}
+
+// orphansDoc is what the orphan reconciler holds back (omitted when
+// nothing is held and no start-up hold is active).
+type orphansDoc struct {
+	Held      map[string]int `json:"count,omitempty"`
+	HoldSince *time.Time     `json:"startupHoldSince,omitempty"`
+	HoldUntil *time.Time     `json:"startupHoldUntil,omitempty"`
+	Waiting   []string       `json:"awaitingRelease,omitempty"`
 }
 
 type groupDoc struct {
@@ -79,6 +89,13 @@ func EncodeStatus(s ports.Status, leader string, now time.Time) ([]byte, error) 
 	}
 	for _, e := range s.RecentErrors {
 		doc.Errors = append(doc.Errors, instanceErr(e))
+	}
+	if o := s.Orphans; len(o.Held) > 0 || !o.HoldSince.IsZero() {
+		doc.Orphans = &orphansDoc{Held: o.Held, Waiting: o.Waiting}
+		if !o.HoldSince.IsZero() {
+			since, until := o.HoldSince.UTC(), o.HoldUntil.UTC()
+			doc.Orphans.HoldSince, doc.Orphans.HoldUntil = &since, &until
+		}
 	}
 	for {
 		b, err := json.Marshal(doc)

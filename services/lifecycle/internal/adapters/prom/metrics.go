@@ -220,6 +220,38 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// OrphanCollector reports what the orphan reconciler holds back, read from
+// the App at scrape time.
+type OrphanCollector struct {
+	held     func() (app.OrphanStatus, bool)
+	heldBack *prometheus.Desc
+}
+
+// NewOrphanCollector returns a collector over held (usually
+// (*app.App).HeldOrphans).
+func NewOrphanCollector(held func() (app.OrphanStatus, bool)) *OrphanCollector {
+	return &OrphanCollector{
+		held: held,
+		heldBack: prometheus.NewDesc("nodesmith_lifecycle_orphans_held_back",
+			"Tagged VMs without a record that the reconciler's latest comparisons did not terminate, by reason: "+
+				"empty_start (the start-up hold after a start with no instance records), implausible (more than half of "+
+				"the tagged VMs: state loss or a cluster id shared with another cluster), cap (over --max-orphan-terminations; "+
+				"later passes terminate them). 0 on a replica that does not lead.",
+			[]string{"reason"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *OrphanCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.heldBack }
+
+// Collect implements prometheus.Collector.
+func (c *OrphanCollector) Collect(ch chan<- prometheus.Metric) {
+	s, _ := c.held()
+	for _, r := range app.HeldReasons {
+		ch <- prometheus.MustNewConstMetric(c.heldBack, prometheus.GaugeValue, float64(s.Held[r]), r)
+	}
+}
+
 // Replayed implements app.Observer.
 func (m *Metrics) Replayed() { m.replayed.Inc() }
 

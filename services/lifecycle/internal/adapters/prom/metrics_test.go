@@ -34,7 +34,7 @@ func newWorld(t *testing.T) *world {
 		Store: memory.NewStore(), Commands: w.cmds, Clock: w.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: prom.New(w.reg),
 	})
-	w.reg.MustRegister(prom.NewCollector(w.app.Stats))
+	w.reg.MustRegister(prom.NewCollector(w.app.Stats), prom.NewOrphanCollector(w.app.HeldOrphans))
 	g := domain.NodeGroup{ID: "g", MinSize: 1, MaxSize: 5,
 		Template: domain.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "dev", Region: "r"}}
 	ctx := context.Background()
@@ -112,6 +112,9 @@ func TestGroupGaugesTransitionsAndDeadlinesFollowTheInstances(t *testing.T) {
 func TestReconcilerCountsOrphansFoundAndTerminated(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
+	// The orphans are created after lifecycle started (from empty state,
+	// which holds back only older ones).
+	w.clock.Advance(2 * time.Hour)
 	w.app.RequestInventory(ctx)
 	reqs := w.cmds.Snapshot().Inventory
 	if len(reqs) != 1 {
@@ -146,6 +149,33 @@ func TestReconcilerCountsOrphansFoundAndTerminated(t *testing.T) {
 	}
 	if got := w.v("nodesmith_lifecycle_orphans_terminated_total", nil); got != 2 {
 		t.Errorf("orphans terminated = %v, want 2", got)
+	}
+}
+
+func TestHeldOrphansGauge(t *testing.T) {
+	w := newWorld(t) // an empty store: the start-up hold is on
+	ctx := context.Background()
+	for _, r := range app.HeldReasons {
+		if got := w.v("nodesmith_lifecycle_orphans_held_back", map[string]string{"reason": r}); got != 0 {
+			t.Errorf("held back (%s) before any inventory = %v", r, got)
+		}
+	}
+	start := w.clock.Now()
+	w.clock.Advance(time.Hour)
+	w.app.RequestInventory(ctx)
+	reqs := w.cmds.Snapshot().Inventory
+	inv := app.Inventory{RequestID: reqs[0].RequestID, Target: reqs[0].Target, Items: []app.InventoryItem{
+		{CloudID: "ins-before1", Group: "g", State: domain.CloudRunning, CreatedAt: start.Add(-time.Hour)},
+		{CloudID: "ins-before2", Group: "g", State: domain.CloudRunning, CreatedAt: start.Add(-time.Minute)},
+	}}
+	if err := w.app.HandleInventory(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.v("nodesmith_lifecycle_orphans_held_back", map[string]string{"reason": app.HeldEmptyStart}); got != 2 {
+		t.Errorf("held back by the start-up hold = %v, want 2", got)
+	}
+	if got := w.v("nodesmith_lifecycle_orphans_terminated_total", nil); got != 0 {
+		t.Errorf("orphans terminated = %v, want 0", got)
 	}
 }
 
