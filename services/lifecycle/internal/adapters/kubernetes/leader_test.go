@@ -86,16 +86,11 @@ func TestLeaderHandsOverOnCancel(t *testing.T) {
 	var holdersMu sync.Mutex
 	var holders []string
 	cs.PrependReactor("*", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		var obj runtime.Object
-		switch a := action.(type) {
-		case k8stesting.CreateAction:
-			obj = a.GetObject()
-		case k8stesting.UpdateAction:
-			obj = a.GetObject()
-		default:
+		w, ok := action.(interface{ GetObject() runtime.Object }) // create or update
+		if !ok {
 			return false, nil, nil
 		}
-		if l, ok := obj.(*coordinationv1.Lease); ok {
+		if l, ok := w.GetObject().(*coordinationv1.Lease); ok {
 			h := ""
 			if l.Spec.HolderIdentity != nil {
 				h = *l.Spec.HolderIdentity
