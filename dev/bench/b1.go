@@ -156,6 +156,9 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	runtime.ReadMemStats(&gcBefore)
 	e.progress("B1 %s: %d steady and %d scale-down loops each (gateway loaded %d records, %s, in %s)", size, sz.loops, sz.scaleDownLoops, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
 	removable := b1Removable(seed)
+	// The servers' CPU time per loop (the gateway's with lifecycle's):
+	// far less noisy than latencies on a shared machine.
+	var gwCPU, flCPU []time.Duration
 	for i := range sz.loops + sz.scaleDownLoops {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -164,12 +167,15 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		if i >= sz.loops {
 			remove, removable = removable[:b1RemovePerLoop], removable[b1RemovePerLoop:]
 		}
-		if err := gw.Run(seed.Nodes, remove, nil); err != nil {
+		cpu, err := b1CPU(func() error { return gw.Run(seed.Nodes, remove, nil) }, gwProc, lc.Process)
+		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
-		if err := fl.Run(seed.Nodes, remove, nil); err != nil {
+		gwCPU = append(gwCPU, cpu)
+		if cpu, err = b1CPU(func() error { return fl.Run(seed.Nodes, remove, nil) }, floorProc); err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
+		flCPU = append(flCPU, cpu)
 		if err := echo.RoundTrips(echoPerLoop, echoSize); err != nil {
 			return err
 		}
@@ -183,8 +189,8 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		r.add(res)
 	}
 	add(Result{Metric: "gateway initial load (KV to ready)", Value: ms(loaded), Unit: "ms"})
-	b1Loops(add, "steady loop", gw.Loops[:sz.loops], fl.Loops[:sz.loops])
-	b1Loops(add, "scale-down loop", gw.Loops[sz.loops:], fl.Loops[sz.loops:])
+	b1Loops(add, "steady loop", gw.Loops[:sz.loops], fl.Loops[:sz.loops], gwCPU[:sz.loops], flCPU[:sz.loops])
+	b1Loops(add, "scale-down loop", gw.Loops[sz.loops:], fl.Loops[sz.loops:], gwCPU[sz.loops:], flCPU[sz.loops:])
 	for _, rpc := range harness.RPCs {
 		g, f := harness.Summarize(gw.Latencies[rpc]), harness.Summarize(fl.Latencies[rpc])
 		switch rpc {
@@ -226,10 +232,38 @@ func b1Removable(seed *harness.Seeded) []int {
 	return out
 }
 
+// b1CPU runs loop and returns the CPU time the processes used meanwhile.
+func b1CPU(loop func() error, procs ...*harness.Process) (time.Duration, error) {
+	cpu := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, p := range procs {
+			d, err := p.CPUTime()
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	before, err := cpu()
+	if err != nil {
+		return 0, err
+	}
+	if err := loop(); err != nil {
+		return 0, err
+	}
+	after, err := cpu()
+	if err != nil {
+		return 0, err
+	}
+	return after - before, nil
+}
+
 // b1Loops reports one kind of loop: calls per loop, the whole loop and the
 // time inside the provider (the sum of the sequential calls' latencies),
-// each beside the floor's, with their ratios against the 1.1x target.
-func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat) {
+// each beside the floor's, with their ratios against the 1.1x target, and
+// the servers' CPU time per loop.
+func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, flCPU []time.Duration) {
 	if len(gw) == 0 {
 		return
 	}
@@ -253,6 +287,19 @@ func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat) {
 		add(Result{Metric: m.name + " (median, floor)", Value: ms(f), Unit: "ms"})
 		add(Result{Metric: m.name + " / floor", Value: ratio, Unit: "x", Target: "<= 1.1x", Met: atMost(ratio, b1RatioTarget)})
 	}
+	g, f := sum(gwCPU), sum(flCPU)
+	calls1 := time.Duration(gw[0].Total())
+	add(Result{Metric: kind + " server CPU per call", Value: us(g / time.Duration(len(gwCPU)) / calls1), Unit: "us",
+		Note: fmt.Sprintf("floor %.1f us, ratio %.2fx; %s per loop, floor %s (gateway and lifecycle processes vs the floor process, user+system)",
+			us(f/time.Duration(len(flCPU))/calls1), float64(g)/float64(f), (g / time.Duration(len(gwCPU))).Round(time.Millisecond), (f / time.Duration(len(flCPU))).Round(time.Millisecond))})
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var s time.Duration
+	for _, d := range ds {
+		s += d
+	}
+	return s
 }
 
 func medianOf(loops []harness.LoopStat, of func(harness.LoopStat) time.Duration) time.Duration {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -259,5 +260,33 @@ func TestScrapeSum(t *testing.T) {
 	}
 	if _, err := ScrapeSum(ctx, srv.URL, "absent"); err == nil {
 		t.Error("a metric with no sample should be an error")
+	}
+}
+
+func TestReadCPUTime(t *testing.T) {
+	before, err := ReadCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn CPU until the clock ticks at least twice (no wall-clock bound).
+	x := 0
+	for {
+		for i := range 1_000_000 {
+			x += i
+		}
+		after, err := ReadCPUTime(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after < before {
+			t.Fatalf("CPU time went back from %v to %v", before, after)
+		}
+		if after >= before+20*time.Millisecond {
+			break
+		}
+	}
+	_ = x
+	if _, err := ReadCPUTime(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
 	}
 }
