@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,9 +158,9 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	runtime.ReadMemStats(&gcBefore)
 	e.progress("B1 %s: %d steady and %d scale-down loops each (gateway loaded %d records, %s, in %s)", size, sz.loops, sz.scaleDownLoops, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
 	removable := b1Removable(seed)
-	// The servers' CPU time per loop (the gateway's with lifecycle's):
-	// far less noisy than latencies on a shared machine.
-	var gwCPU, flCPU []time.Duration
+	// The servers' CPU time per loop: far less noisy than latencies on a
+	// shared machine. Lifecycle's is apart: it works only for DeleteNodes.
+	var gwCPU, lcCPU, flCPU []time.Duration
 	for i := range sz.loops + sz.scaleDownLoops {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -171,11 +173,11 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
-		gwCPU = append(gwCPU, cpu)
+		gwCPU, lcCPU = append(gwCPU, cpu[0]), append(lcCPU, cpu[1])
 		if cpu, err = b1CPU(func() error { return fl.Run(seed.Nodes, remove, nil) }, floorProc); err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
-		flCPU = append(flCPU, cpu)
+		flCPU = append(flCPU, cpu[0])
 		if err := echo.RoundTrips(echoPerLoop, echoSize); err != nil {
 			return err
 		}
@@ -189,8 +191,9 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		r.add(res)
 	}
 	add(Result{Metric: "gateway initial load (KV to ready)", Value: ms(loaded), Unit: "ms"})
-	b1Loops(add, "steady loop", gw.Loops[:sz.loops], fl.Loops[:sz.loops], gwCPU[:sz.loops], flCPU[:sz.loops])
-	b1Loops(add, "scale-down loop", gw.Loops[sz.loops:], fl.Loops[sz.loops:], gwCPU[sz.loops:], flCPU[sz.loops:])
+	n := sz.loops
+	b1Loops(add, "steady loop", gw.Loops[:n], fl.Loops[:n], gwCPU[:n], lcCPU[:n], flCPU[:n])
+	b1Loops(add, "scale-down loop", gw.Loops[n:], fl.Loops[n:], gwCPU[n:], lcCPU[n:], flCPU[n:])
 	for _, rpc := range harness.RPCs {
 		g, f := harness.Summarize(gw.Latencies[rpc]), harness.Summarize(fl.Latencies[rpc])
 		switch rpc {
@@ -232,48 +235,59 @@ func b1Removable(seed *harness.Seeded) []int {
 	return out
 }
 
-// b1CPU runs loop and returns the CPU time the processes used meanwhile.
-func b1CPU(loop func() error, procs ...*harness.Process) (time.Duration, error) {
-	cpu := func() (time.Duration, error) {
-		var sum time.Duration
-		for _, p := range procs {
+// b1CPU runs loop and returns the CPU time each process used meanwhile.
+func b1CPU(loop func() error, procs ...*harness.Process) ([]time.Duration, error) {
+	cpu := func() ([]time.Duration, error) {
+		out := make([]time.Duration, len(procs))
+		for i, p := range procs {
 			d, err := p.CPUTime()
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
-			sum += d
+			out[i] = d
 		}
-		return sum, nil
+		return out, nil
 	}
 	before, err := cpu()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := loop(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	after, err := cpu()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return after - before, nil
+	for i := range after {
+		after[i] -= before[i]
+	}
+	return after, nil
 }
 
 // b1Loops reports one kind of loop: calls per loop, the whole loop and the
 // time inside the provider (the sum of the sequential calls' latencies),
 // each beside the floor's, with their ratios against the 1.1x target, and
-// the servers' CPU time per loop.
-func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, flCPU []time.Duration) {
+// the servers' CPU time per call.
+func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, lcCPU, flCPU []time.Duration) {
 	if len(gw) == 0 {
 		return
 	}
+	perLoop := map[string]float64{}
+	total := 0
+	for _, l := range gw {
+		for rpc, n := range l.Calls {
+			perLoop[rpc] += float64(n) / float64(len(gw))
+		}
+		total += l.Total()
+	}
 	var calls []string
 	for _, rpc := range harness.RPCs {
-		if n := gw[0].Calls[rpc]; n > 0 {
-			calls = append(calls, fmt.Sprintf("%s %d", rpc, n))
+		if n := perLoop[rpc]; n > 0 {
+			calls = append(calls, fmt.Sprintf("%s %s", rpc, strconv.FormatFloat(math.Round(n*10)/10, 'f', -1, 64)))
 		}
 	}
-	add(Result{Metric: kind + ": calls per loop", Value: float64(gw[0].Total()), Unit: "", Note: strings.Join(calls, ", ") + " (the floor gets the same)"})
+	add(Result{Metric: kind + ": calls per loop", Value: float64(total) / float64(len(gw)), Unit: "", Note: strings.Join(calls, ", ") + " (the floor gets the same)"})
 	for _, m := range []struct {
 		name string
 		of   func(harness.LoopStat) time.Duration
@@ -287,11 +301,10 @@ func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, fl
 		add(Result{Metric: m.name + " (median, floor)", Value: ms(f), Unit: "ms"})
 		add(Result{Metric: m.name + " / floor", Value: ratio, Unit: "x", Target: "<= 1.1x", Met: atMost(ratio, b1RatioTarget)})
 	}
-	g, f := sum(gwCPU), sum(flCPU)
-	calls1 := time.Duration(gw[0].Total())
-	add(Result{Metric: kind + " server CPU per call", Value: us(g / time.Duration(len(gwCPU)) / calls1), Unit: "us",
-		Note: fmt.Sprintf("floor %.1f us, ratio %.2fx; %s per loop, floor %s (gateway and lifecycle processes vs the floor process, user+system)",
-			us(f/time.Duration(len(flCPU))/calls1), float64(g)/float64(f), (g / time.Duration(len(gwCPU))).Round(time.Millisecond), (f / time.Duration(len(flCPU))).Round(time.Millisecond))})
+	calls1 := time.Duration(total)
+	g, l, f := sum(gwCPU), sum(lcCPU), sum(flCPU)
+	add(Result{Metric: kind + " gateway CPU per call", Value: us(g / calls1), Unit: "us",
+		Note: fmt.Sprintf("floor %.1f us, ratio %.2fx; lifecycle %.1f us (user+system of each process during the loops)", us(f/calls1), float64(g)/float64(f), us(l/calls1))})
 }
 
 func sum(ds []time.Duration) time.Duration {
