@@ -158,8 +158,9 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	runtime.ReadMemStats(&gcBefore)
 	e.progress("B1 %s: %d steady and %d scale-down loops each (gateway loaded %d records, %s, in %s)", size, sz.loops, sz.scaleDownLoops, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
 	removable := b1Removable(seed)
-	// The servers' CPU time per loop: far less noisy than latencies on a
-	// shared machine. Lifecycle's is apart: it works only for DeleteNodes.
+	// The servers' CPU time per loop, another view than latencies (it
+	// counts the runtime's spinning too). Lifecycle's is apart: it works
+	// only for DeleteNodes.
 	var gwCPU, lcCPU, flCPU []time.Duration
 	for i := range sz.loops + sz.scaleDownLoops {
 		if ctx.Err() != nil {

@@ -274,8 +274,7 @@ const clockTicks = 100
 func (p *Process) CPUTime() (time.Duration, error) { return ReadCPUTime(p.Pid()) }
 
 // ReadCPUTime reads a process's CPU time (user + system, all threads)
-// from /proc/<pid>/stat, at its 10ms resolution. Unlike latencies, it
-// hardly depends on what else the machine runs.
+// from /proc/<pid>/stat, at its 10ms resolution.
 func ReadCPUTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
