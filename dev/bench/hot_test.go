@@ -74,8 +74,11 @@ func BenchmarkNodeGroupForNodeGRPC(b *testing.B) {
 	benchGRPC(b, func(ctx context.Context, c pb.CloudProviderClient, seed *harness.Seeded, i int) error {
 		n := i % len(seed.Nodes)
 		res, err := c.NodeGroupForNode(ctx, &pb.NodeGroupForNodeRequest{Node: seed.Nodes[n]})
-		if err != nil || res.GetNodeGroup().GetId() != seed.Want[n] {
-			return fmt.Errorf("NodeGroupForNode(%s) = %v, %v; want %q", seed.Nodes[n].GetProviderID(), res, err, seed.Want[n])
+		if err != nil {
+			return fmt.Errorf("NodeGroupForNode(%s): %w", seed.Nodes[n].GetProviderID(), err)
+		}
+		if res.GetNodeGroup().GetId() != seed.Want[n] {
+			return fmt.Errorf("NodeGroupForNode(%s) = %v, want %q", seed.Nodes[n].GetProviderID(), res, seed.Want[n])
 		}
 		return nil
 	})
@@ -87,8 +90,11 @@ func BenchmarkNodeGroupGetOptionsGRPC(b *testing.B) {
 	benchGRPC(b, func(ctx context.Context, c pb.CloudProviderClient, seed *harness.Seeded, i int) error {
 		g := seed.Groups[i%len(seed.Groups)]
 		res, err := c.NodeGroupGetOptions(ctx, &pb.NodeGroupAutoscalingOptionsRequest{Id: g.GetId(), Defaults: harness.CADefaults})
-		if err != nil || res.GetNodeGroupAutoscalingOptions().GetMaxNodeProvisionDuration() == nil {
-			return fmt.Errorf("NodeGroupGetOptions(%s) = %v, %v", g.GetId(), res, err)
+		if err != nil {
+			return fmt.Errorf("NodeGroupGetOptions(%s): %w", g.GetId(), err)
+		}
+		if res.GetNodeGroupAutoscalingOptions().GetMaxNodeProvisionDuration() == nil {
+			return fmt.Errorf("NodeGroupGetOptions(%s) = %v, want every field", g.GetId(), res)
 		}
 		return nil
 	})

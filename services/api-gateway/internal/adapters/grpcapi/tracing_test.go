@@ -2,6 +2,7 @@ package grpcapi_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestTracingInterceptor(t *testing.T) {
 				inside = trace.SpanContextFromContext(ctx)
 				return nil, tc.err
 			})
-			if err != tc.err {
+			if !errors.Is(err, tc.err) {
 				t.Fatalf("the interceptor returned %v, want the handler's %v", err, tc.err)
 			}
 			spans := rec.Ended()
@@ -68,7 +69,7 @@ func TestTracingInterceptor(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range s.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			want := map[string]string{"rpc.system": "grpc", "rpc.service": "pkg.CloudProvider", "rpc.method": "NodeGroupTargetSize", "rpc.grpc.status_code": strconv.Itoa(int(tc.code))}
 			for k, v := range want {
