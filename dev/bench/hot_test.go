@@ -67,10 +67,42 @@ func BenchmarkGroupRecordUnmarshal(b *testing.B) {
 	}
 }
 
-// BenchmarkNodeGroupForNodeGRPC is CA's hottest call end to end over
+// BenchmarkNodeGroupForNodeGRPC is CA's call per node end to end over
 // loopback gRPC, against the api-gateway (in-process, read model loaded
 // from 10k seeded KV records) and against the minimal server from maps.
 func BenchmarkNodeGroupForNodeGRPC(b *testing.B) {
+	benchGRPC(b, func(ctx context.Context, c pb.CloudProviderClient, seed *harness.Seeded, i int) error {
+		n := i % len(seed.Nodes)
+		res, err := c.NodeGroupForNode(ctx, &pb.NodeGroupForNodeRequest{Node: seed.Nodes[n]})
+		if err != nil {
+			return fmt.Errorf("NodeGroupForNode(%s): %w", seed.Nodes[n].GetProviderID(), err)
+		}
+		if res.GetNodeGroup().GetId() != seed.Want[n] {
+			return fmt.Errorf("NodeGroupForNode(%s) = %v, want %q", seed.Nodes[n].GetProviderID(), res, seed.Want[n])
+		}
+		return nil
+	})
+}
+
+// BenchmarkNodeGroupGetOptionsGRPC is CA's most frequent call (2 to 5
+// per node per loop), as BenchmarkNodeGroupForNodeGRPC.
+func BenchmarkNodeGroupGetOptionsGRPC(b *testing.B) {
+	benchGRPC(b, func(ctx context.Context, c pb.CloudProviderClient, seed *harness.Seeded, i int) error {
+		g := seed.Groups[i%len(seed.Groups)]
+		res, err := c.NodeGroupGetOptions(ctx, &pb.NodeGroupAutoscalingOptionsRequest{Id: g.GetId(), Defaults: harness.CADefaults})
+		if err != nil {
+			return fmt.Errorf("NodeGroupGetOptions(%s): %w", g.GetId(), err)
+		}
+		if res.GetNodeGroupAutoscalingOptions().GetMaxNodeProvisionDuration() == nil {
+			return fmt.Errorf("NodeGroupGetOptions(%s) = %v, want every field", g.GetId(), res)
+		}
+		return nil
+	})
+}
+
+// benchGRPC runs call (the i-th call of a run) against the gateway and
+// the floor, each over its own loopback gRPC connection.
+func benchGRPC(b *testing.B, call func(ctx context.Context, c pb.CloudProviderClient, seed *harness.Seeded, i int) error) {
 	if testing.Short() {
 		b.Skip("starts NATS and the gateway")
 	}
@@ -108,23 +140,19 @@ func BenchmarkNodeGroupForNodeGRPC(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer floor.Stop()
-	for name, addr := range map[string]string{"gateway": stack.GRPCAddr, "floor": floor.Addr} {
-		b.Run(fmt.Sprintf("server=%s/instances=%d", name, instances), func(b *testing.B) {
-			conn, err := harness.Dial(addr)
+	for _, s := range []struct{ name, addr string }{{"gateway", stack.GRPCAddr}, {"floor", floor.Addr}} {
+		b.Run(fmt.Sprintf("server=%s/instances=%d", s.name, instances), func(b *testing.B) {
+			conn, err := harness.Dial(s.addr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer conn.Close()
 			c := pb.NewCloudProviderClient(conn)
 			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				n := i % len(seed.Nodes)
-				res, err := c.NodeGroupForNode(ctx, &pb.NodeGroupForNodeRequest{Node: seed.Nodes[n]})
-				if err != nil || res.GetNodeGroup().GetId() != seed.Want[n] {
-					b.Fatalf("NodeGroupForNode(%s) = %v, %v; want %q", seed.Nodes[n].GetProviderID(), res, err, seed.Want[n])
+			for i := 0; b.Loop(); i++ {
+				if err := call(ctx, c, seed, i); err != nil {
+					b.Fatal(err)
 				}
-				i++
 			}
 		})
 	}

@@ -32,7 +32,7 @@ type scenario struct {
 }
 
 var scenarios = []scenario{
-	{"B1", "CA read path over gRPC vs a minimal gRPC server", runB1},
+	{"B1", "CA's loop (its real call mix) over gRPC vs a minimal gRPC server", runB1},
 	{"B2", "orchestration overhead: IncreaseSize to all Running, zero-latency cloud", runB2},
 	{"B3", "realistic scale-up vs its lower bound", runB3},
 	{"B4", "hook-runner horizontal scaling", runB4},
@@ -42,6 +42,7 @@ var scenarios = []scenario{
 // env is what every scenario gets.
 type env struct {
 	quick   bool
+	caMix   harness.CAMix     // B1's CA call mix
 	log     *slog.Logger      // the services' logs (warnings and errors by default)
 	bins    map[string]string // service binaries by name, built once
 	report  *Report
@@ -81,8 +82,16 @@ func realMain(ctx context.Context) error {
 	out := fs.String("out", "bench/results.json", "where the JSON report goes (written atomically)")
 	verbose := fs.Bool("v", false, "show the services' info logs")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each scenario to <this>-<scenario>.pprof (in-process services only)")
+	mix := harness.DefaultCAMix()
+	fs.IntVar(&mix.OptionsPerNode, "ca-options-per-node", mix.OptionsPerNode, "B1: NodeGroupGetOptions calls per node per CA loop (real CA: 2 to 5)")
+	fs.IntVar(&mix.OptionsPerRemovedNode, "ca-options-per-removed-node", mix.OptionsPerRemovedNode, "B1: NodeGroupGetOptions calls per node a scale-down loop removes")
+	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
+	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	if err := mix.Validate(); err != nil {
 		return err
 	}
 	want := map[string]bool{}
@@ -107,6 +116,7 @@ func realMain(ctx context.Context) error {
 	defer os.RemoveAll(tmp)
 	e := &env{
 		quick:   *quick,
+		caMix:   mix,
 		verbose: *verbose,
 		log:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},

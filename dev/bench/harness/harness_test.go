@@ -3,12 +3,17 @@ package harness
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+
+	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 
 	lifecycle "github.com/nodesmith/nodesmith/services/lifecycle/service"
 )
@@ -63,9 +68,98 @@ func TestBuildSeedIsDeterministicAndConsistent(t *testing.T) {
 	}
 }
 
-// The CA loop against the floor server checks every answer: a wrong
-// group for a node is an error, so benchmark numbers are of correct work.
-func TestCALoopAgainstTheFloorChecksAnswers(t *testing.T) {
+// The CA loop makes CA's call mix (issue 21): per loop one Refresh and
+// NodeGroups, NodeGroupForNode per node (again per scale-down pass for
+// unmanaged nodes, whose empty answers CA does not cache), GetOptions per
+// managed node and pass, TargetSize and TemplateNodeInfo per group,
+// NodeGroupNodes per group every NodesEvery loops, and on scale-down one
+// DeleteNodes per removed node.
+func TestCALoopMakesCAsCallMix(t *testing.T) {
+	const groups, instances = 10, 200
+	seed := BuildSeed(groups, instances, 1)
+	f, err := StartFloor(seed, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	conn, err := Dial(f.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	mix := CAMix{OptionsPerNode: 3, OptionsPerRemovedNode: 5, TargetSizePerGroup: 4, NodesEvery: 2}
+	l, err := NewCALoop(conn, mix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []int
+	for i, g := range seed.Want {
+		if g != "" && len(removed) < 2 {
+			removed = append(removed, i)
+		}
+	}
+	exp := seed.Expect()
+	for _, remove := range [][]int{nil, nil, removed} {
+		e := exp
+		if remove != nil {
+			e = nil // the targets shrink during the loop
+		}
+		if err := l.Run(seed.Nodes, remove, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const managed, unmanaged = instances, ControlPlaneNodes
+	want := []map[string]int{
+		{RPCRefresh: 1, RPCNodeGroups: 1, RPCNodeGroupForNode: managed + unmanaged*(1+3), RPCGetOptions: managed * 3,
+			RPCTargetSize: groups * 4, RPCTemplateNodeInfo: groups, RPCNodeGroupNodes: groups},
+		{RPCRefresh: 1, RPCNodeGroups: 1, RPCNodeGroupForNode: managed + unmanaged*(1+3), RPCGetOptions: managed * 3,
+			RPCTargetSize: groups * 4, RPCTemplateNodeInfo: groups},
+		{RPCRefresh: 1, RPCNodeGroups: 1, RPCNodeGroupForNode: managed + unmanaged*(1+5), RPCGetOptions: (managed-2)*3 + 2*5,
+			RPCTargetSize: groups * 4, RPCTemplateNodeInfo: groups, RPCNodeGroupNodes: groups, RPCDeleteNodes: 2},
+	}
+	if len(l.Loops) != len(want) {
+		t.Fatalf("%d loops recorded, want %d", len(l.Loops), len(want))
+	}
+	for i, w := range want {
+		got := l.Loops[i]
+		if !maps.Equal(got.Calls, w) {
+			t.Errorf("loop %d calls = %v, want %v", i, got.Calls, w)
+		}
+		if got.InProvider <= 0 || got.InProvider > got.Wall {
+			t.Errorf("loop %d: %v in the provider, %v in all", i, got.InProvider, got.Wall)
+		}
+	}
+	total := 0
+	for _, lat := range l.Latencies {
+		total += len(lat)
+	}
+	if sum := l.Loops[0].Total() + l.Loops[1].Total() + l.Loops[2].Total(); total != sum {
+		t.Errorf("%d latencies recorded, %d calls counted", total, sum)
+	}
+	// The removals reached the provider: the targets shrank.
+	c := pb.NewCloudProviderClient(conn)
+	for _, i := range removed {
+		g := seed.Want[i]
+		res, err := c.NodeGroupTargetSize(context.Background(), &pb.NodeGroupTargetSizeRequest{Id: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int32(0)
+		for _, j := range removed {
+			if seed.Want[j] == g {
+				n++
+			}
+		}
+		if res.GetTargetSize() != exp.Targets[g]-n {
+			t.Errorf("target of %s = %d after removing %d of its nodes, want %d", g, res.GetTargetSize(), n, exp.Targets[g]-n)
+		}
+	}
+}
+
+// The CA loop checks every answer against the expectation: a wrong group
+// for a node or wrong options are errors, so benchmark numbers are of
+// correct work.
+func TestCALoopChecksAnswers(t *testing.T) {
 	seed := BuildSeed(10, 200, 1)
 	f, err := StartFloor(seed, "127.0.0.1:0")
 	if err != nil {
@@ -77,25 +171,41 @@ func TestCALoopAgainstTheFloorChecksAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	l := NewCALoop(conn)
-	if err := l.Run(seed.Nodes, seed.Want); err != nil {
+	l, err := NewCALoop(conn, DefaultCAMix())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(l.Latencies[RPCNodeGroupForNode]); got != len(seed.Nodes) {
-		t.Errorf("%d NodeGroupForNode calls recorded, want %d", got, len(seed.Nodes))
+	if err := l.Run(seed.Nodes, nil, seed.Expect()); err != nil {
+		t.Fatalf("the floor's answers: %v", err)
 	}
-	if len(l.Latencies[RPCTargetSize]) != 10 || len(l.Latencies[RPCGetOptions]) != 10 || len(l.Loops) != 1 {
-		t.Errorf("per-group calls or loops not recorded: %d %d %d", len(l.Latencies[RPCTargetSize]), len(l.Latencies[RPCGetOptions]), len(l.Loops))
-	}
-	wrong := append([]string(nil), seed.Want...)
-	for i := range wrong {
-		if wrong[i] != "" {
-			wrong[i] = "not-" + wrong[i]
-			break
+	for name, spoil := range map[string]func(*Expect){
+		"group of a node": func(e *Expect) {
+			for i := range e.Groups {
+				if e.Groups[i] != "" {
+					e.Groups[i] = "not-" + e.Groups[i]
+					return
+				}
+			}
+		},
+		"options": func(e *Expect) {
+			e.Options["pool-003"] = proto.CloneOf(e.Options["pool-003"])
+			e.Options["pool-003"].MaxNodeProvisionTime.Duration++
+		},
+		"target": func(e *Expect) { e.Targets["pool-001"]++ },
+		"instances": func(e *Expect) {
+			e.Instances["pool-002"] = e.Instances["pool-002"][1:]
+		},
+	} {
+		exp := seed.Expect()
+		exp.Groups = slices.Clone(exp.Groups)
+		spoil(exp)
+		l.n = 0 // NodeGroupNodes is due
+		if err := l.Run(seed.Nodes, nil, exp); err == nil {
+			t.Errorf("a wrong %s went unnoticed", name)
 		}
 	}
-	if err := l.Run(seed.Nodes, wrong); err == nil {
-		t.Error("a wrong answer went unnoticed")
+	if err := (CAMix{}).Validate(); err == nil {
+		t.Error("a mix without TargetSize and NodeGroupNodes calls was accepted")
 	}
 }
 
@@ -150,5 +260,33 @@ func TestScrapeSum(t *testing.T) {
 	}
 	if _, err := ScrapeSum(ctx, srv.URL, "absent"); err == nil {
 		t.Error("a metric with no sample should be an error")
+	}
+}
+
+func TestReadCPUTime(t *testing.T) {
+	before, err := ReadCPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn CPU until the clock ticks at least twice (no wall-clock bound).
+	x := 0
+	for {
+		for i := range 1_000_000 {
+			x += i
+		}
+		after, err := ReadCPUTime(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after < before {
+			t.Fatalf("CPU time went back from %v to %v", before, after)
+		}
+		if after >= before+20*time.Millisecond {
+			break
+		}
+	}
+	_ = x
+	if _, err := ReadCPUTime(1 << 30); err == nil {
+		t.Error("no error for a process that does not exist")
 	}
 }

@@ -265,3 +265,35 @@ func WaitGRPCReachable(ctx context.Context, addr string, timeout time.Duration, 
 		}
 	}
 }
+
+// clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ), 100 on
+// every Linux architecture Go supports here.
+const clockTicks = 100
+
+// CPUTime is the CPU time (user and system) the process has used so far.
+func (p *Process) CPUTime() (time.Duration, error) { return ReadCPUTime(p.Pid()) }
+
+// ReadCPUTime reads a process's CPU time (user + system, all threads)
+// from /proc/<pid>/stat, at its 10ms resolution.
+func ReadCPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, the 12th and 13th after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -167,7 +168,9 @@ func (s *Seeded) Write(ctx context.Context, js jetstream.JetStream) error {
 			return err
 		}
 		s.Bytes += len(b)
-		_, err = js.PublishAsync("$KV."+bucket+"."+key, b)
+		// On a loaded machine the server may take longer than the default
+		// 200ms to ack a full window of publishes.
+		_, err = js.PublishAsync("$KV."+bucket+"."+key, b, jetstream.WithStallWait(time.Minute))
 		return err
 	}
 	for _, g := range s.Groups {
@@ -185,5 +188,70 @@ func (s *Seeded) Write(ctx context.Context, js jetstream.JetStream) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("seeding: %w", ctx.Err())
+	}
+}
+
+// Expect is what a correct provider answers CA's loop for this cluster.
+func (s *Seeded) Expect() *Expect {
+	e := &Expect{Groups: s.Want, Targets: map[string]int32{}, Instances: map[string][]string{}, Options: map[string]*pb.NodeGroupAutoscalingOptions{}}
+	for _, g := range s.Groups {
+		e.Targets[g.GetId()] = g.GetTargetSize()
+		e.Options[g.GetId()] = ExpectedOptions(g)
+		e.Instances[g.GetId()] = []string{}
+	}
+	for _, in := range s.Instances {
+		e.Instances[in.GetGroup()] = append(e.Instances[in.GetGroup()], in.GetProviderId())
+	}
+	for _, ids := range e.Instances {
+		slices.Sort(ids)
+	}
+	return e
+}
+
+// ExpectedOptions is the NodeGroupGetOptions answer to CADefaults for a
+// seeded group: CA's defaults with the group's overrides, every field
+// written in both wire generations (shared/design/EXTERNALGRPC.md). It
+// covers what the seed sets, not every rule of the gateway's resolution.
+func ExpectedOptions(g *statev1.NodeGroup) *pb.NodeGroupAutoscalingOptions {
+	o := g.GetAutoscalingOptions()
+	if o == nil {
+		o = &statev1.AutoscalingOptions{}
+	}
+	util := CADefaults.GetScaleDownUtilizationThreshold()
+	if o.ScaleDownUtilizationThreshold != nil {
+		util = o.GetScaleDownUtilizationThreshold()
+	}
+	gpuUtil := CADefaults.GetScaleDownGpuUtilizationThreshold()
+	if o.ScaleDownGpuUtilizationThreshold != nil {
+		gpuUtil = o.GetScaleDownGpuUtilizationThreshold()
+	}
+	zeroOrMax := CADefaults.GetZeroOrMaxNodeScaling()
+	if o.ZeroOrMaxNodeScaling != nil {
+		zeroOrMax = o.GetZeroOrMaxNodeScaling()
+	}
+	ignoreDS := CADefaults.GetIgnoreDaemonSetsUtilization()
+	if o.IgnoreDaemonsetsUtilization != nil {
+		ignoreDS = o.GetIgnoreDaemonsetsUtilization()
+	}
+	dur := func(override, def *durationpb.Duration) time.Duration {
+		if override != nil {
+			return override.AsDuration()
+		}
+		return def.AsDuration()
+	}
+	unneeded := dur(o.GetScaleDownUnneeded(), CADefaults.GetScaleDownUnneededDuration())
+	unready := dur(o.GetScaleDownUnready(), CADefaults.GetScaleDownUnreadyDuration())
+	provision := dur(o.GetMaxNodeProvision(), CADefaults.GetMaxNodeProvisionDuration())
+	return &pb.NodeGroupAutoscalingOptions{
+		ScaleDownUtilizationThreshold:    util,
+		ScaleDownGpuUtilizationThreshold: gpuUtil,
+		ZeroOrMaxNodeScaling:             zeroOrMax,
+		IgnoreDaemonSetsUtilization:      ignoreDS,
+		ScaleDownUnneededDuration:        durationpb.New(unneeded),
+		ScaleDownUnreadyDuration:         durationpb.New(unready),
+		MaxNodeProvisionDuration:         durationpb.New(provision),
+		ScaleDownUnneededTime:            &pb.LegacyDuration{Duration: int64(unneeded)},
+		ScaleDownUnreadyTime:             &pb.LegacyDuration{Duration: int64(unready)},
+		MaxNodeProvisionTime:             &pb.LegacyDuration{Duration: int64(provision)},
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
@@ -247,13 +246,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.Service, reg prometheus.Registerer, tp trace.TracerProvider, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
 	opts := []grpc.ServerOption{
 		// A server span per RPC, continuing the caller's trace when it
-		// sends one; app and lifecycle requests run inside it.
-		grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(tp),
-			otelgrpc.WithPropagators(tracing.Propagator),
-			otelgrpc.WithMeterProvider(noopmetric.NewMeterProvider()),
-		)),
-		grpc.ChainUnaryInterceptor(grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), log)),
+		// sends one; app and lifecycle requests run inside it. Outermost,
+		// so the metrics interceptor's logs carry the trace.
+		grpc.ChainUnaryInterceptor(
+			grpcapi.TracingInterceptor(tp, tracing.Propagator),
+			grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), log),
+		),
 		grpc.MaxRecvMsgSize(cfg.GRPCMaxRecvMsgBytes),
 		// CA's client sends no keepalive pings by default; allow modest
 		// ones from other clients (grpcurl, probes) and drop abusers.

@@ -163,9 +163,15 @@ func (s *Service) Options(id string, defaults domain.PartialOptions) (domain.Opt
 	if err != nil {
 		return domain.Options{}, err
 	}
+	return GroupOptions(g, defaults)
+}
+
+// GroupOptions is Options for a group already read: the answer for exactly
+// that revision of the group (the gRPC adapter keeps it per revision).
+func GroupOptions(g GroupView, defaults domain.PartialOptions) (domain.Options, error) {
 	opts, ok := domain.ResolveOptions(defaults, overridesOf(g.Record.GetAutoscalingOptions()))
 	if !ok {
-		return domain.Options{}, domain.Errorf(domain.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", id)
+		return domain.Options{}, domain.Errorf(domain.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", g.Record.GetId())
 	}
 	return opts, nil
 }

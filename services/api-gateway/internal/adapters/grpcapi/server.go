@@ -26,12 +26,21 @@ import (
 type Server struct {
 	pb.UnimplementedCloudProviderServer
 	svc *app.Service
+	// answers are the ready answers per group (answers.go).
+	answers answers
 }
 
 var _ pb.CloudProviderServer = (*Server)(nil)
 
 // NewServer returns a Server.
-func NewServer(svc *app.Service) *Server { return &Server{svc: svc} }
+func NewServer(svc *app.Service) *Server {
+	s := &Server{svc: svc}
+	s.answers.exists = func(id string) bool {
+		_, ok := svc.ReadModel().Group(id)
+		return ok
+	}
+	return s
+}
 
 // toStatus converts an application error into a gRPC status error.
 func toStatus(err error) error {
@@ -77,9 +86,9 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 		return nil, toStatus(err)
 	}
 	if !found {
-		return &pb.NodeGroupForNodeResponse{NodeGroup: &pb.NodeGroup{}}, nil
+		return unmanagedAnswer, nil
 	}
-	return &pb.NodeGroupForNodeResponse{NodeGroup: nodeGroup(g)}, nil
+	return s.answers.of(g).forNode, nil
 }
 
 // PricingNodePrice implements pb.CloudProviderServer.
@@ -244,34 +253,26 @@ func (s *Server) NodeGroupNodes(_ context.Context, req *pb.NodeGroupNodesRequest
 	return resp, nil
 }
 
-// NodeGroupTemplateNodeInfo implements pb.CloudProviderServer. The same
-// v1.Node bytes go in nodeBytes (CA >= 1.35) and in the legacy nodeInfo
-// (CA <= 1.34 panics at its first scale-from-zero without them).
+// NodeGroupTemplateNodeInfo implements pb.CloudProviderServer: the
+// group's template node (TemplateNode), built once per revision.
 func (s *Server) NodeGroupTemplateNodeInfo(_ context.Context, req *pb.NodeGroupTemplateNodeInfoRequest) (*pb.NodeGroupTemplateNodeInfoResponse, error) {
 	g, err := s.svc.Group(req.GetId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	node, err := TemplateNode(g.Record)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	b, err := node.Marshal()
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "encoding template node: %v", err)
-	}
-	return &pb.NodeGroupTemplateNodeInfoResponse{NodeInfo: b, NodeBytes: b}, nil
+	return s.answers.of(g).template()
 }
 
 // NodeGroupGetOptions implements pb.CloudProviderServer: CA's defaults
 // (read from either generation) overridden by the group's options, every
-// field written in both generations.
+// field written in both generations; built once per revision of the group
+// and set of defaults.
 func (s *Server) NodeGroupGetOptions(_ context.Context, req *pb.NodeGroupAutoscalingOptionsRequest) (*pb.NodeGroupAutoscalingOptionsResponse, error) {
-	opts, err := s.svc.Options(req.GetId(), DecodeDefaults(req.GetDefaults()))
+	g, err := s.svc.Group(req.GetId())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: EncodeOptions(opts)}, nil
+	return s.answers.of(g).getOptions(g, req.GetDefaults())
 }
 
 // DecodeDefaults reads CA's defaults. An absent or empty message gives
