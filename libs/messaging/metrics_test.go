@@ -2,6 +2,8 @@ package messaging_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,17 +36,32 @@ func TestConsumerCollectorFollowsTheBacklog(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(messaging.NewConsumerCollector(env.JS, messaging.CommandStream, messaging.ConsumerHookRunner))
 
+	// want waits for the gauges to read the step's values: the server
+	// counts a stored message into a consumer's pending asynchronously, so
+	// a scrape right after the publish ack may still see the old backlog.
 	want := func(step string, pending, ackPending, redelivered float64) {
 		t.Helper()
-		for name, v := range map[string]float64{
+		wants := map[string]float64{
 			"nodesmith_jetstream_consumer_up":                   1,
 			"nodesmith_jetstream_consumer_pending_messages":     pending,
 			"nodesmith_jetstream_consumer_ack_pending_messages": ackPending,
 			"nodesmith_jetstream_consumer_redelivered_messages": redelivered,
-		} {
-			if got, ok := gauge(t, reg, name); !ok || got != v {
-				t.Errorf("%s: %s = %v (present %v), want %v", step, name, got, ok, v)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var wrong []string
+			for name, v := range wants {
+				if got, ok := gauge(t, reg, name); !ok || got != v {
+					wrong = append(wrong, fmt.Sprintf("%s = %v (present %v), want %v", name, got, ok, v))
+				}
 			}
+			if len(wrong) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", step, strings.Join(wrong, "; "))
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	want("empty", 0, 0, 0)
