@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
@@ -77,16 +78,7 @@ func TestBuildSeedIsDeterministicAndConsistent(t *testing.T) {
 func TestCALoopMakesCAsCallMix(t *testing.T) {
 	const groups, instances = 10, 200
 	seed := BuildSeed(groups, instances, 1)
-	f, err := StartFloor(seed, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	conn, err := Dial(f.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialFloor(t, seed)
 	mix := CAMix{OptionsPerNode: 3, OptionsPerRemovedNode: 5, TargetSizePerGroup: 4, NodesEvery: 2}
 	l, err := NewCALoop(conn, mix)
 	if err != nil {
@@ -161,16 +153,7 @@ func TestCALoopMakesCAsCallMix(t *testing.T) {
 // correct work.
 func TestCALoopChecksAnswers(t *testing.T) {
 	seed := BuildSeed(10, 200, 1)
-	f, err := StartFloor(seed, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	conn, err := Dial(f.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialFloor(t, seed)
 	l, err := NewCALoop(conn, DefaultCAMix())
 	if err != nil {
 		t.Fatal(err)
@@ -289,4 +272,21 @@ func TestReadCPUTime(t *testing.T) {
 	if _, err := ReadCPUTime(1 << 30); err == nil {
 		t.Error("no error for a process that does not exist")
 	}
+}
+
+// dialFloor starts a floor server on seed and returns a connection to it;
+// both end with the test.
+func dialFloor(t *testing.T, seed *Seeded) *grpc.ClientConn {
+	t.Helper()
+	f, err := StartFloor(seed, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	conn, err := Dial(f.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
