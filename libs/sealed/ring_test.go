@@ -104,8 +104,10 @@ func TestTokens(t *testing.T) {
 		"another name":    func() (string, error) { return k.OpenString(sealed.PurposeHookEnv, "OTHER", tok) },
 		"another purpose": func() (string, error) { return k.OpenString(sealed.PurposeTemplateParameter, "DB_PASSWORD", tok) },
 		"another key":     func() (string, error) { return key(t, 6).OpenString(sealed.PurposeHookEnv, "DB_PASSWORD", tok) },
-		"tampered":        func() (string, error) { return k.OpenString(sealed.PurposeHookEnv, "DB_PASSWORD", tok[:len(tok)-2]+"AA") },
-		"plain":           func() (string, error) { return k.OpenString(sealed.PurposeHookEnv, "DB_PASSWORD", "hunter2-secret") },
+		"tampered": func() (string, error) {
+			return k.OpenString(sealed.PurposeHookEnv, "DB_PASSWORD", tok[:len(tok)-2]+"AA")
+		},
+		"plain": func() (string, error) { return k.OpenString(sealed.PurposeHookEnv, "DB_PASSWORD", "hunter2-secret") },
 	} {
 		v, err := open()
 		if err == nil || v != "" || strings.Contains(err.Error(), "hunter2") {
