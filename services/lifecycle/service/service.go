@@ -23,6 +23,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
@@ -131,6 +132,16 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		return err
 	}
 
+	var sealer app.Sealer
+	if cfg.SecretsKeyFile != "" {
+		key, err := sealed.LoadKeyFile(cfg.SecretsKeyFile)
+		if err != nil {
+			return err
+		}
+		sealer = key
+		log.Info("sealing key ring loaded", "key_ids", key.IDs())
+	}
+
 	metrics := prom.New(reg)
 	svcMetrics := prom.NewServiceMetrics(reg)
 	ext, err := clusterAdapters(ctx, cfg, deps, log, checks, svcMetrics)
@@ -149,6 +160,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		Notifier: ext.notifier,
 		Status:   ext.status,
 		Tracer:   oteltrace.Tracer{},
+		Sealer:   sealer,
 	})
 	gauges := prom.NewCollector(a.Stats)
 	if err := reg.Register(gauges); err != nil {
