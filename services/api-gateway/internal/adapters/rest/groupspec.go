@@ -42,8 +42,8 @@ type InstanceTemplateSpec struct {
 	InstanceTemplate
 	// Parameters are the provider's create parameters (for Tencent, the
 	// RunInstances request fields) as a JSON object.
-	Parameters         json.RawMessage   `json:"parameters,omitempty"`
-	ProviderIDTemplate string            `json:"providerIDTemplate,omitempty"`
+	Parameters         json.RawMessage `json:"parameters,omitempty"`
+	ProviderIDTemplate string          `json:"providerIDTemplate,omitempty"`
 	// HookEnv values are sealed by the gateway (never returned).
 	HookEnv map[string]string `json:"hookEnv,omitempty"`
 	// SecretParameters are more create parameters, as a JSON object like
