@@ -71,3 +71,42 @@ func TestHookEnvAndSecretParametersAreSealed(t *testing.T) {
 		t.Errorf("hook env without a key: %d %s", r.status, r.body)
 	}
 }
+
+// A group's inline template and hooks are sealed too, and a PATCH keeps
+// the stored tokens (it never double-seals them).
+func TestGroupInlineSecretsAreSealed(t *testing.T) {
+	key := testKey(t)
+	f, _ := newCatalogFixture(t, key)
+	body := `{"minSize":0,"maxSize":5,
+  "instanceTemplate":{"name":"inl","provider":"other","account":"a","region":"r","hookEnv":{"T_ENV":"inline-tmpl-secret"},
+    "secretParameters":{"Password":"inline-param-secret"}},
+  "hooks":{"afterCreated":{"script":"x","env":{"H_ENV":"inline-hook-secret"}}}}`
+	f.answerSetTarget()
+	r := f.do(t, call{method: "PUT", path: "/api/v1/nodegroups/inl", token: adminToken, body: body})
+	if r.status != http.StatusCreated || strings.Contains(string(r.body), "inline-") {
+		t.Fatalf("put group: %d %s", r.status, r.body)
+	}
+	check := func() {
+		t.Helper()
+		g := lastPut(t, f).GetGroup()
+		if strings.Contains(g.String(), "inline-") {
+			t.Fatalf("group sent with a plaintext secret: %v", g)
+		}
+		for _, c := range []struct{ purpose, name, tok, want string }{
+			{sealed.PurposeHookEnv, "T_ENV", g.GetInstanceTemplate().GetHookEnv()["T_ENV"], "inline-tmpl-secret"},
+			{sealed.PurposeTemplateParameter, "Password", g.GetInstanceTemplate().GetSecretParameters()["Password"], `"inline-param-secret"`},
+			{sealed.PurposeHookEnv, "H_ENV", g.GetHooks().GetAfterCreated().GetEnv()["H_ENV"], "inline-hook-secret"},
+		} {
+			if v, err := key.OpenString(c.purpose, c.name, c.tok); err != nil || v != c.want {
+				t.Errorf("%s: %q, %v", c.name, v, err)
+			}
+		}
+	}
+	check()
+	r = f.do(t, call{method: "PATCH", path: "/api/v1/nodegroups/inl", token: adminToken, body: `{"maxSize":4}`,
+		header: map[string]string{"Content-Type": "application/merge-patch+json"}})
+	if r.status != http.StatusOK || strings.Contains(string(r.body), "inline-") {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	check()
+}
