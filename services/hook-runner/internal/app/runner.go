@@ -217,7 +217,13 @@ func (r *Runner) openEnv(env map[string]string) (map[string]string, error) {
 	if r.o.OpenEnv == nil {
 		return nil, ErrNoSecretsKey
 	}
-	return r.o.OpenEnv(env)
+	opened, err := r.o.OpenEnv(env)
+	if err != nil {
+		return nil, err
+	}
+	// The opened values are checked as the sealed ones were (names only in
+	// the error).
+	return opened, domain.ValidateEnv(opened)
 }
 
 // invalidHook describes the execution of a hook that fails validation.
