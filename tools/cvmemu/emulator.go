@@ -70,11 +70,11 @@ type Emulator struct {
 	// runObserver sees the body of every well-formed RunInstances request
 	// (tests check what reached the cloud, e.g. sealed parameters opened).
 	runObserver func(account string, body []byte)
-	buckets        map[rateKey]*tokenBucket
-	windows        map[rateKey]*rateWindow
-	ips            ipAllocator
-	seq            uint64
-	counters       counters
+	buckets     map[rateKey]*tokenBucket
+	windows     map[rateKey]*rateWindow
+	ips         ipAllocator
+	seq         uint64
+	counters    counters
 
 	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
 	// holds one token while a save is due.
