@@ -144,3 +144,22 @@ func TestResealUnderNewestKey(t *testing.T) {
 		t.Fatal("a token under the newest key was re-sealed again")
 	}
 }
+
+func TestResealCredentials(t *testing.T) {
+	oldK, newK := key(t, 9), key(t, 10)
+	blob, _ := oldK.SealCredentials("team", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	ring, _ := sealed.NewRing(newK, oldK)
+	nb, id, changed, err := ring.ResealCredentials("team", blob, oldK.ID())
+	if err != nil || !changed || id != newK.ID() {
+		t.Fatalf("ResealCredentials = %v, %v, %v", id, changed, err)
+	}
+	if c, err := newK.OpenCredentials("team", nb, id); err != nil || c.SecretKey != "k" {
+		t.Fatalf("the new key does not open them: %v", err)
+	}
+	if _, _, changed, _ := ring.ResealCredentials("team", nb, id); changed {
+		t.Fatal("re-sealed again")
+	}
+	if _, _, _, err := ring.ResealCredentials("other", blob, oldK.ID()); err == nil {
+		t.Fatal("credentials of another account re-sealed")
+	}
+}

@@ -300,3 +300,24 @@ func (k *Key) OpenCredentials(account string, blob []byte, keyID string) (Creden
 	}
 	return c, nil
 }
+
+// ResealCredentials returns credentials sealed for account under keyID
+// re-sealed under the ring's sealing key, its id and true; or the blob,
+// keyID and false when keyID already is the sealing key. Lifecycle uses it
+// to move stored credentials to the newest key of a rotated ring; the
+// opened credentials never leave this function.
+func (k *Key) ResealCredentials(account string, blob []byte, keyID string) ([]byte, string, bool, error) {
+	if keyID == k.ID() {
+		return blob, keyID, false, nil
+	}
+	pt, err := k.Open(blob, keyID, []byte(account))
+	if err != nil {
+		return blob, keyID, false, fmt.Errorf("re-sealing the credentials of account %q: %w", account, err)
+	}
+	out, err := k.Seal(pt, []byte(account))
+	clear(pt)
+	if err != nil {
+		return blob, keyID, false, err
+	}
+	return out, k.ID(), true, nil
+}

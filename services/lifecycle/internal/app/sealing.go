@@ -23,6 +23,7 @@ type Sealer interface {
 	SealString(purpose, name, value string) (string, error)
 	OpenString(purpose, name, token string) (string, error)
 	Reseal(purpose, name, token string) (string, bool, error)
+	ResealCredentials(account string, blob []byte, keyID string) ([]byte, string, bool, error)
 }
 
 var errNoSealer = errors.New("hook environment values and secret parameters are stored sealed, and lifecycle has no sealing key: set --secrets-key-file (the key ring the gateway, the cloud adapters and the hook runners share)")
@@ -153,6 +154,20 @@ func (a *App) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry)
 			ph = prev.Hook
 		}
 		return a.sealHookLocked(&e.Hook, ph)
+	case e.Account != nil && len(e.Account.SealedCredentials) > 0 && a.sealer != nil:
+		// Credentials the gateway sealed: moved to the newest key too, so
+		// the older keys can go (lifecycle opens them only here).
+		acct := *e.Account
+		blob, id, changed, err := a.sealer.ResealCredentials(acct.Name, acct.SealedCredentials, acct.KeyID)
+		if err != nil {
+			return 0, err
+		}
+		if !changed {
+			return 0, nil
+		}
+		acct.SealedCredentials, acct.KeyID = blob, id
+		e.Account = &acct
+		return 1, nil
 	}
 	return 0, nil
 }

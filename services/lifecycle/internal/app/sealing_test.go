@@ -120,9 +120,30 @@ func TestRotation(t *testing.T) {
 	}
 	keyA, keyB := ringOf(t, 0xA), ringOf(t, 0xB)
 
-	// 1. Sealed under A: nothing is stored in plaintext.
+	// 1. Sealed under A: nothing is stored in plaintext. Account
+	// credentials sealed by the gateway under A are stored with an API
+	// account.
 	a := start(keyA)
 	before := check(a, keyA, keyA.ID())
+	creds, err := keyA.SealCredentials("team", sealed.Credentials{SecretID: "id", SecretKey: "team-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutCatalogEntry(ctx, app.PutCatalogRequest{Entry: domain.CatalogEntry{Account: &domain.Account{
+		Name: "team", Provider: "tencentcloud", Regions: []string{"ap-guangzhou"}, SealedCredentials: creds, KeyID: keyA.ID(),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkCreds := func(a *app.App, ring *sealed.Key) {
+		t.Helper()
+		e, _, ok := a.CatalogEntry(domain.CatalogRef{Kind: domain.KindAccount, Name: "team"})
+		if !ok || e.Account.KeyID != ring.ID() {
+			t.Fatalf("account credentials: %v, under %+v", ok, e.Account)
+		}
+		if c, err := ring.OpenCredentials("team", e.Account.SealedCredentials, e.Account.KeyID); err != nil || c.SecretKey != "team-secret" {
+			t.Fatalf("account credentials do not open: %v", err)
+		}
+	}
 	// A restart with the same file and key rewrites nothing.
 	a.Stop()
 	a = start(keyA)
@@ -142,6 +163,7 @@ func TestRotation(t *testing.T) {
 	logs.Reset()
 	a = start(ringOf(t, 0xB, 0xA))
 	check(a, keyB, keyB.ID())
+	checkCreds(a, keyB)
 	if !strings.Contains(logs.String(), "every stored sealed value is under the newest sealing key") {
 		t.Errorf("no log says the re-seal is complete:\n%s", logs.String())
 	}
@@ -150,6 +172,7 @@ func TestRotation(t *testing.T) {
 	a.Stop()
 	a = start(keyB)
 	check(a, keyB, keyB.ID())
+	checkCreds(a, keyB)
 	if _, err := keyA.OpenString(sealed.PurposeHookEnv, "SECRET", sealedValues(a)["template/SECRET"][1]); err == nil {
 		t.Error("the removed key A still opens a value")
 	}
