@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -47,6 +48,14 @@ func (a *App) publishOutbox(ctx context.Context) {
 	for i, it := range items {
 		err := a.publishTraced(ctx, it, parents[i])
 		a.obs.Published(it.kind, err)
+		if errors.Is(err, ports.ErrCommandQueueFull) {
+			// The stream refuses every command until the workers drain it:
+			// the rest of the pass would only be refused too. Everything
+			// unpublished stays in flight and is retried at the next pass.
+			a.log.Warn("command queue full, publishing paused until the next pass",
+				"kind", it.kind.String(), "unpublished", len(items)-i, "err", err)
+			break
+		}
 		if err != nil {
 			// Retried at the next pass; the record stays in flight.
 			a.log.Warn("publishing a command failed, will retry", "kind", it.kind.String(), "instances", len(it.covers), "err", err)

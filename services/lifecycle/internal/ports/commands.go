@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -73,6 +74,13 @@ type InventoryRequest struct {
 	Target    Target
 	ClusterID string
 }
+
+// ErrCommandQueueFull is wrapped by a Commands error when the command queue
+// is at its limit (the command stream's MaxMsgs or MaxBytes) and refused
+// the command: nothing was stored, the commands already queued are kept,
+// and publishing again once the workers have drained the queue succeeds.
+// Every other command published meanwhile would be refused as well.
+var ErrCommandQueueFull = errors.New("command queue full")
 
 // Commands publishes commands to the workers. A nil error means the command
 // is durably stored; publishing the same command twice (same instance or
