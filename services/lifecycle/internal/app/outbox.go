@@ -263,15 +263,26 @@ func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind dom
 	env := map[string]string{}
 	maps.Copy(env, g.Template.HookEnv)
 	maps.Copy(env, spec.Env)
-	// The standard variables win: scripts rely on them.
-	maps.Copy(env, map[string]string{
+	standard := map[string]string{
 		"NODE_NAME":   in.Node(),
 		"NODE_IP":     in.PrivateIP,
 		"PROVIDER_ID": in.ProviderID,
 		"INSTANCE_ID": in.ID,
 		"NODE_GROUP":  in.Group,
 		"CLOUD_ID":    in.CloudID,
-	})
+	}
+	// The operator's values may be secrets (a join token): the runner
+	// redacts them from the output it logs and returns. The standard
+	// variables are not secret and win over the operator's: scripts rely
+	// on them.
+	var redacted []string
+	for name := range env {
+		if _, std := standard[name]; !std {
+			redacted = append(redacted, name)
+		}
+	}
+	sort.Strings(redacted)
+	maps.Copy(env, standard)
 	return ports.HookCommand{
 		InstanceID:    in.ID,
 		Group:         in.Group,
@@ -282,6 +293,7 @@ func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind dom
 		Port:          g.Template.SSHPort,
 		Script:        spec.Script,
 		Env:           env,
+		RedactedEnv:   redacted,
 		Timeout:       spec.Timeout,
 		PinnedHostKey: in.SSHHostKey,
 	}, true

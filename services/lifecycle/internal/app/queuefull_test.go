@@ -126,3 +126,26 @@ func TestFullCommandStreamHoldsCommandsBackUntilDrained(t *testing.T) {
 		}
 	}
 }
+
+// A hook command names the operator's env entries (template and hook env)
+// for the runner to redact from output; the standard variables, which win
+// over an operator's entry of the same name, are not redacted.
+func TestHookCommandNamesTheOperatorsEnvForRedaction(t *testing.T) {
+	g := group("g", 0, 10, 0)
+	g.Template.HookEnv = map[string]string{"API_SERVER": "10.0.0.1:6443", "NODE_IP": "overridden"}
+	g.Hooks.AfterCreated.Env = map[string]string{"JOIN_TOKEN": "abcdef.0123456789abcdef"}
+	h := newHarness(t, []domain.NodeGroup{g})
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 1))
+	h.settle()
+	hooks := h.cmds.Snapshot().Hooks
+	if len(hooks) == 0 {
+		t.Fatal("no hook command published")
+	}
+	hc := hooks[0]
+	if got := fmt.Sprint(hc.RedactedEnv); got != "[API_SERVER JOIN_TOKEN]" {
+		t.Errorf("redacted env = %s, want [API_SERVER JOIN_TOKEN]", got)
+	}
+	if hc.Env["JOIN_TOKEN"] != "abcdef.0123456789abcdef" || hc.Env["NODE_IP"] == "overridden" {
+		t.Errorf("env = %v", hc.Env)
+	}
+}

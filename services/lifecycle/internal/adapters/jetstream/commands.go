@@ -127,6 +127,7 @@ func (c *Commands) RunHook(ctx context.Context, cmd ports.HookCommand) error {
 		Port:          cmd.Port,
 		Script:        cmd.Script,
 		Env:           cmd.Env,
+		RedactedEnv:   cmd.RedactedEnv,
 		PinnedHostKey: cmd.PinnedHostKey,
 		HookName:      cmd.HookName,
 	}
