@@ -108,7 +108,8 @@ type Options struct {
 	// of a removed record (the bucket's LimitMarkerTTL, nats-server 2.11+):
 	// long enough for every watcher to see the removal, short enough that
 	// the bucket does not grow with all-time churn. Zero keeps markers
-	// forever (for servers older than 2.11).
+	// forever (for servers older than 2.11); JetStream refuses to turn
+	// marker TTLs off on a bucket that has them, so Ensure then fails.
 	KVMarkerTTL time.Duration
 }
 
