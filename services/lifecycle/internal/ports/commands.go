@@ -55,21 +55,21 @@ type TerminateCommand struct {
 
 // HookCommand runs a hook on an instance over SSH.
 type HookCommand struct {
-	InstanceID string
-	Group      string
-	Attempt    uint32
-	Kind       domain.HookKind
-	HookName   string
-	Host       string
-	Port       uint32
-	Script     string
-	Env        map[string]string
+	InstanceID    string
+	Group         string
+	Attempt       uint32
+	Kind          domain.HookKind
+	HookName      string
+	Host          string
+	Port          uint32
+	Script        string
+	Env           map[string]string
+	Timeout       time.Duration
+	PinnedHostKey string
 	// RedactedEnv names the entries of Env set by the operator (template
 	// and hook env, not the standard variables): the runner keeps their
 	// values out of logs and the output tail.
-	RedactedEnv   []string
-	Timeout       time.Duration
-	PinnedHostKey string
+	RedactedEnv []string
 }
 
 // InventoryRequest asks for every VM tagged with the cluster id.
