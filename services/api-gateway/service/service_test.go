@@ -242,7 +242,9 @@ func TestMutualTLS(t *testing.T) {
 		c.GRPCInsecure = false
 		c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = files.Cert, files.Key, files.ClientCA
 	})
-	clientPair, err := ca.Client("cluster-autoscaler")
+	// CA's certificate as components/mtls issues it: the default
+	// --grpc-allowed-clients names its SPIFFE id.
+	clientPair, err := ca.ClientWith("cluster-autoscaler", []string{service.DefaultAllowedClient}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func TestMutualTLS(t *testing.T) {
 	// Rotate to a new CA; new connections use it without a restart.
 	ca2 := mustCA(t, "cluster-ca-2")
 	server2, _ := ca2.Server("api-gateway")
-	client2, _ := ca2.Client("cluster-autoscaler")
+	client2, _ := ca2.ClientWith("cluster-autoscaler", []string{service.DefaultAllowedClient}, nil)
 	if _, err := testcerts.WriteServerFiles(dir, server2, ca2.PEM, time.Now()); err != nil {
 		t.Fatal(err)
 	}
