@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -243,4 +244,54 @@ func TestRESTTLSFailsFast(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "REST TLS") {
 		t.Fatalf("Run = %v", err)
 	}
+}
+
+// --grpc-max-concurrent-streams bounds the calls one connection has open:
+// with 2 health watches (long-lived streams) open, a third call waits for
+// a slot, and runs once a watch ends.
+func TestGRPCMaxConcurrentStreams(t *testing.T) {
+	gw := startGateway(t, func(c *service.Config) { c.GRPCMaxConcurrentStreams = 2 })
+	conn, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	hc := healthpb.NewHealthClient(conn)
+	// A first call establishes the connection and its SETTINGS.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var cancels []context.CancelFunc
+	for range 2 {
+		wctx, wcancel := context.WithCancel(ctx)
+		cancels = append(cancels, wcancel)
+		w, err := hc.Watch(wctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil { // the stream is open on the server
+			t.Fatal(err)
+		}
+	}
+	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if _, err := hc.Check(short, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("third call with two streams open: %v, want it to wait (DeadlineExceeded)", err)
+	}
+	cancels[0]()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, cc := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := hc.Check(c, &healthpb.HealthCheckRequest{})
+		cc()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("call after a watch ended: %v", err)
+		}
+	}
+	cancels[1]()
 }
