@@ -295,3 +295,41 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 	}
 	cancels[1]()
 }
+
+// The REST rate limit is wired from the configuration: past the burst a
+// token gets 429 with Retry-After and the JSON error body; another token
+// is served.
+func TestRESTRateLimitWired(t *testing.T) {
+	gw := startGateway(t, func(c *service.Config) { c.RESTRateLimit, c.RESTRateBurst = 0.5, 2 })
+	get := func(token string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+gw.addrs.REST+"/api/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, body
+	}
+	for range 2 {
+		if resp, body := get(readOnlyToken); resp.StatusCode != http.StatusOK {
+			t.Fatalf("within the burst: %d %s", resp.StatusCode, body)
+		}
+	}
+	resp, body := get(readOnlyToken)
+	var e struct {
+		Code    string         `json:"code"`
+		Details map[string]any `json:"details"`
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Code != "resource_exhausted" {
+		t.Fatalf("past the burst: %d %s", resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "2" {
+		t.Errorf("Retry-After = %q, want 2 (0.5/s)", ra)
+	}
+	if resp, _ := get(adminToken); resp.StatusCode != http.StatusOK {
+		t.Errorf("another token: %d", resp.StatusCode)
+	}
+}
