@@ -153,7 +153,12 @@ func TestRESTOverTLS(t *testing.T) {
 		c.RESTInsecure = false
 		c.RESTCertFile, c.RESTKeyFile = files.Cert, files.Key
 	})
-	get := func(cfg *tls.Config, scheme string) (*http.Response, error) {
+	// get answers the status and protocol of a GET with the admin token.
+	type answer struct {
+		status int
+		proto  string
+	}
+	get := func(cfg *tls.Config, scheme string) (answer, error) {
 		// ForceAttemptHTTP2 offers h2 by ALPN unless cfg.NextProtos says
 		// otherwise.
 		tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: cfg == nil || len(cfg.NextProtos) == 0}
@@ -162,27 +167,27 @@ func TestRESTOverTLS(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Do(req)
 		if err != nil {
-			return nil, err
+			return answer{}, err
 		}
+		defer func() { _ = resp.Body.Close() }()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		return resp, nil
+		return answer{resp.StatusCode, resp.Proto}, nil
 	}
-	resp, err := get(testcerts.ClientConfig(ca, nil, "localhost"), "https")
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("HTTPS: %v %v", resp, err)
+	a, err := get(testcerts.ClientConfig(ca, nil, "localhost"), "https")
+	if err != nil || a.status != http.StatusOK {
+		t.Fatalf("HTTPS: %+v %v", a, err)
 	}
-	if resp.ProtoMajor != 2 {
-		t.Errorf("HTTPS answered over %s, want HTTP/2 negotiated by ALPN", resp.Proto)
+	if a.proto != "HTTP/2.0" {
+		t.Errorf("HTTPS answered over %s, want HTTP/2 negotiated by ALPN", a.proto)
 	}
 	// A client offering only HTTP/1.1 by ALPN is served too.
 	h1 := testcerts.ClientConfig(ca, nil, "localhost")
 	h1.NextProtos = []string{"http/1.1"}
-	if resp, err := get(h1, "https"); err != nil || resp.StatusCode != http.StatusOK || resp.ProtoMajor != 1 {
-		t.Errorf("HTTP/1.1 over TLS: %v %v", resp, err)
+	if a, err := get(h1, "https"); err != nil || a.status != http.StatusOK || a.proto != "HTTP/1.1" {
+		t.Errorf("HTTP/1.1 over TLS: %+v %v", a, err)
 	}
-	if resp, err := get(nil, "http"); err == nil && resp.StatusCode < 400 {
-		t.Errorf("plaintext request answered %d on the TLS port", resp.StatusCode)
+	if a, err := get(nil, "http"); err == nil && a.status < 400 {
+		t.Errorf("plaintext request answered %d on the TLS port", a.status)
 	}
 
 	// Rotate to a certificate from a new CA: new connections get it.
@@ -191,8 +196,8 @@ func TestRESTOverTLS(t *testing.T) {
 	if _, err := testcerts.WriteServerFiles(dir, server2, ca2.PEM, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := get(testcerts.ClientConfig(ca2, nil, "localhost"), "https"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("after rotation: %v %v", resp, err)
+	if a, err := get(testcerts.ClientConfig(ca2, nil, "localhost"), "https"); err != nil || a.status != http.StatusOK {
+		t.Fatalf("after rotation: %+v %v", a, err)
 	}
 	if _, err := get(testcerts.ClientConfig(ca, nil, "localhost"), "https"); err == nil {
 		t.Error("the retired certificate is still served after rotation")
@@ -298,7 +303,8 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 // is served.
 func TestRESTRateLimitWired(t *testing.T) {
 	gw := startGateway(t, func(c *service.Config) { c.RESTRateLimit, c.RESTRateBurst = 0.5, 2 })
-	get := func(token string) (*http.Response, []byte) {
+	// get answers the status code, Retry-After header and body of a GET.
+	get := func(token string) (code int, retryAfter string, body []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, "http://"+gw.addrs.REST+"/api/v1/status", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -307,26 +313,26 @@ func TestRESTRateLimitWired(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(resp.Body)
-		return resp, body
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), body
 	}
 	for range 2 {
-		if resp, body := get(readOnlyToken); resp.StatusCode != http.StatusOK {
-			t.Fatalf("within the burst: %d %s", resp.StatusCode, body)
+		if code, _, body := get(readOnlyToken); code != http.StatusOK {
+			t.Fatalf("within the burst: %d %s", code, body)
 		}
 	}
-	resp, body := get(readOnlyToken)
+	code, retryAfter, body := get(readOnlyToken)
 	var e struct {
 		Code    string         `json:"code"`
 		Details map[string]any `json:"details"`
 	}
-	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Code != "resource_exhausted" {
-		t.Fatalf("past the burst: %d %s", resp.StatusCode, body)
+	if code != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Code != "resource_exhausted" {
+		t.Fatalf("past the burst: %d %s", code, body)
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "2" {
-		t.Errorf("Retry-After = %q, want 2 (0.5/s)", ra)
+	if retryAfter != "2" {
+		t.Errorf("Retry-After = %q, want 2 (0.5/s)", retryAfter)
 	}
-	if resp, _ := get(adminToken); resp.StatusCode != http.StatusOK {
-		t.Errorf("another token: %d", resp.StatusCode)
+	if code, _, _ := get(adminToken); code != http.StatusOK {
+		t.Errorf("another token: %d", code)
 	}
 }
