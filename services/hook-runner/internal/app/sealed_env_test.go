@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -33,6 +34,23 @@ func TestHandleOpensSealedEnv(t *testing.T) {
 	calls := h.exec.Calls()
 	if len(calls) != 1 || calls[0].Env["JOIN_TOKEN"] != "join-secret-value" || calls[0].Env["NODE_NAME"] != "n1" {
 		t.Fatalf("executor env = %+v", calls)
+	}
+	if strings.Contains(h.logs.String(), "join-secret-value") {
+		t.Fatal("the opened value is logged")
+	}
+
+	// The opened value is what the output redaction looks for.
+	h = newHarness(t, func(o *app.Options) { o.OpenEnv = open })
+	h.exec.RunFunc = func(_ context.Context, c domain.Command, stdout, _ io.Writer) domain.Execution {
+		_, _ = io.WriteString(stdout, "+ kubeadm join --token "+c.Env["JOIN_TOKEN"]+"\n")
+		return domain.Execution{ExitCode: 0, Connected: true}
+	}
+	hk.RedactedEnv = []string{"JOIN_TOKEN"}
+	if err := h.runner.Handle(context.Background(), hk); err != nil {
+		t.Fatal(err)
+	}
+	if r := onlyResult(t, h.pub); strings.Contains(r.OutputTail, "join-secret-value") || !strings.Contains(r.OutputTail, "kubeadm join") {
+		t.Fatalf("output tail = %q", r.OutputTail)
 	}
 	if strings.Contains(h.logs.String(), "join-secret-value") {
 		t.Fatal("the opened value is logged")
