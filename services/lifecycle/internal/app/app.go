@@ -138,6 +138,10 @@ type Deps struct {
 	// Tracer is optional: spans of dispatch and reconciler passes, and the
 	// trace context stamped on instances (see tracing.go).
 	Tracer ports.Tracer
+	// Holds persists the orphan hold and release (reconcile.go). Optional:
+	// when nil, the Store is used if it implements ports.HoldStore, else
+	// the hold lives in this process's memory only.
+	Holds ports.HoldStore
 }
 
 type groupRec struct {
@@ -199,9 +203,15 @@ type App struct {
 	lastPurge    time.Time
 	inventory    *inventoryState
 	// hold is the start-up hold of orphan VMs and confirmedBefore the
-	// time of an operator's release (reconcile.go). Both outlive a term.
+	// time of an operator's release (reconcile.go). Both are stored
+	// (holds, at holdRev, taken on the instances bucket holdBucket) and
+	// loaded with every term; saved is the record last written.
 	hold            startupHold
 	confirmedBefore time.Time
+	holds           ports.HoldStore
+	holdRev         uint64
+	holdBucket      string
+	holdSaved       ports.OrphanHold
 
 	nodes *nodeCache
 	wake  chan struct{}
@@ -241,6 +251,9 @@ func New(opts Options, d Deps) *App {
 	if d.Tracer == nil {
 		d.Tracer = nopTracer{}
 	}
+	if d.Holds == nil {
+		d.Holds, _ = d.Store.(ports.HoldStore)
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 100
 	}
@@ -269,6 +282,7 @@ func New(opts Options, d Deps) *App {
 		random:        d.Random,
 		jitter:        d.Jitter,
 		tracer:        d.Tracer,
+		holds:         d.Holds,
 		groups:        map[string]*groupRec{},
 		appliedIn:     map[string]map[string]struct{}{},
 		insts:         map[string]*instRec{},
@@ -343,6 +357,10 @@ func (a *App) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing the catalog: %w", err)
 	}
+	stored, err := a.loadHold(ctx)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.setCatalogLocked(cat)
@@ -374,12 +392,11 @@ func (a *App) load(ctx context.Context) error {
 	a.releasesDue = true
 	a.loaded = true
 	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
-	if len(is) == 0 {
-		// A fresh install, or lost state: tagged VMs already in the cloud
-		// may be this cluster's nodes rather than orphans.
-		a.beginStartupHoldLocked(a.clock.Now())
-	}
-	return nil
+	// The stored hold and release go on, whoever leads; a start from no
+	// instance record (a fresh install, or lost state: tagged VMs already
+	// in the cloud may be this cluster's nodes rather than orphans) takes
+	// a new one unless it is the one the stored hold was taken on.
+	return a.resumeHoldLocked(ctx, stored, len(is) == 0)
 }
 
 // Stop forgets the cache (leadership lost): operations fail with

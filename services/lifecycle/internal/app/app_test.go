@@ -28,6 +28,8 @@ type harness struct {
 	notices *memory.Notifier
 	status  *memory.StatusSink
 	opts    app.Options
+	// holds, when set, stores the orphan hold instead of store.
+	holds ports.HoldStore
 	// cloud ids handed out, to answer creates.
 	mu     sync.Mutex
 	nextVM int
@@ -121,6 +123,9 @@ func (h *harness) newApp() *app.App {
 	}
 	if h.cluster != nil {
 		d.Cluster = h.cluster
+	}
+	if h.holds != nil {
+		d.Holds = h.holds
 	}
 	return app.New(h.opts, d)
 }
