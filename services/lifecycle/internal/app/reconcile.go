@@ -40,7 +40,11 @@ import (
 //     account and region per pass), the oldest first; the rest wait for the
 //     next passes.
 // An operator's release also confirms the orphans created before it, which
-// the valve then no longer holds back (the cap still applies).
+// the valve then no longer holds back (the cap still applies). The hold and
+// the release are stored (ports.HoldStore, beside the groups) and resumed at
+// every load, so that a change of leader or a restart keeps holding and a
+// release outlives a restart; a load from another instances bucket than the
+// stored hold's is a new state loss (resumeHoldLocked).
 
 type inventoryState struct {
 	pending map[string]inventoryRequest
