@@ -44,6 +44,9 @@ type stateLoss struct {
 	// statusWaiting is how many held VMs GET /api/v1/status listed.
 	statusWaiting int
 	release       string
+	// atRecovery and atEnd are CA's view of the groups when they were back
+	// at target during the hold, and at the end.
+	atRecovery, atEnd string
 }
 
 // adminToken is the gateway's REST admin token in the chaos run.
@@ -188,9 +191,12 @@ func (r *run) runStateLoss(ctx context.Context) ([]string, error) {
 		}
 		return true, nil
 	})
+	views, verr := r.views(ctx)
+	if verr == nil {
+		sl.atRecovery = describe(views)
+	}
 	if err != nil {
-		views, _ := r.views(ctx)
-		violate("%v: %s", err, describe(views))
+		violate("%v: %s", err, sl.atRecovery)
 	}
 	// A few more passes: still nothing terminated.
 	heldSince := time.Now()
@@ -229,10 +235,11 @@ func (r *run) runStateLoss(ctx context.Context) ([]string, error) {
 	if sl.leftAfterRelease > 0 {
 		violate("%d of the %d released VMs still run %s after the release", sl.leftAfterRelease, sl.old, limit)
 	}
-	views, err := r.views(ctx)
+	views, err = r.views(ctx)
 	if err != nil {
 		return nil, err
 	}
+	sl.atEnd = describe(views)
 	for _, g := range groupIDs {
 		if v := views[g]; v.target != targets[g].target || len(v.instances) != v.target || v.other > 0 {
 			violate("after the release, group %s: target %d, %d instances (%d running, %d failed, %d in progress); want target %d",
@@ -324,7 +331,7 @@ func (f *faults) printStateLoss(w io.Writer) {
 	fmt.Fprintf(w, "  %d VMs running when the state was lost\n", sl.old)
 	fmt.Fprintf(w, "  gateway stopped serving the lost records after %s\n", s(sl.gatewayNoticed))
 	fmt.Fprintf(w, "  stored hold listed every old VM after %s (GET /api/v1/status listed %d, release: %s)\n", s(sl.heldReported), sl.statusWaiting, sl.release)
-	fmt.Fprintf(w, "  every group back at its target with new VMs after %s\n", s(sl.recovered))
+	fmt.Fprintf(w, "  every group back at its target with new VMs after %s: %s\n", s(sl.recovered), sl.atRecovery)
 	fmt.Fprintf(w, "  held (observed) for %s: %d old VMs terminated by the reconciler during the hold\n", s(sl.observed), sl.terminatedDuringHold)
-	fmt.Fprintf(w, "  after the release: %d old VMs left after %s\n", sl.leftAfterRelease, s(sl.terminated))
+	fmt.Fprintf(w, "  after the release: %d old VMs left after %s; at the end: %s\n", sl.leftAfterRelease, s(sl.terminated), sl.atEnd)
 }
