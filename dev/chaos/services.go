@@ -172,7 +172,7 @@ func (r *run) services(ctx context.Context) error {
 		return err
 	}
 	r.gateway = &svc{name: "api-gateway", bin: bins["api-gateway"], logFile: logf("api-gateway"),
-		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr", r.restAddr,
+		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr", r.restAddr, "--rest-insecure",
 			"--rest-admin-token-file", tokenFile, "--health-addr=")}
 	// cloud-adapter-0 reaches the emulator through a Hold, so a fault can
 	// hold one of its RunInstances answers and kill it right then.

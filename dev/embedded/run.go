@@ -208,6 +208,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	gw.HealthAddr = ""
 	gw.GRPCAddr, gw.RESTAddr = cfg.GRPCAddr, cfg.RESTAddr
 	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates
+	gw.RESTInsecure = true // likewise: plaintext REST on loopback
 	gw.AdminTokens = []string{adminToken}
 	gw.SecretsKeyFile = secretsKeyFile
 

@@ -162,6 +162,9 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	defer reg.Unregister(orphanGauges)
 	workerMetrics := worker.NewMetrics(reg)
 	defer messaging.RegisterConsumerCollector(reg, js, messaging.EventStream, messaging.ConsumerLifecycle)()
+	// Lifecycle is the command stream's only publisher: its fill against
+	// --js-command-max-msgs/-bytes (NodesmithCommandStreamNearLimit).
+	defer messaging.RegisterStreamCollector(reg, js, messaging.CommandStream)()
 	if fileCfg != nil {
 		a.SetConfigCatalog(fileCfg.Catalog)
 		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {

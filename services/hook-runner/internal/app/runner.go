@@ -162,12 +162,20 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	}
 	log.Info("running hook", "timeout", timeout)
 
+	// The operator's env values are redacted before the output reaches the
+	// logs or the tail that leaves in the result: a "set -x" script that
+	// runs "kubeadm join --token $JOIN_TOKEN" must not publish the token.
 	tail := domain.NewTail(domain.OutputTailSize)
 	stdout := r.lineLogger(log, "stdout")
 	stderr := r.lineLogger(log, "stderr")
+	secrets := h.Secrets()
+	outR := domain.NewRedactor(io.MultiWriter(tail, stdout), secrets)
+	errR := domain.NewRedactor(io.MultiWriter(tail, stderr), secrets)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
-	ex := r.exec.Run(hctx, h.Command(), io.MultiWriter(tail, stdout), io.MultiWriter(tail, stderr))
+	ex := r.exec.Run(hctx, h.Command(), outR, errR)
 	cancel()
+	_ = outR.Flush() // the tail and line writers never fail
+	_ = errR.Flush()
 	stdout.Flush()
 	stderr.Flush()
 	r.o.Metrics.observeConnect(ex)
@@ -196,12 +204,15 @@ func invalidHook(h domain.Hook) (domain.Execution, bool) {
 func (r *Runner) lineLogger(log *slog.Logger, stream string) *domain.LineWriter {
 	return &domain.LineWriter{
 		Max: r.o.MaxLogLine,
+		// Debug: a hook's output is for troubleshooting one hook (its tail
+		// is in the result, and in the failure log); at Info, thousands of
+		// hooks a day drown the service's own logs.
 		Emit: func(line string, dropped int) {
 			if dropped > 0 {
-				log.Info("hook output", "stream", stream, "line", line, "truncated_bytes", dropped)
+				log.Debug("hook output", "stream", stream, "line", line, "truncated_bytes", dropped)
 				return
 			}
-			log.Info("hook output", "stream", stream, "line", line)
+			log.Debug("hook output", "stream", stream, "line", line)
 		},
 	}
 }

@@ -35,6 +35,9 @@ func (m MessagingPublisher) Publish(ctx context.Context, subject, msgID string, 
 	ctx, end := publishSpan(ctx, subject, msgID)
 	_, err := m.P.Publish(ctx, subject, msgID, msg)
 	end(err)
+	if messaging.IsStreamFull(err) {
+		return fmt.Errorf("%w: %w", ports.ErrCommandQueueFull, err)
+	}
 	return err
 }
 
@@ -124,6 +127,7 @@ func (c *Commands) RunHook(ctx context.Context, cmd ports.HookCommand) error {
 		Port:          cmd.Port,
 		Script:        cmd.Script,
 		Env:           cmd.Env,
+		RedactedEnv:   cmd.RedactedEnv,
 		PinnedHostKey: cmd.PinnedHostKey,
 		HookName:      cmd.HookName,
 	}
