@@ -39,6 +39,10 @@ type OrphanHold struct {
 	// that is another one (deleted and recreated: state lost again) is a
 	// new state loss, which holds again and forgets the old release.
 	InstancesBucket string `json:"instancesBucket,omitempty"`
+	// HadRecords says the leader has seen instance records since the hold
+	// was taken: a later start that finds none lost them (even with the
+	// same bucket, emptied key by key), which holds again too.
+	HadRecords bool `json:"hadRecords,omitempty"`
 	// ReleasedAt is the operator's release: orphans created before it are
 	// confirmed orphans (terminated, at most the per-pass cap each pass).
 	ReleasedAt time.Time `json:"releasedAt,omitzero"`

@@ -211,6 +211,7 @@ type App struct {
 	holds           ports.HoldStore
 	holdRev         uint64
 	holdBucket      string
+	holdHadRecords  bool
 	holdSaved       ports.OrphanHold
 
 	nodes *nodeCache

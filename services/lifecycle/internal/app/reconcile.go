@@ -358,8 +358,9 @@ func (a *App) loadHold(ctx context.Context) (storedHold, error) {
 // resumeHoldLocked takes over the stored hold and release at a load, and
 // starts a new hold when the records are a new state: no instance record
 // and no stored hold (a fresh install, or lost state with the hold lost
-// too), or an instances bucket other than the one the stored hold knows
-// (deleted and recreated, or restored: the state was lost). A new state
+// too), an instances bucket other than the one the stored hold knows
+// (deleted and recreated, or restored: the state was lost), or no record
+// left although the stored hold saw records (emptied key by key). A new state
 // also forgets the release of the old one: the VMs that had records when
 // it was given look like orphans created before it once those records
 // are lost. A restart, or a new leader, on the same state resumes what
@@ -373,20 +374,22 @@ func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) e
 		return nil
 	}
 	a.holdRev, a.holdSaved = st.rev, st.hold
-	a.holdBucket = st.hold.InstancesBucket
+	a.holdBucket, a.holdHadRecords = st.hold.InstancesBucket, st.hold.HadRecords
 	a.hold = startupHold{since: st.hold.Since, until: st.hold.Until}
 	a.confirmedBefore = st.hold.ReleasedAt
-	newState := (!st.found && empty) || (st.found && st.hold.InstancesBucket != st.bucket)
+	newState := (!st.found && empty) ||
+		(st.found && st.hold.InstancesBucket != st.bucket) ||
+		(st.found && empty && st.hold.HadRecords)
 	if !newState {
 		if since, active := a.startupHoldLocked(now); active {
 			a.log.Warn("resuming the stored start-up hold: tagged VMs without a record created before it are held back, not terminated, "+
 				"until an operator releases them or the hold ends", "hold_since", since, "hold_until", a.hold.until,
 				"release", releaseCall)
 		}
-		if !st.found {
-			// Remember which bucket the records are in, so that losing it
-			// is noticed.
-			a.holdBucket = st.bucket
+		if !st.found || (!empty && !a.holdHadRecords) {
+			// Remember which bucket the records are in and that there are
+			// records, so that losing them is noticed.
+			a.holdBucket, a.holdHadRecords = st.bucket, !empty
 			if err := a.saveHoldLocked(ctx); err != nil {
 				return fmt.Errorf("storing the orphan hold: %w", err)
 			}
@@ -394,11 +397,12 @@ func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) e
 		return nil
 	}
 	if st.found {
-		a.log.Error("the instances bucket is not the one the stored orphan hold was taken on: the state was lost (or restored); "+
-			"the earlier release no longer applies", "stored_bucket", st.hold.InstancesBucket, "bucket", st.bucket, "records_empty", empty)
+		a.log.Error("the instance records are not those the stored orphan hold knew (another instances bucket, or none left of "+
+			"those it saw): the state was lost (or restored); the earlier release no longer applies",
+			"stored_bucket", st.hold.InstancesBucket, "bucket", st.bucket, "records_empty", empty, "had_records", st.hold.HadRecords)
 	}
 	a.hold, a.confirmedBefore = startupHold{}, time.Time{}
-	a.holdBucket = st.bucket
+	a.holdBucket, a.holdHadRecords = st.bucket, !empty
 	a.beginStartupHoldLocked(now)
 	if a.inventory != nil {
 		a.inventory.held = map[ports.Target]heldOrphans{}
@@ -416,7 +420,7 @@ const releaseCall = "POST /api/v1/reconciler/release-orphans"
 func (a *App) holdRecordLocked() ports.OrphanHold {
 	s := a.heldOrphansLocked()
 	return ports.OrphanHold{
-		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, ReleasedAt: a.confirmedBefore,
+		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, HadRecords: a.holdHadRecords, ReleasedAt: a.confirmedBefore,
 		Held: s.Held, Waiting: s.Waiting,
 	}
 }
@@ -452,6 +456,7 @@ func (a *App) persistHoldLocked(ctx context.Context) {
 	if a.holds == nil {
 		return
 	}
+	a.holdHadRecords = a.holdHadRecords || len(a.insts) > 0
 	rec, saved := a.holdRecordLocked(), a.holdSaved
 	saved.UpdatedAt = time.Time{}
 	if holdEqual(rec, saved) {
@@ -470,7 +475,7 @@ func (a *App) persistHoldLocked(ctx context.Context) {
 }
 
 func holdEqual(x, y ports.OrphanHold) bool {
-	return x.Since.Equal(y.Since) && x.Until.Equal(y.Until) && x.InstancesBucket == y.InstancesBucket &&
+	return x.Since.Equal(y.Since) && x.Until.Equal(y.Until) && x.InstancesBucket == y.InstancesBucket && x.HadRecords == y.HadRecords &&
 		x.ReleasedAt.Equal(y.ReleasedAt) && maps.Equal(x.Held, y.Held) && slices.Equal(x.Waiting, y.Waiting)
 }
 

@@ -327,35 +327,40 @@ func TestOrphanHoldIsStored(t *testing.T) {
 			t.Errorf("terminated %v after the release and a restart, want the 10 released", got)
 		}
 	})
-	t.Run("a later loss of the state holds again", func(t *testing.T) {
-		h, vms := lose(t)
-		// The group is rebuilt during the hold (its target is kept)...
-		h.settle()
-		var rebuilt []app.InventoryItem
-		for _, in := range h.instances("g") {
-			if in.Live() && in.CloudID != "" {
-				rebuilt = append(rebuilt, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: in.CreatedAt})
+	for name, loseAgain := range map[string]func(h *harness){
+		"a later loss of the bucket holds again":      func(h *harness) { h.store.LoseInstances() },
+		"records emptied key by key later hold again": func(h *harness) { h.store.ClearInstances() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, vms := lose(t)
+			// The group is rebuilt during the hold (its target is kept)...
+			h.settle()
+			var rebuilt []app.InventoryItem
+			for _, in := range h.instances("g") {
+				if in.Live() && in.CloudID != "" {
+					rebuilt = append(rebuilt, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: in.CreatedAt})
+				}
 			}
-		}
-		if len(rebuilt) != 10 {
-			t.Fatalf("rebuilt %d", len(rebuilt))
-		}
-		// ...and the operator releases the old VMs once it is.
-		h.clock.Advance(time.Hour)
-		h.ok(h.app.ReleaseOrphans(h.ctx))
-		if got := h.reconcile(vms...); len(got) != 10 {
-			t.Fatalf("terminated %v after the release", got)
-		}
-		// The state is lost again: the rebuilt VMs, created before the
-		// release, now have no record either.
-		h.clock.Advance(time.Hour)
-		h.store.LoseInstances()
-		h.restart(nil)
-		if s := h.held(); !s.HoldSince.Equal(h.clock.Now()) {
-			t.Fatalf("no new hold after the second loss: %+v", s)
-		}
-		if got := h.reconcile(rebuilt...); len(got) != 0 {
-			t.Errorf("the old release terminated %v after the state was lost again", got)
-		}
-	})
+			if len(rebuilt) != 10 {
+				t.Fatalf("rebuilt %d", len(rebuilt))
+			}
+			// ...and the operator releases the old VMs once it is.
+			h.clock.Advance(time.Hour)
+			h.ok(h.app.ReleaseOrphans(h.ctx))
+			if got := h.reconcile(vms...); len(got) != 10 {
+				t.Fatalf("terminated %v after the release", got)
+			}
+			// The state is lost again: the rebuilt VMs, created before the
+			// release, now have no record either.
+			h.clock.Advance(time.Hour)
+			loseAgain(h)
+			h.restart(nil)
+			if s := h.held(); !s.HoldSince.Equal(h.clock.Now()) {
+				t.Fatalf("no new hold after the second loss: %+v", s)
+			}
+			if got := h.reconcile(rebuilt...); len(got) != 0 {
+				t.Errorf("the old release terminated %v after the state was lost again", got)
+			}
+		})
+	}
 }

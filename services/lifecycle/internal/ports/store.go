@@ -82,6 +82,8 @@ type OrphanHold struct {
 	// InstancesBucket identifies the instances store the hold was taken
 	// on (HoldStore.InstancesBucketID).
 	InstancesBucket string
+	// HadRecords: instance records were seen since the hold was taken.
+	HadRecords bool
 	// ReleasedAt is the operator's release (zero: none).
 	ReleasedAt time.Time
 	// Held and Waiting are what the latest comparisons held back (see

@@ -268,6 +268,17 @@ func (s *Store) LoseInstances() {
 	s.instancesEpoch++
 }
 
+// ClearInstances deletes every instance record key by key: the bucket
+// stays (InstancesBucketID does not change).
+func (s *Store) ClearInstances() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.instances.data {
+		delete(s.instances.data, k)
+	}
+	s.instances.seq++
+}
+
 func cloneHold(h ports.OrphanHold) ports.OrphanHold {
 	if h.Held != nil {
 		held := make(map[string]int, len(h.Held))
