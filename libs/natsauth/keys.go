@@ -1,0 +1,66 @@
+package natsauth
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/nodesmith/nodesmith/libs/natsconn"
+)
+
+// Keys hold an NKey pair per identity: generated fresh at every start by
+// the embedded stack and tests, which give each service its own seed.
+// Deployed services get their seed from a Secret instead (NKeyFile).
+type Keys struct {
+	seeds  map[Identity][]byte
+	public map[Identity]string
+}
+
+// GenerateKeys makes a fresh NKey user pair for every identity.
+func GenerateKeys() (*Keys, error) {
+	k := &Keys{seeds: map[Identity][]byte{}, public: map[Identity]string{}}
+	for _, id := range All() {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, fmt.Errorf("natsauth: creating the %s nkey: %w", id, err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, err
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, err
+		}
+		k.seeds[id], k.public[id] = seed, pub
+	}
+	return k, nil
+}
+
+// Seed is id's private seed (the service's secret).
+func (k *Keys) Seed(id Identity) []byte { return k.seeds[id] }
+
+// PublicKey is id's public NKey (what the server holds).
+func (k *Keys) PublicKey(id Identity) string { return k.public[id] }
+
+// PublicKeys maps every identity to its public NKey.
+func (k *Keys) PublicKeys() map[Identity]string {
+	m := make(map[Identity]string, len(k.public))
+	for id, pk := range k.public {
+		m[id] = pk
+	}
+	return m
+}
+
+// ConnOptions sets o up to connect as id: its seed, its inbox prefix and,
+// unless o names the connection, its name.
+func (k *Keys) ConnOptions(id Identity, o natsconn.Options) natsconn.Options {
+	o.NKeySeed, o.NKeyFile = k.Seed(id), ""
+	o.InboxPrefix = id.InboxPrefix()
+	if o.Name == "" {
+		o.Name = string(id)
+	}
+	return o
+}
+
+func validUserKey(pk string) bool { return nkeys.IsValidPublicUserKey(pk) }
