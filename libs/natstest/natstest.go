@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
@@ -27,6 +29,8 @@ type Env struct {
 	Keys *natsauth.Keys
 	// StoreDir is where JetStream keeps its files (for restart tests).
 	StoreDir string
+	// admin is the seed of the test-only unrestricted user (ConnectAdmin).
+	admin []byte
 }
 
 // Start runs a server with its store in t.TempDir(), connects as lifecycle,
@@ -55,12 +59,20 @@ func StartWith(t testing.TB, storeDir string, keys *natsauth.Keys, topology bool
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The test-only observer: no service identity, no restriction.
+	admin, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminSeed, _ := admin.Seed()
+	adminPub, _ := admin.PublicKey()
+	users = append(users, &server.NkeyUser{Nkey: adminPub})
 	srv, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir, Users: users})
 	if err != nil {
 		t.Fatalf("starting embedded nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	e := &Env{Server: srv, Keys: keys, StoreDir: storeDir}
+	e := &Env{Server: srv, Keys: keys, StoreDir: storeDir, admin: adminSeed}
 	e.Conn, e.JS = e.ConnectAs(t, natsauth.Bootstrap)
 	if topology {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -86,6 +98,28 @@ func (e *Env) ConnectAs(t testing.TB, id natsauth.Identity, extra ...nats.Option
 	nc, err := nats.Connect(e.Server.ClientURL(), append(e.NATSOptions(t, id), extra...)...)
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", id, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// ConnectAdmin opens a connection as a test-only user without
+// restrictions, which the production configuration does not have: for test
+// scaffolding that plays no service (observing every event, making a
+// private stream). Code under test connects as its identity instead.
+func (e *Env) ConnectAdmin(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	auth, err := natsconn.NKeySeedOption(e.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.Server.ClientURL(), auth, nats.Name("test-admin"))
+	if err != nil {
+		t.Fatalf("connecting as the test admin: %v", err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
