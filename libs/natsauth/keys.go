@@ -2,7 +2,11 @@ package natsauth
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/nodesmith/nodesmith/libs/natsconn"
@@ -64,3 +68,25 @@ func (k *Keys) ConnOptions(id Identity, o natsconn.Options) natsconn.Options {
 }
 
 func validUserKey(pk string) bool { return nkeys.IsValidPublicUserKey(pk) }
+
+// ServerUsers are the embedded server's users for these keys.
+func (k *Keys) ServerUsers() ([]*server.NkeyUser, error) { return ServerUsers(k.PublicKeys()) }
+
+// NATSOptions are the nats.go options that authenticate as id (its seed
+// and inbox prefix), for tools and harnesses that dial themselves.
+func (k *Keys) NATSOptions(id Identity) []nats.Option {
+	opt, err := natsconn.NKeySeedOption(k.Seed(id))
+	if err != nil { // cannot happen: the seed was generated here
+		panic(err)
+	}
+	return []nats.Option{opt, nats.CustomInboxPrefix(id.InboxPrefix())}
+}
+
+// WriteSeed writes id's seed to path (mode 0600) for a service process's
+// --nats-nkey-file.
+func (k *Keys) WriteSeed(path string, id Identity) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(append([]byte(nil), k.Seed(id)...), '\n'), 0o600)
+}
