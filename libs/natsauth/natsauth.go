@@ -139,8 +139,27 @@ func pullConsumer(stream, consumer string) []string {
 	}
 }
 
-// Permissions returns id's allow lists; it panics on an unknown identity.
+// Permissions returns id's allow lists (each subject once, in a stable
+// order); it panics on an unknown identity.
 func (id Identity) Permissions() Permissions {
+	p := id.permissions()
+	p.Publish, p.Subscribe = unique(p.Publish), unique(p.Subscribe)
+	return p
+}
+
+func unique(subjects []string) []string {
+	seen := map[string]bool{}
+	out := subjects[:0:0]
+	for _, s := range subjects {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (id Identity) permissions() Permissions {
 	inbox := []string{id.InboxPrefix() + ".>"}
 	switch id {
 	case Lifecycle:
