@@ -92,8 +92,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretKey"), []byte(emulatorSecret), 0o600); err != nil {
 		return err
 	}
-	// The key the gateway seals credentials written through the admin API
-	// with, and the cloud adapter opens them with.
+	// The sealing key ring: the gateway seals credentials, hook env values
+	// and secret parameters written through the admin API with it,
+	// lifecycle seals the configuration file's; the cloud adapter opens
+	// credentials and secret parameters, the hook runner hook env values.
 	secretsKeyFile := cfg.path("keys", "secrets.key")
 	if _, err := sealed.GenerateKeyFile(secretsKeyFile); err != nil {
 		return err
@@ -127,6 +129,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	natsUsers, err := natsauth.ServerUsers(natsKeys.PublicKeys())
 	if err != nil {
 		return err
+	}
+	if natsUsersHook != nil {
+		natsUsers = natsUsersHook(natsUsers)
 	}
 	ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort, StoreDir: cfg.path("nats"), Users: natsUsers})
 	if err != nil {
@@ -193,6 +198,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	} else {
 		lc.ConfigData = nodeGroups
 	}
+	lc.SecretsKeyFile = secretsKeyFile
 	lcDeps := lifecycle.Deps{Cluster: SimCluster{C: cluster}}
 	if kube != nil {
 		kube.lifecycleConfig(&lc)
@@ -214,12 +220,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	hr.SSH.KeyFile = cfg.path("keys", "hook-runner_ed25519")
 	hr.SSH.KnownHostsFiles = []string{knownHosts}
 	hr.SSH.Port = cfg.SSHPort
+	hr.SecretsKeyFile = secretsKeyFile
 
 	gw := gateway.DefaultConfig()
 	gw.NATS = natsKeys.ConnOptions(natsauth.APIGateway, natsconn.Options{URL: natsURL})
 	gw.HealthAddr = ""
 	gw.GRPCAddr, gw.RESTAddr = cfg.GRPCAddr, cfg.RESTAddr
 	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates
+	gw.RESTInsecure = true // likewise: plaintext REST on loopback
 	gw.AdminTokens = []string{adminToken}
 	gw.SecretsKeyFile = secretsKeyFile
 

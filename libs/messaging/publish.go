@@ -2,7 +2,9 @@ package messaging
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,4 +41,20 @@ func (p *Publisher) Publish(ctx context.Context, subject, msgID string, msg prot
 		return nil, fmt.Errorf("publishing %s (id %q): %w", subject, msgID, err)
 	}
 	return ack, nil
+}
+
+// jsErrCodeStreamStoreFailed is JetStream's error code for a message the
+// stream refused to store (nats-server's JSStreamStoreFailedF).
+const jsErrCodeStreamStoreFailed jetstream.ErrorCode = 10077
+
+// IsStreamFull reports whether err is a publish refused because the stream
+// reached its MaxMsgs or MaxBytes with DiscardNew: nothing was stored, and
+// publishing again once workers have drained the stream succeeds.
+func IsStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jsErrCodeStreamStoreFailed {
+		return false
+	}
+	return strings.Contains(apiErr.Description, "maximum messages exceeded") ||
+		strings.Contains(apiErr.Description, "maximum bytes exceeded")
 }

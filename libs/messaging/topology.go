@@ -99,6 +99,19 @@ type Options struct {
 	// all replicas of a worker kind.
 	CloudMaxAckPending int
 	HookMaxAckPending  int
+	// CommandMaxMsgs and CommandMaxBytes bound the command stream. It
+	// discards new messages at the limit: a runaway publisher gets an
+	// error (lifecycle's outbox retries later) instead of filling the disk,
+	// and the commands already queued are kept.
+	CommandMaxMsgs  int64
+	CommandMaxBytes int64
+	// KVMarkerTTL is how long the instances bucket keeps the purge marker
+	// of a removed record (the bucket's LimitMarkerTTL, nats-server 2.11+):
+	// long enough for every watcher to see the removal, short enough that
+	// the bucket does not grow with all-time churn. Zero keeps markers
+	// forever (for servers older than 2.11); JetStream refuses to turn
+	// marker TTLs off on a bucket that has them, so Ensure then fails.
+	KVMarkerTTL time.Duration
 }
 
 // DefaultAckWait is the default ack wait of the command consumers: the
@@ -119,8 +132,19 @@ func DefaultOptions() Options {
 		MaxDeliver:         20,
 		CloudMaxAckPending: 1000,
 		HookMaxAckPending:  1000,
+		CommandMaxMsgs:     DefaultCommandMaxMsgs,
+		CommandMaxBytes:    DefaultCommandMaxBytes,
+		KVMarkerTTL:        DefaultKVMarkerTTL,
 	}
 }
+
+// Defaults of the command stream's limits and the instances bucket's
+// marker TTL.
+const (
+	DefaultCommandMaxMsgs  = 1_000_000
+	DefaultCommandMaxBytes = 512 << 20
+	DefaultKVMarkerTTL     = 30 * time.Minute
+)
 
 // Validate reports the first invalid option.
 func (o Options) Validate() error {
@@ -135,6 +159,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("max deliver must be at least 2, got %d", o.MaxDeliver)
 	case o.CloudMaxAckPending < 1 || o.HookMaxAckPending < 1:
 		return errors.New("max ack pending must be positive")
+	case o.CommandMaxMsgs < 1 || o.CommandMaxBytes < 1<<10:
+		return fmt.Errorf("command stream limits must be at least 1 message and 1 KiB, got %d messages, %d bytes", o.CommandMaxMsgs, o.CommandMaxBytes)
+	case o.KVMarkerTTL != 0 && o.KVMarkerTTL < time.Second:
+		// JetStream's per-message TTLs have a resolution of one second.
+		return fmt.Errorf("kv marker ttl must be 0 (keep markers) or at least 1s, got %s", o.KVMarkerTTL)
 	}
 	return nil
 }
@@ -150,7 +179,9 @@ func StreamConfigs(o Options) []jetstream.StreamConfig {
 			Storage:     o.Storage,
 			Replicas:    o.Replicas,
 			Duplicates:  o.DuplicateWindow,
-			Discard:     jetstream.DiscardOld,
+			MaxMsgs:     o.CommandMaxMsgs,
+			MaxBytes:    o.CommandMaxBytes,
+			Discard:     jetstream.DiscardNew,
 		},
 		{
 			Name:        EventStream,
@@ -217,7 +248,8 @@ func ConsumerConfigs(o Options) map[string][]jetstream.ConsumerConfig {
 func KeyValueConfigs(o Options) []jetstream.KeyValueConfig {
 	return []jetstream.KeyValueConfig{
 		{Bucket: BucketGroups, Description: "nodesmith node groups", History: 1, Storage: o.Storage, Replicas: o.Replicas},
-		{Bucket: BucketInstances, Description: "nodesmith instances", History: 1, Storage: o.Storage, Replicas: o.Replicas},
+		{Bucket: BucketInstances, Description: "nodesmith instances", History: 1, Storage: o.Storage, Replicas: o.Replicas,
+			LimitMarkerTTL: o.KVMarkerTTL},
 		{Bucket: BucketCatalog, Description: "nodesmith instance templates, cloud accounts and hooks", History: 1, Storage: o.Storage, Replicas: o.Replicas},
 	}
 }

@@ -127,6 +127,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 		lc.NATS = w.NATSOptions(natsauth.Lifecycle, "lifecycle")
 		lc.HealthAddr = ""
 		lc.ConfigData = cfg.Groups
+		lc.SecretsKeyFile = w.SecretsKeyFile
 		if cfg.TuneLifecycle != nil {
 			cfg.TuneLifecycle(&lc)
 		}
@@ -212,6 +213,7 @@ func HookRunnerConfig(w *World) hookrunner.Config {
 	hr.SSH.KeyFile = w.ClientKeyFile
 	hr.SSH.KnownHostsFiles = []string{w.KnownHosts}
 	hr.SSH.Port = w.SSHPort
+	hr.SecretsKeyFile = w.SecretsKeyFile
 	return hr
 }
 

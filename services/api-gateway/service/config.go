@@ -41,6 +41,28 @@ type Config struct {
 	// GRPCMaxRecvMsgBytes bounds request messages (DeleteNodes with many
 	// nodes is the largest CA sends).
 	GRPCMaxRecvMsgBytes int
+	// GRPCAllowedClients are the client identities admitted over mTLS: a
+	// client certificate's URI SAN (SPIFFE id), DNS SAN or common name must
+	// equal one of them, or the call gets PermissionDenied. Only with mTLS;
+	// empty admits every certificate the client CA verifies.
+	GRPCAllowedClients []string
+	// GRPCMaxConcurrentStreams bounds the concurrent calls of one client
+	// connection.
+	GRPCMaxConcurrentStreams uint
+
+	// RESTCertFile and RESTKeyFile serve the REST port over TLS (re-read
+	// when they change); RESTClientCAFile additionally requires client
+	// certificates chaining to it (mTLS; bearer tokens are still needed).
+	RESTCertFile, RESTKeyFile, RESTClientCAFile string
+	// RESTInsecure serves REST in plaintext. It must be chosen explicitly:
+	// with a REST address but neither it nor a certificate the gateway
+	// refuses to start.
+	RESTInsecure bool
+	// RESTRateLimit is the steady rate of requests each bearer token may
+	// make on this replica (per second; 0 disables the limit) and
+	// RESTRateBurst how many it may make at once.
+	RESTRateLimit float64
+	RESTRateBurst int
 
 	// AdminTokenFile and ReadOnlyTokenFile hold REST bearer tokens, one per
 	// line; re-read when they change.
@@ -76,20 +98,30 @@ type Config struct {
 	Topology messaging.Options
 }
 
+// DefaultAllowedClient is Cluster Autoscaler's identity as
+// deploy/kustomize/components/mtls issues it: the SPIFFE id of its service
+// account (nodesmith/cluster-autoscaler), a URI SAN of its client
+// certificate.
+const DefaultAllowedClient = "spiffe://cluster.local/ns/nodesmith/sa/cluster-autoscaler"
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:                ":8086",
-		RESTAddr:                ":8080",
-		HealthAddr:              ":8087",
-		GRPCMaxRecvMsgBytes:     16 << 20,
-		RESTMaxBodyBytes:        rest.DefaultMaxBodyBytes,
-		LifecycleTimeout:        4 * time.Second,
-		LifecycleAttemptTimeout: 1500 * time.Millisecond,
-		GPULabel:                "nodesmith.io/gpu-type",
-		ShutdownGrace:           10 * time.Second,
-		NATS:                    natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "api-gateway"},
-		Topology:                messaging.DefaultOptions(),
+		GRPCAddr:                 ":8086",
+		RESTAddr:                 ":8080",
+		HealthAddr:               ":8087",
+		GRPCMaxRecvMsgBytes:      16 << 20,
+		GRPCAllowedClients:       []string{DefaultAllowedClient},
+		GRPCMaxConcurrentStreams: 256,
+		RESTRateLimit:            10,
+		RESTRateBurst:            40,
+		RESTMaxBodyBytes:         rest.DefaultMaxBodyBytes,
+		LifecycleTimeout:         4 * time.Second,
+		LifecycleAttemptTimeout:  1500 * time.Millisecond,
+		GPULabel:                 "nodesmith.io/gpu-type",
+		ShutdownGrace:            10 * time.Second,
+		NATS:                     natsconn.Options{URL: "nats://127.0.0.1:4222", Name: "api-gateway"},
+		Topology:                 messaging.DefaultOptions(),
 	}
 }
 
@@ -104,6 +136,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GRPCClientCAFile, "grpc-client-ca-file", c.GRPCClientCAFile, "PEM CA bundle that client certificates must chain to (mTLS)")
 	fs.BoolVar(&c.GRPCInsecure, "grpc-insecure", c.GRPCInsecure, "serve gRPC without TLS (development only)")
 	fs.IntVar(&c.GRPCMaxRecvMsgBytes, "grpc-max-recv-msg-bytes", c.GRPCMaxRecvMsgBytes, "largest gRPC request accepted, in bytes")
+	fs.Var((*commaList)(&c.GRPCAllowedClients), "grpc-allowed-clients", "comma-separated client identities admitted over mTLS, each matched exactly against a client certificate's URI SANs (SPIFFE ids), DNS SANs and common name; others get PermissionDenied. Empty admits every certificate the client CA verifies")
+	fs.UintVar(&c.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", c.GRPCMaxConcurrentStreams, "most concurrent gRPC calls on one client connection")
+	fs.StringVar(&c.RESTCertFile, "rest-tls-cert-file", c.RESTCertFile, "PEM server certificate for REST over TLS (re-read when it changes)")
+	fs.StringVar(&c.RESTKeyFile, "rest-tls-key-file", c.RESTKeyFile, "PEM private key of --rest-tls-cert-file")
+	fs.StringVar(&c.RESTClientCAFile, "rest-tls-client-ca-file", c.RESTClientCAFile, "optional PEM CA bundle: REST clients must then present a certificate chaining to it (mTLS), on top of their bearer token")
+	fs.BoolVar(&c.RESTInsecure, "rest-insecure", c.RESTInsecure, "serve REST without TLS (development only; bearer tokens travel in plaintext)")
+	fs.Float64Var(&c.RESTRateLimit, "rest-rate-limit", c.RESTRateLimit, "requests per second each REST bearer token may make on this replica (token bucket; 0 disables)")
+	fs.IntVar(&c.RESTRateBurst, "rest-rate-burst", c.RESTRateBurst, "requests a REST bearer token may make at once before --rest-rate-limit applies")
 	fs.StringVar(&c.AdminTokenFile, "rest-admin-token-file", c.AdminTokenFile, "file of REST admin bearer tokens, one per line (also "+EnvAdminTokens+")")
 	fs.StringVar(&c.ReadOnlyTokenFile, "rest-readonly-token-file", c.ReadOnlyTokenFile, "file of REST read-only bearer tokens, one per line (also "+EnvReadOnlyTokens+")")
 	fs.Int64Var(&c.RESTMaxBodyBytes, "rest-max-body-bytes", c.RESTMaxBodyBytes, "largest REST request body accepted, in bytes")
@@ -141,6 +181,31 @@ func (c Config) TLSEnabled() bool {
 	return c.GRPCCertFile != "" || c.GRPCKeyFile != "" || c.GRPCClientCAFile != ""
 }
 
+// RESTTLSEnabled reports whether REST is served over TLS.
+func (c Config) RESTTLSEnabled() bool {
+	return c.RESTCertFile != "" || c.RESTKeyFile != "" || c.RESTClientCAFile != ""
+}
+
+// commaList is a flag of comma-separated values.
+type commaList []string
+
+func (l *commaList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *commaList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
 // Validate reports every invalid setting at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -154,6 +219,25 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("gRPC TLS needs all of --grpc-cert-file, --grpc-key-file and --grpc-client-ca-file (client certificates are always verified)"))
 	case !c.TLSEnabled() && !c.GRPCInsecure:
 		errs = append(errs, errors.New("refusing to serve gRPC without TLS: set --grpc-cert-file, --grpc-key-file and --grpc-client-ca-file, or --grpc-insecure explicitly"))
+	}
+	if c.RESTAddr != "" {
+		switch {
+		case c.RESTTLSEnabled() && c.RESTInsecure:
+			errs = append(errs, errors.New("--rest-insecure conflicts with --rest-tls-cert-file/--rest-tls-key-file/--rest-tls-client-ca-file"))
+		case c.RESTTLSEnabled() && (c.RESTCertFile == "" || c.RESTKeyFile == ""):
+			errs = append(errs, errors.New("REST TLS needs both --rest-tls-cert-file and --rest-tls-key-file"))
+		case !c.RESTTLSEnabled() && !c.RESTInsecure:
+			errs = append(errs, errors.New("refusing to serve REST without TLS: set --rest-tls-cert-file and --rest-tls-key-file, or --rest-insecure explicitly (or disable REST with --rest-addr=)"))
+		}
+	}
+	if c.GRPCMaxConcurrentStreams < 1 {
+		errs = append(errs, errors.New("--grpc-max-concurrent-streams must be at least 1"))
+	}
+	if c.RESTRateLimit < 0 {
+		errs = append(errs, fmt.Errorf("--rest-rate-limit must not be negative, got %v", c.RESTRateLimit))
+	}
+	if c.RESTRateLimit > 0 && c.RESTRateBurst < 1 {
+		errs = append(errs, fmt.Errorf("--rest-rate-burst must be at least 1, got %d", c.RESTRateBurst))
 	}
 	if c.GRPCMaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--grpc-max-recv-msg-bytes must be at least 1MiB, got %d", c.GRPCMaxRecvMsgBytes))

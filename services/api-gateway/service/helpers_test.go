@@ -60,7 +60,7 @@ func startGatewayWith(t *testing.T, mutate func(*service.Config), mutateDeps fun
 
 	cfg := service.DefaultConfig()
 	cfg.GRPCAddr, cfg.RESTAddr, cfg.HealthAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.GRPCInsecure = true
+	cfg.GRPCInsecure, cfg.RESTInsecure = true, true
 	cfg.AdminTokens, cfg.ReadOnlyTokens = []string{adminToken}, []string{readOnlyToken}
 	cfg.GPULabel = gpuLabel
 	cfg.ShutdownGrace = 5 * time.Second

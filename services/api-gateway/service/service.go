@@ -7,9 +7,11 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -118,6 +120,35 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	} else {
 		log.Warn("serving gRPC without TLS (--grpc-insecure): any client that can reach the port can scale node groups")
 	}
+	var restTLS *tls.Config
+	if cfg.RESTAddr != "" && cfg.RESTTLSEnabled() {
+		reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_rest_tls_reloads_total",
+			Help: "Reloads of the REST TLS files after they changed, by result.",
+		}, []string{"result"})
+		if err := reg.Register(reloads); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+		rl, err := tlsfiles.New(tlsfiles.Files{
+			CertFile: cfg.RESTCertFile, KeyFile: cfg.RESTKeyFile, ClientCAFile: cfg.RESTClientCAFile,
+			OptionalClientCA: true, NextProtos: []string{"h2", "http/1.1"},
+		}, log, func(err error) {
+			if err != nil {
+				reloads.WithLabelValues("error").Inc()
+			} else {
+				reloads.WithLabelValues("ok").Inc()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("REST TLS: %w", err)
+		}
+		restTLS = rl.ServerConfig()
+	} else if cfg.RESTAddr != "" {
+		log.Warn("serving REST without TLS (--rest-insecure): bearer tokens and answers cross the network in plaintext")
+	}
+	if cfg.TLSEnabled() && len(cfg.GRPCAllowedClients) == 0 {
+		log.Warn("--grpc-allowed-clients is empty: every client certificate the client CA verifies may call the gRPC API")
+	}
 	auth, err := rest.NewAuthenticator(rest.TokenConfig{
 		AdminTokens: cfg.AdminTokens, ReadOnlyTokens: cfg.ReadOnlyTokens,
 		AdminTokenFile: cfg.AdminTokenFile, ReadOnlyTokenFile: cfg.ReadOnlyTokenFile,
@@ -195,7 +226,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			return err
 		}
 		addrs.REST = restL.Addr().String()
-		api := rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey})
+		if restTLS != nil {
+			restL = tls.NewListener(restL, restTLS)
+		}
+		api := rest.NewHandler(svc, auth, rest.Options{
+			MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey,
+			RateLimit: cfg.RESTRateLimit, RateBurst: cfg.RESTRateBurst,
+		})
 		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
 			otelhttp.WithTracerProvider(tp),
 			otelhttp.WithPropagators(tracing.Propagator),
@@ -229,7 +266,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		setServing(grpcHealth, true)
 		st := rm.Stats()
 		log.Info("api-gateway ready", "grpc_addr", addrs.GRPC, "rest_addr", addrs.REST, "health_addr", addrs.Health,
-			"tls", cfg.TLSEnabled(), "groups", st.Groups, "instances", st.Instances)
+			"tls", cfg.TLSEnabled(), "rest_tls", restTLS != nil, "groups", st.Groups, "instances", st.Instances)
 		if deps.OnReady != nil {
 			deps.OnReady(addrs)
 		}
@@ -244,15 +281,29 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 }
 
 func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.Service, reg prometheus.Registerer, tp trace.TracerProvider, log *slog.Logger) (*grpc.Server, *grpchealth.Server) {
-	opts := []grpc.ServerOption{
+	m := grpcapi.NewMetrics(reg)
+	unary := []grpc.UnaryServerInterceptor{
 		// A server span per RPC, continuing the caller's trace when it
 		// sends one; app and lifecycle requests run inside it. Outermost,
 		// so the metrics interceptor's logs carry the trace.
-		grpc.ChainUnaryInterceptor(
-			grpcapi.TracingInterceptor(tp, tracing.Propagator),
-			grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), log),
-		),
+		grpcapi.TracingInterceptor(tp, tracing.Propagator),
+		grpcapi.UnaryInterceptor(m, log),
+	}
+	// Panics in stream handlers (reflection, health watches) become
+	// codes.Internal too.
+	stream := []grpc.StreamServerInterceptor{grpcapi.StreamInterceptor(m, log)}
+	if creds != nil && len(cfg.GRPCAllowedClients) > 0 {
+		// Inside the metrics interceptor: refusals are counted as
+		// PermissionDenied.
+		allow := grpcapi.NewClientAllowList(cfg.GRPCAllowedClients, log)
+		unary = append(unary, allow.Unary())
+		stream = append(stream, allow.Stream())
+	}
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.GRPCMaxRecvMsgBytes),
+		grpc.MaxConcurrentStreams(uint32(min(cfg.GRPCMaxConcurrentStreams, math.MaxUint32))),
 		// CA's client sends no keepalive pings by default; allow modest
 		// ones from other clients (grpcurl, probes) and drop abusers.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

@@ -33,7 +33,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	base := service.DefaultConfig()
-	base.GRPCInsecure = true
+	base.GRPCInsecure, base.RESTInsecure = true, true
 	tests := []struct {
 		name    string
 		mutate  func(*service.Config)
@@ -55,6 +55,25 @@ func TestConfigValidate(t *testing.T) {
 		{"no gpu label", func(c *service.Config) { c.GPULabel = "" }, "--gpu-label"},
 		{"tiny messages", func(c *service.Config) { c.GRPCMaxRecvMsgBytes = 10 }, "--grpc-max-recv-msg-bytes"},
 		{"bad topology", func(c *service.Config) { c.Topology.Replicas = 0 }, "topology"},
+		{"REST over TLS", func(c *service.Config) {
+			c.RESTInsecure = false
+			c.RESTCertFile, c.RESTKeyFile = "c", "k"
+		}, ""},
+		{"REST over mTLS", func(c *service.Config) {
+			c.RESTInsecure = false
+			c.RESTCertFile, c.RESTKeyFile, c.RESTClientCAFile = "c", "k", "ca"
+		}, ""},
+		{"REST neither TLS nor insecure", func(c *service.Config) { c.RESTInsecure = false }, "refusing to serve REST without TLS"},
+		{"REST disabled needs no TLS decision", func(c *service.Config) { c.RESTInsecure, c.RESTAddr = false, "" }, ""},
+		{"REST TLS without key", func(c *service.Config) {
+			c.RESTInsecure = false
+			c.RESTCertFile = "c"
+		}, "both --rest-tls-cert-file and --rest-tls-key-file"},
+		{"REST TLS and insecure", func(c *service.Config) { c.RESTCertFile, c.RESTKeyFile = "c", "k" }, "--rest-insecure conflicts"},
+		{"no concurrent streams", func(c *service.Config) { c.GRPCMaxConcurrentStreams = 0 }, "--grpc-max-concurrent-streams"},
+		{"negative rate", func(c *service.Config) { c.RESTRateLimit = -1 }, "--rest-rate-limit"},
+		{"rate without burst", func(c *service.Config) { c.RESTRateBurst = 0 }, "--rest-rate-burst"},
+		{"rate limit off", func(c *service.Config) { c.RESTRateLimit, c.RESTRateBurst = 0, 0 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,8 +92,13 @@ func TestConfigValidate(t *testing.T) {
 
 func TestRunRefusesPlaintextByDefault(t *testing.T) {
 	err := service.Run(context.Background(), service.DefaultConfig(), service.Deps{})
-	if err == nil || !strings.Contains(err.Error(), "refusing to serve gRPC without TLS") {
+	if err == nil || !strings.Contains(err.Error(), "refusing to serve gRPC without TLS") || !strings.Contains(err.Error(), "refusing to serve REST without TLS") {
 		t.Fatalf("Run = %v", err)
+	}
+	cfg := service.DefaultConfig()
+	cfg.GRPCInsecure = true
+	if err := service.Run(context.Background(), cfg, service.Deps{}); err == nil || !strings.Contains(err.Error(), "refusing to serve REST without TLS") {
+		t.Fatalf("Run with only --grpc-insecure = %v", err)
 	}
 }
 
@@ -83,12 +107,19 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	env := map[string]string{
-		"NODESMITH_GRPC_INSECURE":       "true",
-		"NODESMITH_GPU_LABEL":           "example.com/gpu",
-		"NODESMITH_LIFECYCLE_TIMEOUT":   "3s",
-		service.EnvAdminTokens:          "tok-aaaaaaaaaaaaaaaa, tok-bbbbbbbbbbbbbbbb\n",
-		service.EnvReadOnlyTokens:       "tok-cccccccccccccccc",
-		"NODESMITH_REST_ADMIN_TOKENS_X": "ignored",
+		"NODESMITH_GRPC_INSECURE":               "true",
+		"NODESMITH_REST_TLS_CERT_FILE":          "/tls/tls.crt",
+		"NODESMITH_REST_TLS_KEY_FILE":           "/tls/tls.key",
+		"NODESMITH_REST_TLS_CLIENT_CA_FILE":     "/tls/ca.crt",
+		"NODESMITH_GRPC_ALLOWED_CLIENTS":        "spiffe://example.org/a, b.example.org,",
+		"NODESMITH_GRPC_MAX_CONCURRENT_STREAMS": "32",
+		"NODESMITH_REST_RATE_LIMIT":             "2.5",
+		"NODESMITH_REST_RATE_BURST":             "5",
+		"NODESMITH_GPU_LABEL":                   "example.com/gpu",
+		"NODESMITH_LIFECYCLE_TIMEOUT":           "3s",
+		service.EnvAdminTokens:                  "tok-aaaaaaaaaaaaaaaa, tok-bbbbbbbbbbbbbbbb\n",
+		service.EnvReadOnlyTokens:               "tok-cccccccccccccccc",
+		"NODESMITH_REST_ADMIN_TOKENS_X":         "ignored",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := config.Parse(fs, []string{"--grpc-addr=127.0.0.1:9999"}, lookup); err != nil {
@@ -97,6 +128,12 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	cfg.LoadEnv(lookup)
 	if !cfg.GRPCInsecure || cfg.GPULabel != "example.com/gpu" || cfg.LifecycleTimeout != 3*time.Second || cfg.GRPCAddr != "127.0.0.1:9999" {
 		t.Errorf("flags/env not applied: %+v", cfg)
+	}
+	if cfg.RESTCertFile != "/tls/tls.crt" || cfg.RESTKeyFile != "/tls/tls.key" || cfg.RESTClientCAFile != "/tls/ca.crt" || cfg.RESTInsecure {
+		t.Errorf("REST TLS from env: %+v", cfg)
+	}
+	if !slices.Equal(cfg.GRPCAllowedClients, []string{"spiffe://example.org/a", "b.example.org"}) || cfg.GRPCMaxConcurrentStreams != 32 || cfg.RESTRateLimit != 2.5 || cfg.RESTRateBurst != 5 {
+		t.Errorf("allowed clients / streams / rate from env: %q %d %v %d", cfg.GRPCAllowedClients, cfg.GRPCMaxConcurrentStreams, cfg.RESTRateLimit, cfg.RESTRateBurst)
 	}
 	if !slices.Equal(cfg.AdminTokens, []string{"tok-aaaaaaaaaaaaaaaa", "tok-bbbbbbbbbbbbbbbb"}) || !slices.Equal(cfg.ReadOnlyTokens, []string{"tok-cccccccccccccccc"}) {
 		t.Errorf("tokens: %q %q", cfg.AdminTokens, cfg.ReadOnlyTokens)
@@ -206,7 +243,9 @@ func TestMutualTLS(t *testing.T) {
 		c.GRPCInsecure = false
 		c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = files.Cert, files.Key, files.ClientCA
 	})
-	clientPair, err := ca.Client("cluster-autoscaler")
+	// CA's certificate as components/mtls issues it: the default
+	// --grpc-allowed-clients names its SPIFFE id.
+	clientPair, err := ca.ClientWith("cluster-autoscaler", []string{service.DefaultAllowedClient}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +284,7 @@ func TestMutualTLS(t *testing.T) {
 	// Rotate to a new CA; new connections use it without a restart.
 	ca2 := mustCA(t, "cluster-ca-2")
 	server2, _ := ca2.Server("api-gateway")
-	client2, _ := ca2.Client("cluster-autoscaler")
+	client2, _ := ca2.ClientWith("cluster-autoscaler", []string{service.DefaultAllowedClient}, nil)
 	if _, err := testcerts.WriteServerFiles(dir, server2, ca2.PEM, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -341,5 +380,24 @@ func TestGRPCHealthFollowsReadiness(t *testing.T) {
 			t.Fatal("still SERVING a minute after NATS stopped")
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg := service.DefaultConfig()
+	if !slices.Equal(cfg.GRPCAllowedClients, []string{service.DefaultAllowedClient}) || service.DefaultAllowedClient != "spiffe://cluster.local/ns/nodesmith/sa/cluster-autoscaler" {
+		t.Errorf("default allowed clients %q", cfg.GRPCAllowedClients)
+	}
+	if cfg.GRPCMaxConcurrentStreams != 256 || cfg.RESTRateLimit != 10 || cfg.RESTRateBurst != 40 || cfg.RESTInsecure {
+		t.Errorf("defaults: streams %d rate %v burst %d rest-insecure %v", cfg.GRPCMaxConcurrentStreams, cfg.RESTRateLimit, cfg.RESTRateBurst, cfg.RESTInsecure)
+	}
+	// An empty variable clears the list (every verified client admitted).
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := config.Parse(fs, nil, func(k string) (string, bool) { return "", k == "NODESMITH_GRPC_ALLOWED_CLIENTS" }); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.GRPCAllowedClients) != 0 {
+		t.Errorf("empty NODESMITH_GRPC_ALLOWED_CLIENTS left %q", cfg.GRPCAllowedClients)
 	}
 }

@@ -39,6 +39,12 @@ type replica struct {
 
 func startReplica(t *testing.T, env *natstest.Env, srv *sshdtest.Server, id string, mutate func(*service.Config)) *replica {
 	t.Helper()
+	return startReplicaLogging(t, env, srv, id, mutate, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+}
+
+// startReplicaLogging is startReplica with the replica's logger.
+func startReplicaLogging(t *testing.T, env *natstest.Env, srv *sshdtest.Server, id string, mutate func(*service.Config), log *slog.Logger) *replica {
+	t.Helper()
 	cfg := service.DefaultConfig()
 	cfg.NATS = env.Options(natsauth.HookRunner, cfg.NATS)
 	cfg.HealthAddr = ""
@@ -55,7 +61,7 @@ func startReplica(t *testing.T, env *natstest.Env, srv *sshdtest.Server, id stri
 	r := &replica{id: id, reg: prometheus.NewRegistry(), checks: &health.Checks{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	log := slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("replica", id)
+	log = log.With("replica", id)
 	go func() { r.done <- service.Run(ctx, cfg, service.Deps{Logger: log, Registry: r.reg, Health: r.checks}) }()
 	t.Cleanup(func() { r.stop(t) })
 	waitFor(t, "replica "+id+" ready", func() bool {

@@ -36,7 +36,9 @@ type rendering struct {
 }
 
 func renderings(t *testing.T) []rendering {
-	k := kustomizeDir(t)
+	// A copy of deploy/kustomize with `make secrets` run in it: the
+	// repository ships no per-install secret (see secrets_test.go).
+	k := generatedKustomizeDir(t)
 	overlay := func(name string) string { return filepath.Join(k, "overlays", name) }
 	base := filepath.Join(k, "base")
 	component := func(name string) string { return filepath.Join(k, "components", name) }
@@ -224,6 +226,9 @@ func checkDev(t *testing.T, s *manifests.Set) {
 	if !insecure || tls {
 		t.Errorf("dev gateway: insecure=%v tls=%v, want plaintext", insecure, tls)
 	}
+	if insecure, tls := gatewayRESTTLS(t, s); !insecure || tls {
+		t.Errorf("dev gateway REST: insecure=%v tls=%v, want an explicit --rest-insecure", insecure, tls)
+	}
 	if cc := caCloudConfig(t, s); cc.Cert != "" {
 		t.Errorf("dev cloud-config has a client certificate %q but the gateway is plaintext", cc.Cert)
 	}
@@ -363,6 +368,37 @@ func checkMTLS(t *testing.T, s *manifests.Set) {
 	client := certificate(t, s, "cluster-autoscaler-grpc-client")
 	if !slices.Contains(client.Usages, "client auth") {
 		t.Errorf("CA certificate usages %v lack client auth", client.Usages)
+	}
+	// The gateway admits CA's certificate by its SPIFFE id, and nothing
+	// else the CA issues.
+	gwd, gwc := workload(t, s, "Deployment", "api-gateway")
+	allowed, ok := s.EnvValue(gwd, gwc, "NODESMITH_GRPC_ALLOWED_CLIENTS")
+	if !ok {
+		allowed = "spiffe://cluster.local/ns/nodesmith/sa/cluster-autoscaler" // the gateway's default
+	}
+	ids := strings.Split(allowed, ",")
+	if len(client.URIs) == 0 || !slices.Contains(ids, client.URIs[0]) {
+		t.Errorf("CA certificate URI SANs %v are not in the gateway's --grpc-allowed-clients %q", client.URIs, allowed)
+	}
+	if want := "spiffe://cluster.local/ns/" + caNamespace(t, s) + "/sa/" + caServiceAccount(t, s); !slices.Contains(client.URIs, want) {
+		t.Errorf("CA certificate URI SANs %v lack its service account's SPIFFE id %s", client.URIs, want)
+	}
+	if slices.Contains(ids, client.CommonName) || slices.Contains(ids, "cluster-autoscaler") {
+		t.Errorf("--grpc-allowed-clients %q admits a bare common name", allowed)
+	}
+	// REST over TLS, with a server certificate cert-manager renews.
+	if insecure, tls := gatewayRESTTLS(t, s); insecure || !tls {
+		t.Errorf("gateway REST: insecure=%v tls=%v, want TLS", insecure, tls)
+	}
+	restCert := certificate(t, s, "api-gateway-rest")
+	if !slices.Contains(restCert.Usages, "server auth") || !slices.Contains(restCert.DNSNames, host) {
+		t.Errorf("REST certificate usages %v / SANs %v lack server auth or %q", restCert.Usages, restCert.DNSNames, host)
+	}
+	for _, env := range []string{"NODESMITH_REST_TLS_CERT_FILE", "NODESMITH_REST_TLS_KEY_FILE"} {
+		f, _ := s.EnvValue(gwd, gwc, env)
+		if got := secretBehind(gwd, gwc, f); got != restCert.SecretName {
+			t.Errorf("gateway %s=%s is in Secret %q, want %q", env, f, got, restCert.SecretName)
+		}
 	}
 	if server.IssuerRef != client.IssuerRef {
 		t.Errorf("server (%v) and client (%v) certificates come from different issuers: neither side could verify the other", server.IssuerRef, client.IssuerRef)
@@ -537,7 +573,9 @@ func envFromCommon(t *testing.T, s *manifests.Set, name string) string {
 
 type certSpec struct {
 	SecretName string   `json:"secretName"`
+	CommonName string   `json:"commonName"`
 	DNSNames   []string `json:"dnsNames"`
+	URIs       []string `json:"uris"`
 	Usages     []string `json:"usages"`
 	IssuerRef  struct {
 		Kind string `json:"kind"`
@@ -572,6 +610,35 @@ func gatewayTLS(t *testing.T, s *manifests.Set) (insecure, tls bool) {
 		}
 	}
 	return insecure, tls
+}
+
+// gatewayRESTTLS reports the gateway's REST transport settings.
+func gatewayRESTTLS(t *testing.T, s *manifests.Set) (insecure, tls bool) {
+	t.Helper()
+	w, c := workload(t, s, "Deployment", "api-gateway")
+	v, _ := s.EnvValue(w, c, "NODESMITH_REST_INSECURE")
+	insecure = v == "true"
+	tls = true
+	for _, env := range []string{"NODESMITH_REST_TLS_CERT_FILE", "NODESMITH_REST_TLS_KEY_FILE"} {
+		if v, _ := s.EnvValue(w, c, env); v == "" {
+			tls = false
+		}
+	}
+	return insecure, tls
+}
+
+// caNamespace and caServiceAccount are where Cluster Autoscaler runs and
+// as whom.
+func caNamespace(t *testing.T, s *manifests.Set) string {
+	t.Helper()
+	w, _ := workload(t, s, "Deployment", "cluster-autoscaler")
+	return w.Object.GetNamespace()
+}
+
+func caServiceAccount(t *testing.T, s *manifests.Set) string {
+	t.Helper()
+	w, _ := workload(t, s, "Deployment", "cluster-autoscaler")
+	return w.Template.Spec.ServiceAccountName
 }
 
 func workloads(t *testing.T, s *manifests.Set) []manifests.Workload {

@@ -150,6 +150,7 @@ func checkRules(t *testing.T, rg ruleGroups) {
 	for _, a := range []string{
 		"NodesmithNoLifecycleLeader", "NodesmithInstancesStuck", "NodesmithOrphanVMsFound", "NodesmithCloudErrorRate",
 		"NodesmithCloudRateLimitSaturated", "NodesmithConsumerBacklog", "NodesmithRedeliveryStorm", "NodesmithAutoscalerGRPCErrors",
+		"NodesmithCommandStreamNearLimit",
 	} {
 		if !seen[a] {
 			t.Errorf("alert %s is missing", a)

@@ -98,6 +98,12 @@ type RunHook struct {
 	// verify with known_hosts / host CAs, or pin now when trust-on-first-use is on.
 	PinnedHostKey string `protobuf:"bytes,10,opt,name=pinned_host_key,json=pinnedHostKey,proto3" json:"pinned_host_key,omitempty"`
 	HookName      string `protobuf:"bytes,11,opt,name=hook_name,json=hookName,proto3" json:"hook_name,omitempty"`
+	// Names of the entries of env whose values come from the operator's
+	// configuration (the template's and the hook's env), as opposed to the
+	// standard variables lifecycle adds: they may be secrets (a join token),
+	// so the runner replaces their values with "[redacted]" in the output it
+	// logs and in HookResult.output_tail.
+	RedactedEnv   []string `protobuf:"bytes,12,rep,name=redacted_env,json=redactedEnv,proto3" json:"redacted_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +215,13 @@ func (x *RunHook) GetHookName() string {
 	return ""
 }
 
+func (x *RunHook) GetRedactedEnv() []string {
+	if x != nil {
+		return x.RedactedEnv
+	}
+	return nil
+}
+
 type HookResult struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
@@ -217,7 +230,8 @@ type HookResult struct {
 	Succeeded  bool                   `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
 	// -1 when the script did not run to an exit status.
 	ExitCode int32 `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	// The last 64 KiB of combined output.
+	// The last 64 KiB of combined output, with the values of
+	// RunHook.redacted_env replaced by "[redacted]".
 	OutputTail string `protobuf:"bytes,6,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"`
 	Error      string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// Whether running it again may help (connection refused vs. exit 1 are both retryable;
@@ -360,7 +374,7 @@ var File_nodesmith_hook_v1_hook_proto protoreflect.FileDescriptor
 
 const file_nodesmith_hook_v1_hook_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnodesmith/hook/v1/hook.proto\x12\x11nodesmith.hook.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x03\n" +
+	"\x1cnodesmith/hook/v1/hook.proto\x12\x11nodesmith.hook.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x03\n" +
 	"\aRunHook\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
@@ -374,7 +388,8 @@ const file_nodesmith_hook_v1_hook_proto_rawDesc = "" +
 	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12&\n" +
 	"\x0fpinned_host_key\x18\n" +
 	" \x01(\tR\rpinnedHostKey\x12\x1b\n" +
-	"\thook_name\x18\v \x01(\tR\bhookName\x1a6\n" +
+	"\thook_name\x18\v \x01(\tR\bhookName\x12!\n" +
+	"\fredacted_env\x18\f \x03(\tR\vredactedEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x03\n" +

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -77,7 +78,25 @@ func (ca *CA) Client(cn string) (*Pair, error) {
 	return ca.issue(cn, x509.ExtKeyUsageClientAuth, nil, nil)
 }
 
+// ClientWith issues a client certificate with URI SANs (SPIFFE ids) and
+// DNS SANs besides the common name.
+func (ca *CA) ClientWith(cn string, uris, dns []string) (*Pair, error) {
+	var us []*url.URL
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		us = append(us, u)
+	}
+	return ca.issueURIs(cn, x509.ExtKeyUsageClientAuth, dns, nil, us)
+}
+
 func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (*Pair, error) {
+	return ca.issueURIs(cn, usage, dns, ips, nil)
+}
+
+func (ca *CA) issueURIs(cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP, uris []*url.URL) (*Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -92,6 +111,7 @@ func (ca *CA) issue(cn string, usage x509.ExtKeyUsage, dns []string, ips []net.I
 		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
 		DNSNames:     dns,
 		IPAddresses:  ips,
+		URIs:         uris,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {

@@ -40,7 +40,7 @@ func newHarness(t *testing.T, mutate func(*app.Options)) *harness {
 		DefaultTimeout: time.Minute,
 		MaxLogLine:     64,
 		PublishTimeout: 5 * time.Second,
-		Logger:         slog.New(slog.NewTextHandler(h.logs, nil)),
+		Logger:         slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:        h.metrics,
 	}
 	if mutate != nil {

@@ -57,6 +57,10 @@ type Hook struct {
 	Script string
 	// Env is exported to the script.
 	Env map[string]string
+	// RedactedEnv names the entries of Env set by the operator (they may
+	// be secrets): their values are redacted from the output the runner
+	// logs and returns (see Secrets).
+	RedactedEnv []string
 	// Timeout bounds the whole run (connecting included); zero means the
 	// runner's default.
 	Timeout time.Duration
@@ -68,6 +72,18 @@ type Hook struct {
 // RunID identifies the run: "<instance>.<kind>.<attempt>".
 func (h Hook) RunID() string {
 	return fmt.Sprintf("%s.%s.%d", h.InstanceID, h.Kind, h.Attempt)
+}
+
+// Secrets returns what to redact from the hook's output: the values of
+// RedactedEnv, filtered and ordered by Secrets.
+func (h Hook) Secrets() []string {
+	values := make([]string, 0, len(h.RedactedEnv))
+	for _, name := range h.RedactedEnv {
+		if v, ok := h.Env[name]; ok {
+			values = append(values, v)
+		}
+	}
+	return Secrets(values)
 }
 
 // Blank reports whether the hook has nothing to run.

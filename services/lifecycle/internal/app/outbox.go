@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"sort"
@@ -47,6 +48,14 @@ func (a *App) publishOutbox(ctx context.Context) {
 	for i, it := range items {
 		err := a.publishTraced(ctx, it, parents[i])
 		a.obs.Published(it.kind, err)
+		if errors.Is(err, ports.ErrCommandQueueFull) {
+			// The stream refuses every command until the workers drain it:
+			// the rest of the pass would only be refused too. Everything
+			// unpublished stays in flight and is retried at the next pass.
+			a.log.Warn("command queue full, publishing paused until the next pass",
+				"kind", it.kind.String(), "unpublished", len(items)-i, "err", err)
+			break
+		}
 		if err != nil {
 			// Retried at the next pass; the record stays in flight.
 			a.log.Warn("publishing a command failed, will retry", "kind", it.kind.String(), "instances", len(it.covers), "err", err)
@@ -254,15 +263,26 @@ func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind dom
 	env := map[string]string{}
 	maps.Copy(env, g.Template.HookEnv)
 	maps.Copy(env, spec.Env)
-	// The standard variables win: scripts rely on them.
-	maps.Copy(env, map[string]string{
+	standard := map[string]string{
 		"NODE_NAME":   in.Node(),
 		"NODE_IP":     in.PrivateIP,
 		"PROVIDER_ID": in.ProviderID,
 		"INSTANCE_ID": in.ID,
 		"NODE_GROUP":  in.Group,
 		"CLOUD_ID":    in.CloudID,
-	})
+	}
+	// The operator's values may be secrets (a join token): the runner
+	// redacts them from the output it logs and returns. The standard
+	// variables are not secret and win over the operator's: scripts rely
+	// on them.
+	var redacted []string
+	for name := range env {
+		if _, std := standard[name]; !std {
+			redacted = append(redacted, name)
+		}
+	}
+	sort.Strings(redacted)
+	maps.Copy(env, standard)
 	return ports.HookCommand{
 		InstanceID:    in.ID,
 		Group:         in.Group,
@@ -273,6 +293,7 @@ func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind dom
 		Port:          g.Template.SSHPort,
 		Script:        spec.Script,
 		Env:           env,
+		RedactedEnv:   redacted,
 		Timeout:       spec.Timeout,
 		PinnedHostKey: in.SSHHostKey,
 	}, true

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -65,6 +66,10 @@ type HookCommand struct {
 	Env           map[string]string
 	Timeout       time.Duration
 	PinnedHostKey string
+	// RedactedEnv names the entries of Env set by the operator (template
+	// and hook env, not the standard variables): the runner keeps their
+	// values out of logs and the output tail.
+	RedactedEnv []string
 }
 
 // InventoryRequest asks for every VM tagged with the cluster id.
@@ -73,6 +78,13 @@ type InventoryRequest struct {
 	Target    Target
 	ClusterID string
 }
+
+// ErrCommandQueueFull is wrapped by a Commands error when the command queue
+// is at its limit (the command stream's MaxMsgs or MaxBytes) and refused
+// the command: nothing was stored, the commands already queued are kept,
+// and publishing again once the workers have drained the queue succeeds.
+// Every other command published meanwhile would be refused as well.
+var ErrCommandQueueFull = errors.New("command queue full")
 
 // Commands publishes commands to the workers. A nil error means the command
 // is durably stored; publishing the same command twice (same instance or

@@ -156,11 +156,24 @@ func (h *handler) getInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	tag := etag(v.Revision)
 	w.Header().Set("ETag", tag)
+	// The body depends on the token's role.
+	w.Header().Set("Vary", "Authorization")
 	if notModified(r, tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, instanceJSON(v, true))
+	writeJSON(w, http.StatusOK, forRole(instanceJSON(v, true), roleFrom(r)))
+}
+
+// forRole drops what only admins may read from an instance: the tail of
+// the last hook's output, which may hold whatever the hook printed (hosts,
+// paths, tokens a careless script echoes). Read-only tokens get the field
+// omitted.
+func forRole(in Instance, role Role) Instance {
+	if role < RoleAdmin {
+		in.HookOutputTail = nil
+	}
+	return in
 }
 
 func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okStatus int) http.HandlerFunc {
@@ -172,7 +185,7 @@ func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okSta
 			return
 		}
 		h.log.InfoContext(r.Context(), "instance action by operator", "instance", id, "group", v.Group(), "action", action.String(), "role", roleFrom(r).String())
-		writeJSON(w, okStatus, instanceJSON(v, true))
+		writeJSON(w, okStatus, forRole(instanceJSON(v, true), roleFrom(r)))
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"google.golang.org/protobuf/proto"
@@ -420,7 +422,7 @@ func TestCatalogViews(t *testing.T) {
 func TestInstanceDetailAndPagination(t *testing.T) {
 	f := newFixture(t)
 	f.seed()
-	r := f.do(t, call{method: "GET", path: "/api/v1/instances/i-1", token: readOnlyToken})
+	r := f.do(t, call{method: "GET", path: "/api/v1/instances/i-1", token: adminToken})
 	var in rest.Instance
 	if r.status != 200 || json.Unmarshal(r.body, &in) != nil {
 		t.Fatalf("detail: %d %s", r.status, r.body)
@@ -531,4 +533,111 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	if r.status != 200 || string(r.body) != string(rest.OpenAPI) {
 		t.Fatalf("served document differs: %d", r.status)
 	}
+}
+
+// The stored tail of a hook's output is for admin tokens only: read-only
+// tokens get the instance detail without the field.
+func TestHookOutputOnlyForAdmins(t *testing.T) {
+	f := newFixture(t)
+	f.seed()
+	for _, tc := range []struct {
+		token string
+		want  bool
+	}{{adminToken, true}, {readOnlyToken, false}} {
+		r := f.do(t, call{method: "GET", path: "/api/v1/instances/i-1", token: tc.token})
+		if r.status != 200 {
+			t.Fatalf("detail: %d %s", r.status, r.body)
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(r.body, &raw); err != nil {
+			t.Fatal(err)
+		}
+		_, has := raw["hookOutputTail"]
+		if has != tc.want || strings.Contains(string(r.body), "joined i-1") != tc.want {
+			t.Errorf("token %s: hookOutputTail present=%v, want %v: %s", tc.token[:6], has, tc.want, r.body)
+		}
+		if _, ok := raw["history"]; !ok {
+			t.Errorf("token %s: the history is missing: %s", tc.token[:6], r.body)
+		}
+		if v := r.header.Get("Vary"); v != "Authorization" {
+			t.Errorf("Vary = %q, want Authorization (the body depends on the token)", v)
+		}
+	}
+}
+
+// Each token has its own bucket: past the burst a token gets 429 with
+// Retry-After and the API's JSON error, counted in the metric, while other
+// tokens still pass; the bucket refills at the configured rate.
+func TestRateLimitPerToken(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(t)
+	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second, GPULabel: "gpu"}, nil)
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{adminToken}, ReadOnlyTokens: []string{readOnlyToken}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2/s: one request back every 500ms, far longer than four requests
+	// take even under -race on a busy machine.
+	f.h = rest.NewHandler(svc, auth, rest.Options{Registry: reg, RateLimit: 2, RateBurst: 3})
+	f.seed()
+	get := func(token string) response {
+		return f.do(t, call{method: "GET", path: "/api/v1/status", token: token})
+	}
+	for i := range 3 {
+		if r := get(readOnlyToken); r.status != 200 {
+			t.Fatalf("request %d within the burst: %d %s", i+1, r.status, r.body)
+		}
+	}
+	r := get(readOnlyToken)
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("past the burst: %d %s", r.status, r.body)
+	}
+	if ra := r.header.Get("Retry-After"); ra != "1" {
+		t.Errorf("Retry-After = %q, want 1 (whole seconds, rounded up)", ra)
+	}
+	e := errorBody(t, r)
+	if e.Code != "resource_exhausted" || e.Details["retryAfterSeconds"] != float64(1) || e.Details["burst"] != float64(3) {
+		t.Errorf("429 body: %s", r.body)
+	}
+	// Another token is not affected.
+	if r := get(adminToken); r.status != 200 {
+		t.Errorf("admin token limited by the read-only token's requests: %d", r.status)
+	}
+	// Unauthenticated requests are answered 401, never 429, and take
+	// nothing from any bucket.
+	for range 5 {
+		if r := get("not-a-valid-token-0123456789"); r.status != http.StatusUnauthorized {
+			t.Fatalf("unknown token: %d", r.status)
+		}
+	}
+	if got := counterValue(t, reg, "nodesmith_gateway_rest_rate_limited_total", "read-only"); got != 1 {
+		t.Errorf("rate-limited counter = %v, want 1", got)
+	}
+	// The bucket refills.
+	time.Sleep(600 * time.Millisecond)
+	if r := get(readOnlyToken); r.status != 200 {
+		t.Errorf("after refilling: %d %s", r.status, r.body)
+	}
+}
+
+// counterValue reads the counter name with the single label value from
+// reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{%s}", name, label)
+	return 0
 }

@@ -39,6 +39,11 @@ type Options struct {
 	// SecretsKey seals cloud credentials written to accounts; nil refuses
 	// such writes (503) but accepts accounts without credentials.
 	SecretsKey *sealed.Key
+	// RateLimit is the steady rate (requests per second) each bearer token
+	// may make through this handler, RateBurst how many at once; zero
+	// disables the limit. Past it a request gets 429 with Retry-After.
+	RateLimit float64
+	RateBurst int
 }
 
 type handler struct {
@@ -48,11 +53,13 @@ type handler struct {
 	maxBody int64
 	metrics *metrics
 	secrets *sealed.Key
+	limiter *tokenLimiter
 }
 
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	rateLimited *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,9 +73,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Admin API latency, by route pattern and method.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_rest_rate_limited_total",
+			Help: "Admin API requests refused with 429 because their bearer token exceeded --rest-rate-limit on this replica, by the token's role.",
+		}, []string{"role"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.rateLimited)
 	}
 	return m
 }
@@ -86,7 +97,8 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry), secrets: o.SecretsKey}
+	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry), secrets: o.SecretsKey,
+		limiter: newTokenLimiter(o.RateLimit, o.RateBurst)}
 
 	r := chi.NewRouter()
 	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)
@@ -163,6 +175,12 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 				msg = "invalid bearer token"
 			}
 			h.writeError(w, r, newError(http.StatusUnauthorized, domain.CodeUnauthenticated, msg))
+			return
+		}
+		// Per token, after authentication: unknown tokens cannot fill
+		// the table, and one busy script cannot starve the others.
+		if ok, wait := h.limiter.allow(token, time.Now()); !ok {
+			h.rateLimited(w, r, role, wait)
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && role < RoleAdmin {

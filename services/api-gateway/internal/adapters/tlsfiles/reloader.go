@@ -17,11 +17,21 @@ import (
 	"time"
 )
 
-// Files names the PEM files of a server that verifies client certificates.
+// Files names the PEM files of a server, which verifies client
+// certificates when ClientCAFile is set.
 type Files struct {
 	CertFile, KeyFile string
 	// ClientCAFile holds the CA bundle client certificates must chain to.
+	// Required unless OptionalClientCA: without it no client certificate
+	// is asked for.
 	ClientCAFile string
+	// OptionalClientCA lets ClientCAFile be empty (the REST server, whose
+	// clients authenticate with bearer tokens; the gRPC server always
+	// verifies client certificates).
+	OptionalClientCA bool
+	// NextProtos are the ALPN protocols offered; {"h2"} when nil (gRPC).
+	// An HTTP server that also speaks HTTP/1.1 lists both.
+	NextProtos []string
 }
 
 // Reloader builds server TLS configs from Files, reloading on change.
@@ -47,7 +57,10 @@ type fileStamp struct {
 // New loads the files once (failing fast on a bad configuration) and
 // returns a Reloader. onReload may be nil.
 func New(files Files, log *slog.Logger, onReload func(err error)) (*Reloader, error) {
-	if files.CertFile == "" || files.KeyFile == "" || files.ClientCAFile == "" {
+	if files.CertFile == "" || files.KeyFile == "" {
+		return nil, errors.New("certificate and key files are both required")
+	}
+	if files.ClientCAFile == "" && !files.OptionalClientCA {
 		return nil, errors.New("certificate, key and client CA files are all required")
 	}
 	if log == nil {
@@ -105,6 +118,9 @@ func (r *Reloader) Current() *tls.Config {
 func (r *Reloader) stamps() ([3]fileStamp, error) {
 	var s [3]fileStamp
 	for i, f := range []string{r.files.CertFile, r.files.KeyFile, r.files.ClientCAFile} {
+		if f == "" {
+			continue // no client CA
+		}
 		fi, err := os.Stat(f)
 		if err != nil {
 			return s, fmt.Errorf("checking %s: %w", f, err)
@@ -119,6 +135,21 @@ func (r *Reloader) load() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading key pair %s / %s: %w", r.files.CertFile, r.files.KeyFile, err)
 	}
+	// gRPC needs HTTP/2 negotiated by ALPN; grpc-go adds h2 to the
+	// configs GetConfigForClient returns, set it anyway so the config
+	// also works for plain HTTP/2 servers.
+	protos := r.files.NextProtos
+	if protos == nil {
+		protos = []string{"h2"}
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   protos,
+	}
+	if r.files.ClientCAFile == "" {
+		return cfg, nil
+	}
 	caPEM, err := os.ReadFile(r.files.ClientCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading client CA %s: %w", r.files.ClientCAFile, err)
@@ -127,14 +158,6 @@ func (r *Reloader) load() (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("client CA %s holds no PEM certificate", r.files.ClientCAFile)
 	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		// gRPC needs HTTP/2 negotiated by ALPN; grpc-go adds h2 to the
-		// configs GetConfigForClient returns, set it anyway so the config
-		// also works for plain HTTP/2 servers.
-		NextProtos: []string{"h2"},
-	}, nil
+	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return cfg, nil
 }

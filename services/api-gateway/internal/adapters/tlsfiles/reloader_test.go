@@ -146,3 +146,35 @@ func TestReloaderFailsFast(t *testing.T) {
 		t.Error("missing key accepted")
 	}
 }
+
+// Without a client CA (OptionalClientCA: the REST server) no client
+// certificate is asked for, the offered ALPN protocols are served, and a
+// rotated server certificate is picked up.
+func TestReloaderWithoutClientCA(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, "ca")
+	server := issue(t, ca.Server, "gateway-rest")
+	files := write(t, dir, server, ca.PEM, time.Now().Add(-time.Hour))
+	rl, err := tlsfiles.New(tlsfiles.Files{CertFile: files.Cert, KeyFile: files.Key, OptionalClientCA: true, NextProtos: []string{"h2", "http/1.1"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, rl.ServerConfig())
+	cfg := testcerts.ClientConfig(ca, nil, "localhost")
+	cfg.NextProtos = []string{"http/1.1"}
+	serial, err := dial(addr, cfg)
+	if err != nil || serial != server.SerialNumber.String() {
+		t.Fatalf("handshake without a client certificate: %v (serial %s)", err, serial)
+	}
+	if c := rl.Current(); c.ClientAuth != tls.NoClientCert || c.ClientCAs != nil {
+		t.Errorf("client certificates requested without a client CA: %v", c.ClientAuth)
+	}
+	server2 := issue(t, ca.Server, "gateway-rest")
+	write(t, dir, server2, ca.PEM, time.Now())
+	if serial, err := dial(addr, cfg); err != nil || serial != server2.SerialNumber.String() {
+		t.Fatalf("after rotation: %v (serial %s, want %s)", err, serial, server2.SerialNumber)
+	}
+	if _, err := tlsfiles.New(tlsfiles.Files{CertFile: files.Cert, OptionalClientCA: true}, nil, nil); err == nil {
+		t.Error("missing key file accepted")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -43,6 +44,7 @@ func decodeRunHook(data []byte) (domain.Hook, error) {
 		Port:          int(m.GetPort()),
 		Script:        m.GetScript(),
 		Env:           maps.Clone(m.GetEnv()),
+		RedactedEnv:   slices.Clone(m.GetRedactedEnv()),
 		PinnedHostKey: m.GetPinnedHostKey(),
 	}
 	if t := m.GetTimeout(); t != nil {

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestDecodeRunHook(t *testing.T) {
 		InstanceId: "ins-1", Attempt: 4, Hook: hookv1.HookKind_HOOK_KIND_BEFORE_DELETE, Group: "g",
 		Host: "10.0.0.2", Port: 2222, Script: "echo", Env: map[string]string{"A": "b"},
 		Timeout: durationpb.New(90 * time.Second), PinnedHostKey: "ssh-ed25519 AAAA", HookName: "drain",
+		RedactedEnv: []string{"A"},
 	}
 	tests := []struct {
 		name    string
@@ -34,7 +36,7 @@ func TestDecodeRunHook(t *testing.T) {
 		{name: "all fields", data: mustMarshal(t, full), want: domain.Hook{
 			InstanceID: "ins-1", Attempt: 4, Kind: domain.KindBeforeDelete, Name: "drain", Group: "g",
 			Host: "10.0.0.2", Port: 2222, Script: "echo", Env: map[string]string{"A": "b"},
-			Timeout: 90 * time.Second, PinnedHostKey: "ssh-ed25519 AAAA",
+			Timeout: 90 * time.Second, PinnedHostKey: "ssh-ed25519 AAAA", RedactedEnv: []string{"A"},
 		}},
 		{name: "defaults", data: mustMarshal(t, &hookv1.RunHook{InstanceId: "ins-2"}), want: domain.Hook{InstanceID: "ins-2"}},
 		{name: "invalid timeout becomes negative", data: mustMarshal(t, &hookv1.RunHook{InstanceId: "i", Timeout: &durationpb.Duration{Seconds: 1, Nanos: -5}}), want: domain.Hook{InstanceID: "i", Timeout: -1}},
@@ -56,7 +58,7 @@ func TestDecodeRunHook(t *testing.T) {
 			if got.InstanceID != tt.want.InstanceID || got.Attempt != tt.want.Attempt || got.Kind != tt.want.Kind ||
 				got.Name != tt.want.Name || got.Group != tt.want.Group || got.Host != tt.want.Host || got.Port != tt.want.Port ||
 				got.Script != tt.want.Script || got.Timeout != tt.want.Timeout || got.PinnedHostKey != tt.want.PinnedHostKey ||
-				len(got.Env) != len(tt.want.Env) || got.Env["A"] != tt.want.Env["A"] {
+				len(got.Env) != len(tt.want.Env) || got.Env["A"] != tt.want.Env["A"] || !slices.Equal(got.RedactedEnv, tt.want.RedactedEnv) {
 				t.Fatalf("decoded %+v, want %+v", got, tt.want)
 			}
 		})

@@ -35,6 +35,9 @@ func (m MessagingPublisher) Publish(ctx context.Context, subject, msgID string, 
 	ctx, end := publishSpan(ctx, subject, msgID)
 	_, err := m.P.Publish(ctx, subject, msgID, msg)
 	end(err)
+	if messaging.IsStreamFull(err) {
+		return fmt.Errorf("%w: %w", ports.ErrCommandQueueFull, err)
+	}
 	return err
 }
 
@@ -90,9 +93,11 @@ func (c *Commands) Create(ctx context.Context, cmd ports.CreateCommand) error {
 		}),
 		TemplateName:   cmd.Template.Name,
 		ParametersJson: cmd.Template.ParametersJSON,
-		Instances:      refs(cmd.Instances),
-		ClusterId:      cmd.ClusterID,
-		Group:          cmd.Group,
+		// Still sealed: only the cloud adapter opens them.
+		SecretParameters: cmd.Template.SecretParameters,
+		Instances:        refs(cmd.Instances),
+		ClusterId:        cmd.ClusterID,
+		Group:            cmd.Group,
 	}}}
 	return c.pub.Publish(ctx, messaging.SubjectCloudCreate, fmt.Sprintf("create.%s.%d", cmd.BatchID, cmd.Attempt), msg)
 }
@@ -124,6 +129,7 @@ func (c *Commands) RunHook(ctx context.Context, cmd ports.HookCommand) error {
 		Port:          cmd.Port,
 		Script:        cmd.Script,
 		Env:           cmd.Env,
+		RedactedEnv:   cmd.RedactedEnv,
 		PinnedHostKey: cmd.PinnedHostKey,
 		HookName:      cmd.HookName,
 	}

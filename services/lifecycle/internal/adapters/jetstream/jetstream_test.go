@@ -34,7 +34,8 @@ func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
 		Template:  domain.InstanceTemplate{Name: "t", Provider: "tencentcloud", Account: "dev", Region: "r", ParametersJSON: `{"A":1}`},
 		Instances: []ports.InstanceRef{{InstanceID: "g-1", Group: "g", Attempt: 1}},
 	}
-	hook := ports.HookCommand{InstanceID: "g-1", Group: "g", Attempt: 3, Kind: domain.HookAfterCreated, Host: "10.0.0.1", Script: "x", Timeout: time.Minute}
+	hook := ports.HookCommand{InstanceID: "g-1", Group: "g", Attempt: 3, Kind: domain.HookAfterCreated, Host: "10.0.0.1", Script: "x", Timeout: time.Minute,
+		Env: map[string]string{"NODE_NAME": "g-1", "JOIN_TOKEN": "abcdef.0123456789abcdef"}, RedactedEnv: []string{"JOIN_TOKEN"}}
 	for range 2 {
 		if err := c.Create(ctx, create); err != nil {
 			t.Fatal(err)
@@ -75,6 +76,18 @@ func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
 	}
 	if msg.Header.Get("Nats-Msg-Id") != "create.b-1.2" {
 		t.Errorf("msg id %q", msg.Header.Get("Nats-Msg-Id"))
+	}
+	// The hook names the operator's env entries for the runner to redact.
+	msg, err = info.GetLastMsgForSubject(ctx, messaging.SubjectHookRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rh hookv1.RunHook
+	if err := proto.Unmarshal(msg.Data, &rh); err != nil {
+		t.Fatal(err)
+	}
+	if got := rh.GetRedactedEnv(); len(got) != 1 || got[0] != "JOIN_TOKEN" || rh.GetEnv()["JOIN_TOKEN"] == "" {
+		t.Errorf("hook command env %v, redacted %v", rh.GetEnv(), got)
 	}
 	// The terminate names the cluster whose VMs it may delete, and which
 	// instances adopted a VM (untagged).

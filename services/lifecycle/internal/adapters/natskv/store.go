@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +28,10 @@ type Store struct {
 	groups    jetstream.KeyValue
 	instances jetstream.KeyValue
 	catalog   jetstream.KeyValue
+	// markerTTL is the instances bucket's LimitMarkerTTL (messaging's
+	// --js-kv-marker-ttl): how long the purge marker of a removed record
+	// stays. Zero keeps markers (a bucket created without it).
+	markerTTL time.Duration
 }
 
 // Open binds to the buckets (which messaging.Ensure creates).
@@ -43,7 +48,15 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", messaging.BucketCatalog, err)
 	}
-	return &Store{js: js, groups: g, instances: i, catalog: c}, nil
+	st, err := i.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading bucket %s: %w", messaging.BucketInstances, err)
+	}
+	var markerTTL time.Duration
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		markerTTL = bs.LimitMarkerTTL()
+	}
+	return &Store{js: js, groups: g, instances: i, catalog: c, markerTTL: markerTTL}, nil
 }
 
 // Ping checks the instances bucket is reachable (readiness).
@@ -279,10 +292,19 @@ func (s *Store) UpdateInstance(ctx context.Context, i domain.Instance, revision 
 	return rev, mapErr("updating instance", key, err)
 }
 
-// DeleteInstance implements ports.Store.
+// DeleteInstance implements ports.Store. The record is purged, not
+// deleted: a delete marker would stay in the bucket forever (one message per
+// instance ever created), while a purge marker carries the bucket's marker
+// TTL and the server removes it once every watcher (the gateway's read
+// model) has had time to see the removal. A watcher that starts after that
+// finds no key, which is what a removed record is.
 func (s *Store) DeleteInstance(ctx context.Context, group, id string, revision uint64) (uint64, error) {
 	key := messaging.InstanceKey(group, id)
-	if err := s.instances.Delete(ctx, key, jetstream.LastRevision(revision)); err != nil {
+	opts := []jetstream.KVDeleteOpt{jetstream.LastRevision(revision)}
+	if s.markerTTL > 0 {
+		opts = append(opts, jetstream.PurgeTTL(s.markerTTL))
+	}
+	if err := s.instances.Purge(ctx, key, opts...); err != nil {
 		return 0, mapErr("deleting instance", key, err)
 	}
 	return lastRevision(ctx, s.instances), nil
