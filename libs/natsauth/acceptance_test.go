@@ -336,7 +336,8 @@ func TestPermissionsOnTheProductionConfiguration(t *testing.T) {
 	}
 	t.Setenv("POD_NAME", "nats-0")
 	for _, id := range natsauth.All() {
-		t.Setenv(id.EnvVar(), keys.PublicKey(id))
+		// As make secrets writes them: one key per file, newline-terminated.
+		t.Setenv(id.EnvVar(), keys.PublicKey(id)+"\n")
 	}
 	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
 	if err != nil {
