@@ -69,6 +69,27 @@ var waitWarnAfter = 30 * time.Second
 // Warn: a topology that never appears means lifecycle is not running (or
 // cannot reach JetStream).
 func WaitTopology(ctx context.Context, js jetstream.JetStream, needs Needs, log *slog.Logger) error {
+	return retryUntil(ctx, log, "waiting for lifecycle to create the JetStream topology",
+		func(actx context.Context) error { return topologyPresent(actx, js, needs) })
+}
+
+// BindConsumer binds a worker to its durable consumer, retrying with the
+// same backoff while JetStream does not answer (a NATS cluster still
+// electing its leaders at start) or the consumer is missing, until ctx
+// ends: a worker started beside its NATS servers must not exit for that.
+func BindConsumer(ctx context.Context, js jetstream.JetStream, stream, name string, log *slog.Logger) (jetstream.Consumer, error) {
+	var c jetstream.Consumer
+	err := retryUntil(ctx, log, "binding consumer "+name+" on "+stream, func(actx context.Context) (err error) {
+		c, err = js.Consumer(actx, stream, name)
+		return err
+	})
+	return c, err
+}
+
+// retryUntil runs attempt (each bounded by ensureAttemptTimeout) until it
+// succeeds or ctx ends, with jittered backoff, logging what it waits for at
+// Info and, after waitWarnAfter, at Warn.
+func retryUntil(ctx context.Context, log *slog.Logger, what string, attempt func(context.Context) error) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -76,23 +97,23 @@ func WaitTopology(ctx context.Context, js jetstream.JetStream, needs Needs, log 
 	backoff := 100 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
-		err := topologyPresent(actx, js, needs)
+		err := attempt(actx)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("waiting for the JetStream topology (lifecycle creates it): %w (gave up: %w)", err, ctx.Err())
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
 		}
 		d := backoff/2 + time.Duration(mrand.Int64N(int64(backoff)))
 		lvl := slog.LevelInfo
 		if time.Since(start) >= waitWarnAfter {
 			lvl = slog.LevelWarn
 		}
-		log.Log(ctx, lvl, "waiting for lifecycle to create the JetStream topology", "missing", err, "waited", time.Since(start).Round(time.Second), "in", d)
+		log.Log(ctx, lvl, what, "err", err, "waited", time.Since(start).Round(time.Second), "in", d)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the JetStream topology (lifecycle creates it): %w (gave up: %w)", err, ctx.Err())
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
 		case <-time.After(d):
 		}
 		backoff = min(backoff*2, 5*time.Second)

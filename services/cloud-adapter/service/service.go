@@ -74,11 +74,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return err
 	}
 	defer closeNATS()
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cons, err := js.Consumer(setupCtx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	cons, err := messaging.BindConsumer(ctx, js, messaging.CommandStream, messaging.ConsumerCloudAdapter, log)
 	if err != nil {
-		return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerCloudAdapter, err)
+		return err
 	}
 	maxDeliver := cons.CachedInfo().Config.MaxDeliver
 	if ackWait := cons.CachedInfo().Config.AckWait; ackWait != cfg.Topology.CloudAckWait {

@@ -97,9 +97,9 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return startErr(ctx, err)
 	}
 	defer closeNATS()
-	cons, err := js.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
+	cons, err := messaging.BindConsumer(ctx, js, messaging.CommandStream, messaging.ConsumerHookRunner, log)
 	if err != nil {
-		return startErr(ctx, fmt.Errorf("binding consumer %s: %w", messaging.ConsumerHookRunner, err))
+		return startErr(ctx, err)
 	}
 	hb := heartbeat(cons.CachedInfo().Config)
 	defer messaging.RegisterConsumerCollector(reg, js, messaging.CommandStream, messaging.ConsumerHookRunner)()

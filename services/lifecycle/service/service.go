@@ -225,9 +225,9 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 			return jsadapter.ServeOps(ctx, nc, a, cfg.OpTimeout, log)
 		})
 		g.Go("events", func(ctx context.Context) error {
-			cons, err := js.Consumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle)
+			cons, err := messaging.BindConsumer(ctx, js, messaging.EventStream, messaging.ConsumerLifecycle, log)
 			if err != nil {
-				return fmt.Errorf("binding consumer %s: %w", messaging.ConsumerLifecycle, err)
+				return err
 			}
 			return worker.Run(ctx, cons, worker.Options{
 				Name:          messaging.ConsumerLifecycle,
