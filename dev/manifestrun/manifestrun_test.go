@@ -142,9 +142,12 @@ func TestProdManifestsRun(t *testing.T) {
 	pods := r.pods(t, mkdir(t, dir, "pods"), ports)
 	addrs := r.addresses(t, pods)
 	logDir := mkdir(t, dir, "logs")
+	var all []running
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("process logs: %s (kept with -test.v only until the test's temporary directory goes)", logDir)
+			for _, x := range all {
+				t.Logf("pod %s container %s, log (end):\n%s", x.pod.name, x.c.Name, tail(x.proc.log.String(), 4000))
+			}
 		}
 	})
 	kubeconfigs := map[string]string{}
@@ -159,7 +162,6 @@ func TestProdManifestsRun(t *testing.T) {
 		return kubeconfigs[sa]
 	}
 
-	var all []running
 	var caPod *pod
 	startPod := func(p *pod) []running {
 		var out []running
@@ -203,6 +205,7 @@ func TestProdManifestsRun(t *testing.T) {
 			}
 			pr := start(t, p.name, c.Name, bin, args, envList, p.root, logDir)
 			out = append(out, running{p, *c, pr})
+			all = append(all, running{p, *c, pr})
 		}
 		return out
 	}
@@ -225,7 +228,6 @@ func TestProdManifestsRun(t *testing.T) {
 	}
 	waitReady(natsRunning, 2*time.Minute)
 	t.Logf("%d NATS servers ready after %s", len(natsRunning), time.Since(began).Round(time.Millisecond))
-	all = append(all, natsRunning...)
 	var services []running
 	for _, p := range pods {
 		if p.workload != "nats" {
@@ -236,7 +238,6 @@ func TestProdManifestsRun(t *testing.T) {
 		t.Fatal("the rendering has no cluster-autoscaler pod")
 	}
 	waitReady(services, 3*time.Minute)
-	all = append(all, services...)
 	t.Logf("%d service containers ready after %s", len(services), time.Since(began).Round(time.Millisecond))
 
 	// No service warns of an unknown NODESMITH_* variable (a misspelt
@@ -440,7 +441,7 @@ func checkREST(t *testing.T, r *rendering, addrs addresses) {
 			},
 		},
 	}
-	tokens, ok := r.secrets["api-gateway-rest-tokens"]
+	tokens, ok := r.secretNamed("api-gateway-rest-tokens")
 	if !ok {
 		t.Fatal("no Secret api-gateway-rest-tokens in the rendering")
 	}
@@ -503,7 +504,7 @@ type connz struct {
 // nats-users, one key per service), that service's own NKey, and no
 // connection is anonymous.
 func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []running) {
-	users := r.secrets["nats-users"]
+	users, _ := r.secretNamed("nats-users")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		byName := map[string][]string{} // connection name -> nkeys

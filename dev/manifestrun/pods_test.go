@@ -63,6 +63,24 @@ func index(t *testing.T, objs []*unstructured.Unstructured) *rendering {
 	return r
 }
 
+// secretNamed finds a Secret by the name it was generated with: kustomize
+// appends a content hash ("-" and 10 characters) to generated names.
+func (r *rendering) secretNamed(name string) (*corev1.Secret, bool) {
+	if s, ok := r.secrets[name]; ok {
+		return s, true
+	}
+	var found *corev1.Secret
+	for n, s := range r.secrets {
+		if h, ok := strings.CutPrefix(n, name+"-"); ok && len(h) == 10 && !strings.Contains(h, "-") {
+			if found != nil {
+				return nil, false
+			}
+			found = s
+		}
+	}
+	return found, found != nil
+}
+
 func convert(t *testing.T, o *unstructured.Unstructured, into any) {
 	t.Helper()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
