@@ -118,6 +118,10 @@ $(BIN)/golangci-lint:
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
+.PHONY: secrets
+secrets: ## generate this install's Secrets (sealing key ring, REST tokens, NATS NKeys) into deploy/kustomize/components/secrets/generated (git-ignored; never overwrites)
+	cd tools/kube && go run ./cmd/installsecrets -dir $(CURDIR)/deploy/kustomize/components/secrets/generated
+
 .PHONY: tidy
 tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && go mod tidy); done

@@ -148,7 +148,7 @@ func (r *run) services(ctx context.Context) error {
 			return err
 		}
 		args := append(common(name),
-			"--config-file", r.configFile, "--cluster-id", "chaos", "--health-addr", lcAddr,
+			"--config-file", r.configFile, "--cluster-id", "chaos", "--health-addr", lcAddr, "--secrets-key-file", r.w.SecretsKeyFile,
 			"--launch-timeout", r.cfg.launchTimeout.String(), "--after-created-hook-timeout", "60s",
 			"--before-delete-hook-timeout", "60s", "--terminate-timeout", "60s",
 			"--max-retries", "3", "--retry-backoff", "1s", "--retry-backoff-max", "4s",
@@ -192,7 +192,7 @@ func (r *run) services(ctx context.Context) error {
 		r.hooks = append(r.hooks, &svc{name: name, bin: bins["hook-runner"], logFile: logf(name), metrics: "http://" + a + "/metrics",
 			args: append(common(name), "--health-addr", a, "--runner-id", name, "--concurrency", "20",
 				"--ssh-key-file", r.w.ClientKeyFile, "--ssh-known-hosts", r.w.KnownHosts, "--ssh-port", strconv.Itoa(r.w.SSHPort),
-				"--ssh-connect-timeout", "3s", "--shutdown-grace", "5s")})
+				"--ssh-connect-timeout", "3s", "--shutdown-grace", "5s", "--secrets-key-file", r.w.SecretsKeyFile)})
 	}
 	return nil
 }

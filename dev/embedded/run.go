@@ -90,8 +90,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretKey"), []byte(emulatorSecret), 0o600); err != nil {
 		return err
 	}
-	// The key the gateway seals credentials written through the admin API
-	// with, and the cloud adapter opens them with.
+	// The sealing key ring: the gateway seals credentials, hook env values
+	// and secret parameters written through the admin API with it,
+	// lifecycle seals the configuration file's; the cloud adapter opens
+	// credentials and secret parameters, the hook runner hook env values.
 	secretsKeyFile := cfg.path("keys", "secrets.key")
 	if _, err := sealed.GenerateKeyFile(secretsKeyFile); err != nil {
 		return err
@@ -181,6 +183,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	} else {
 		lc.ConfigData = nodeGroups
 	}
+	lc.SecretsKeyFile = secretsKeyFile
 	lcDeps := lifecycle.Deps{Cluster: SimCluster{C: cluster}}
 	if kube != nil {
 		kube.lifecycleConfig(&lc)
@@ -202,6 +205,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	hr.SSH.KeyFile = cfg.path("keys", "hook-runner_ed25519")
 	hr.SSH.KnownHostsFiles = []string{knownHosts}
 	hr.SSH.Port = cfg.SSHPort
+	hr.SecretsKeyFile = secretsKeyFile
 
 	gw := gateway.DefaultConfig()
 	gw.NATS.URL, gw.NATS.Name = natsURL, "api-gateway"

@@ -1,8 +1,11 @@
-// Package sealed seals small secrets (cloud credentials) with AES-256-GCM
+// Package sealed seals small secrets (cloud credentials, hook environment
+// values, template secret parameters) with AES-256-GCM
 // so they can travel over NATS and rest in KV without being readable: the
 // api-gateway seals what operators send, lifecycle stores the opaque blob,
-// and the cloud-adapter opens it. Both ends load the same 32-byte key from
-// a file (base64); the key id, a short SHA-256 prefix of the key, travels
+// and the cloud-adapter opens it. Every service loads the same key ring
+// from a file: one base64 32-byte key per line, the first seals and every
+// key opens, so a key can be rotated (see token.go for values sealed in
+// place and the README for the procedure); the key id, a short SHA-256 prefix of the key, travels
 // beside the blob so a key mismatch is reported as such rather than as a
 // corrupt blob.
 //
@@ -40,53 +43,141 @@ var (
 	ErrCorrupt = errors.New("sealed data is corrupt or belongs to another owner")
 )
 
-// Key seals and opens blobs. It never prints its bytes.
-type Key struct {
+// aeadKey is one AES-256-GCM key and its id.
+type aeadKey struct {
 	aead cipher.AEAD
 	id   string
 }
 
-// NewKey returns a key from KeySize raw bytes.
-func NewKey(raw []byte) (*Key, error) {
+// Key is a key ring: the first key seals, any key of the ring opens (the
+// key id travels with every blob). A ring of one key is what NewKey and
+// ParseKey return. It never prints its bytes.
+type Key struct {
+	keys []aeadKey
+}
+
+// ErrRevokedKey: the key is one that was once published (the placeholder
+// committed in deploy/kustomize before issue 15) and must never seal.
+var ErrRevokedKey = errors.New("this sealing key was published in the nodesmith repository and is refused: generate your own")
+
+// revoked are SHA-256 hashes of the raw bytes of keys that were published
+// and so protect nothing. The keys themselves are not kept anywhere.
+var revoked = map[string]bool{
+	// deploy/kustomize/components/secrets/files/nodesmith-secrets-key/key
+	// as committed until issue 15.
+	"f3e16d80437462a4169caa045404fae2ddaf30ae829e1fe339bb5ce22f75ba7d": true,
+}
+
+// GenerateHint tells an operator how to make a key file.
+const GenerateHint = "generate one with `head -c 32 /dev/urandom | base64` (or `make secrets` for a cluster install); the file holds one base64 key per line, the first one seals"
+
+func newAEADKey(raw []byte) (aeadKey, error) {
 	if len(raw) != KeySize {
-		return nil, fmt.Errorf("a sealing key must be %d bytes, got %d", KeySize, len(raw))
+		return aeadKey{}, fmt.Errorf("a sealing key must be %d bytes, got %d", KeySize, len(raw))
+	}
+	sum := sha256.Sum256(raw)
+	if revoked[hex.EncodeToString(sum[:])] {
+		return aeadKey{}, ErrRevokedKey
 	}
 	block, err := aes.NewCipher(raw)
 	if err != nil {
-		return nil, fmt.Errorf("creating cipher: %w", err)
+		return aeadKey{}, fmt.Errorf("creating cipher: %w", err)
 	}
 	aead, err := cipher.NewGCM(block)
 	if err != nil {
-		return nil, fmt.Errorf("creating GCM: %w", err)
+		return aeadKey{}, fmt.Errorf("creating GCM: %w", err)
 	}
-	sum := sha256.Sum256(raw)
-	return &Key{aead: aead, id: hex.EncodeToString(sum[:4])}, nil
+	return aeadKey{aead: aead, id: hex.EncodeToString(sum[:4])}, nil
 }
 
-// ParseKey decodes a base64 (standard or URL alphabet, padding optional)
-// key; surrounding whitespace is ignored.
-func ParseKey(text string) (*Key, error) {
-	s := strings.TrimSpace(text)
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if raw, err := enc.DecodeString(s); err == nil {
-			return NewKey(raw)
+// NewKey returns a ring of one key from KeySize raw bytes.
+func NewKey(raw []byte) (*Key, error) {
+	k, err := newAEADKey(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{keys: []aeadKey{k}}, nil
+}
+
+// NewRing returns a ring of the given keys; the first seals.
+func NewRing(keys ...*Key) (*Key, error) {
+	r := &Key{}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		for _, ak := range k.keys {
+			if !seen[ak.id] {
+				seen[ak.id] = true
+				r.keys = append(r.keys, ak)
+			}
 		}
 	}
-	// Never echo the text: it is the key (or close to it).
-	return nil, errors.New("a sealing key must be base64 of 32 random bytes")
+	if len(r.keys) == 0 {
+		return nil, errors.New("a key ring needs at least one key")
+	}
+	return r, nil
 }
 
-// LoadKeyFile reads a key file (base64 of KeySize bytes).
+func decodeKey(s string) ([]byte, bool) {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if raw, err := enc.DecodeString(s); err == nil {
+			return raw, true
+		}
+	}
+	return nil, false
+}
+
+// ParseKey decodes a key ring: one base64 (standard or URL alphabet,
+// padding optional) key per line; blank lines and lines starting with #
+// are ignored; surrounding whitespace is ignored. The first key seals.
+func ParseKey(text string) (*Key, error) {
+	r := &Key{}
+	seen := map[string]bool{}
+	for i, line := range strings.Split(text, "\n") {
+		s := strings.TrimSpace(line)
+		if s == "" || strings.HasPrefix(s, "#") {
+			continue
+		}
+		raw, ok := decodeKey(s)
+		if !ok {
+			// Never echo the text: it is the key (or close to it).
+			return nil, fmt.Errorf("line %d: a sealing key must be base64 of 32 random bytes", i+1)
+		}
+		k, err := newAEADKey(raw)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		if !seen[k.id] {
+			seen[k.id] = true
+			r.keys = append(r.keys, k)
+		}
+	}
+	if len(r.keys) == 0 {
+		return nil, errors.New("no sealing key: a sealing key must be base64 of 32 random bytes")
+	}
+	return r, nil
+}
+
+// LoadKeyFile reads a key ring file (one base64 key of KeySize bytes per
+// line; the first seals). Errors say how to generate a key.
 func LoadKeyFile(path string) (*Key, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading secrets key file: %w", err)
+		return nil, fmt.Errorf("reading secrets key file: %w; %s", err, GenerateHint)
 	}
 	k, err := ParseKey(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("secrets key file %s: %w", path, err)
+		return nil, fmt.Errorf("secrets key file %s: %w; %s", path, err, GenerateHint)
 	}
 	return k, nil
+}
+
+// NewRawKey returns KeySize random bytes, base64 encoded (a key file line).
+func NewRawKey() (string, error) {
+	raw := make([]byte, KeySize)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("generating a secrets key: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(raw), nil
 }
 
 // GenerateKeyFile writes a new random key to path (mode 0600, parent
@@ -96,56 +187,81 @@ func GenerateKeyFile(path string) (*Key, error) {
 	if _, err := os.Stat(path); err == nil {
 		return LoadKeyFile(path)
 	}
-	raw := make([]byte, KeySize)
-	if _, err := rand.Read(raw); err != nil {
-		return nil, fmt.Errorf("generating a secrets key: %w", err)
+	line, err := NewRawKey()
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating the secrets key directory: %w", err)
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(base64.StdEncoding.EncodeToString(raw)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(line+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the secrets key: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("writing the secrets key: %w", err)
 	}
-	return NewKey(raw)
+	return ParseKey(line)
 }
 
-// ID identifies the key without revealing it.
-func (k *Key) ID() string { return k.id }
+// ID identifies the sealing (first) key without revealing it.
+func (k *Key) ID() string { return k.keys[0].id }
+
+// IDs are the ids of every key of the ring, the sealing key first.
+func (k *Key) IDs() []string {
+	ids := make([]string, len(k.keys))
+	for i, ak := range k.keys {
+		ids[i] = ak.id
+	}
+	return ids
+}
+
+// Has reports whether the ring holds the key with id.
+func (k *Key) Has(id string) bool {
+	for _, ak := range k.keys {
+		if ak.id == id {
+			return true
+		}
+	}
+	return false
+}
 
 // String hides the key.
-func (k *Key) String() string { return "sealed.Key(" + k.id + ")" }
+func (k *Key) String() string { return "sealed.Key(" + strings.Join(k.IDs(), ",") + ")" }
 
-// Seal encrypts plaintext bound to aad (the owner's name).
+// Seal encrypts plaintext bound to aad (the owner's name) under the first
+// key of the ring.
 func (k *Key) Seal(plaintext, aad []byte) ([]byte, error) {
-	nonce := make([]byte, k.aead.NonceSize())
+	sk := k.keys[0]
+	nonce := make([]byte, sk.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("sealing: %w", err)
 	}
-	out := make([]byte, 0, 1+len(nonce)+len(plaintext)+k.aead.Overhead())
+	out := make([]byte, 0, 1+len(nonce)+len(plaintext)+sk.aead.Overhead())
 	out = append(out, version)
 	out = append(out, nonce...)
-	return k.aead.Seal(out, nonce, plaintext, aad), nil
+	return sk.aead.Seal(out, nonce, plaintext, aad), nil
 }
 
 // Open decrypts a blob sealed under the key with id keyID and bound to
-// aad. An empty keyID skips the id check.
+// aad, with that key of the ring. An empty keyID tries every key.
 func (k *Key) Open(blob []byte, keyID string, aad []byte) ([]byte, error) {
-	if keyID != "" && keyID != k.id {
-		return nil, fmt.Errorf("%w: sealed under key %s, this key is %s", ErrKeyMismatch, keyID, k.id)
+	if keyID != "" && !k.Has(keyID) {
+		return nil, fmt.Errorf("%w: sealed under key %s, this key ring holds %s", ErrKeyMismatch, keyID, strings.Join(k.IDs(), ","))
 	}
-	ns := k.aead.NonceSize()
-	if len(blob) < 1+ns+k.aead.Overhead() || blob[0] != version {
-		return nil, ErrCorrupt
+	for _, ak := range k.keys {
+		if keyID != "" && ak.id != keyID {
+			continue
+		}
+		ns := ak.aead.NonceSize()
+		if len(blob) < 1+ns+ak.aead.Overhead() || blob[0] != version {
+			return nil, ErrCorrupt
+		}
+		if pt, err := ak.aead.Open(nil, blob[1:1+ns], blob[1+ns:], aad); err == nil {
+			return pt, nil
+		}
 	}
-	pt, err := k.aead.Open(nil, blob[1:1+ns], blob[1+ns:], aad)
-	if err != nil {
-		return nil, ErrCorrupt
-	}
-	return pt, nil
+	return nil, ErrCorrupt
 }
 
 // Credentials are a cloud account's API key as sealed for the catalog.
@@ -183,4 +299,25 @@ func (k *Key) OpenCredentials(account string, blob []byte, keyID string) (Creden
 		return Credentials{}, fmt.Errorf("opening the credentials of account %q: %w", account, ErrCorrupt)
 	}
 	return c, nil
+}
+
+// ResealCredentials returns credentials sealed for account under keyID
+// re-sealed under the ring's sealing key, its id and true; or the blob,
+// keyID and false when keyID already is the sealing key. Lifecycle uses it
+// to move stored credentials to the newest key of a rotated ring; the
+// opened credentials never leave this function.
+func (k *Key) ResealCredentials(account string, blob []byte, keyID string) ([]byte, string, bool, error) {
+	if keyID == k.ID() {
+		return blob, keyID, false, nil
+	}
+	pt, err := k.Open(blob, keyID, []byte(account))
+	if err != nil {
+		return blob, keyID, false, fmt.Errorf("re-sealing the credentials of account %q: %w", account, err)
+	}
+	out, err := k.Seal(pt, []byte(account))
+	clear(pt)
+	if err != nil {
+		return blob, keyID, false, err
+	}
+	return out, k.ID(), true, nil
 }

@@ -67,11 +67,14 @@ type Emulator struct {
 	faults         map[string]ActionFaults
 	injected       map[string][]Fault
 	accounts       map[string]*account
-	buckets        map[rateKey]*tokenBucket
-	windows        map[rateKey]*rateWindow
-	ips            ipAllocator
-	seq            uint64
-	counters       counters
+	// runObserver sees the body of every well-formed RunInstances request
+	// (tests check what reached the cloud, e.g. sealed parameters opened).
+	runObserver func(account string, body []byte)
+	buckets     map[rateKey]*tokenBucket
+	windows     map[rateKey]*rateWindow
+	ips         ipAllocator
+	seq         uint64
+	counters    counters
 
 	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
 	// holds one token while a save is due.
@@ -460,4 +463,12 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// ObserveRunInstances makes f see the JSON body of every well-formed
+// RunInstances request, with the calling account (nil stops). For tests.
+func (e *Emulator) ObserveRunInstances(f func(account string, body []byte)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runObserver = f
 }

@@ -1,6 +1,7 @@
 package cvmemu
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
 	"hash/fnv"
@@ -99,6 +100,12 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 	var p cvm.RunInstancesRequestParams
 	if aerr := decodeParams(c.body, &p); aerr != nil {
 		return nil, aerr
+	}
+	e.mu.Lock()
+	obs := e.runObserver
+	e.mu.Unlock()
+	if obs != nil {
+		obs(c.account, bytes.Clone(c.body))
 	}
 	count := int64(1)
 	if p.InstanceCount != nil {

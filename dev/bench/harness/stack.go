@@ -126,6 +126,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 		lc.NATS.URL, lc.NATS.Name = w.NATSURL(), "lifecycle"
 		lc.HealthAddr = ""
 		lc.ConfigData = cfg.Groups
+		lc.SecretsKeyFile = w.SecretsKeyFile
 		if cfg.TuneLifecycle != nil {
 			cfg.TuneLifecycle(&lc)
 		}
@@ -211,6 +212,7 @@ func HookRunnerConfig(w *World) hookrunner.Config {
 	hr.SSH.KeyFile = w.ClientKeyFile
 	hr.SSH.KnownHostsFiles = []string{w.KnownHosts}
 	hr.SSH.Port = w.SSHPort
+	hr.SecretsKeyFile = w.SecretsKeyFile
 	return hr
 }
 

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nodesmith/nodesmith/libs/natsembed"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 	"github.com/nodesmith/nodesmith/tools/simcluster"
 	"github.com/nodesmith/nodesmith/tools/simvm"
@@ -85,6 +86,9 @@ type World struct {
 	ClientKey ssh.Signer
 	// KnownHosts trusts every VM (a @cert-authority line).
 	KnownHosts string
+	// SecretsKeyFile is the sealing key ring of lifecycle, the gateway, the
+	// cloud adapters and the hook runners (hook env values are sealed).
+	SecretsKeyFile string
 	// CredentialsDir holds <account>/secretId and secretKey for the cloud-adapter.
 	CredentialsDir string
 }
@@ -123,6 +127,10 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 	w.SSHPort = 20000 + mrand.IntN(20000)
 	w.KnownHosts = filepath.Join(cfg.Dir, "keys", "known_hosts")
 	if err := simvm.WriteKnownHostsCA(w.KnownHosts, hostCA.PublicKey(), w.SSHPort); err != nil {
+		return nil, err
+	}
+	w.SecretsKeyFile = filepath.Join(cfg.Dir, "keys", "secrets.key")
+	if _, err := sealed.GenerateKeyFile(w.SecretsKeyFile); err != nil {
 		return nil, err
 	}
 	secret := randomHex(24)

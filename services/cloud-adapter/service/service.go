@@ -152,6 +152,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		NotFoundGrace:    cfg.WatchNotFoundGrace,
 		Stopping:         gctx.Done(),
 		Logger:           log,
+		OpenParameter:    openParameter(secretsKey),
 	})
 	g.Go("consumer", func(ctx context.Context) error {
 		// Commands are taken only once the catalog's credentials are
@@ -181,4 +182,15 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	err = g.Wait()
 	log.Info("cloud adapter stopped")
 	return err
+}
+
+// openParameter opens template secret parameters with the key ring; nil
+// without one.
+func openParameter(key *sealed.Key) func(name, token string) (string, error) {
+	if key == nil {
+		return nil
+	}
+	return func(name, token string) (string, error) {
+		return key.OpenString(sealed.PurposeTemplateParameter, name, token)
+	}
 }

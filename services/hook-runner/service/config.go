@@ -42,6 +42,10 @@ type Config struct {
 	// HookTimeout applies to hooks whose command has no timeout.
 	HookTimeout time.Duration
 	SSH         SSHConfig
+	// SecretsKeyFile is the sealing key ring (libs/sealed) that opens the
+	// hook environment values lifecycle and the gateway sealed. Empty: a
+	// hook with sealed values fails (FailureInvalid).
+	SecretsKeyFile string
 }
 
 // SSHConfig configures how hooks reach VMs.
@@ -113,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RunnerID, "runner-id", c.RunnerID, "name of this replica in hook results (default: the host name, i.e. the pod name)")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "hooks this replica runs at once")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long running hooks may finish after SIGTERM before they are killed and redelivered")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "sealing key ring file (one base64 32-byte key per line; the gateway's and lifecycle's) that opens the sealed hook environment values")
 	fs.DurationVar(&c.HookTimeout, "hook-timeout", c.HookTimeout, "deadline of a hook whose command sets none (connecting included)")
 	fs.StringVar(&c.SSH.User, "ssh-user", c.SSH.User, "user to log in as on VMs")
 	fs.StringVar(&c.SSH.KeyFile, "ssh-key-file", c.SSH.KeyFile, "private key file (or set "+EnvSSHPrivateKey+")")

@@ -21,6 +21,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	hookjs "github.com/nodesmith/nodesmith/services/hook-runner/internal/adapters/jetstream"
 	sshexec "github.com/nodesmith/nodesmith/services/hook-runner/internal/adapters/ssh"
@@ -78,6 +79,19 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		return fmt.Errorf("ssh: %w", err)
 	}
 
+	var openEnv func(map[string]string) (map[string]string, error)
+	if cfg.SecretsKeyFile != "" {
+		key, err := sealed.LoadKeyFile(cfg.SecretsKeyFile)
+		if err != nil {
+			return err
+		}
+		openEnv = func(env map[string]string) (map[string]string, error) {
+			return key.OpenMap(sealed.PurposeHookEnv, env)
+		}
+	} else {
+		log.Warn("no --secrets-key-file: hooks whose environment holds sealed values will fail")
+	}
+
 	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, "hook-runner", log)
 	if err != nil {
 		return startErr(ctx, err)
@@ -107,6 +121,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		DefaultTimeout: cfg.HookTimeout,
 		Logger:         log,
 		Metrics:        app.NewMetrics(reg),
+		OpenEnv:        openEnv,
 	})
 
 	g, _ := run.NewGroup(ctx)

@@ -47,6 +47,13 @@ type Config struct {
 	// (content hash, so a ConfigMap's atomic symlink swap is seen); 0
 	// disables hot reload.
 	ConfigReloadInterval time.Duration
+	// SecretsKeyFile is the sealing key ring (libs/sealed: one base64
+	// 32-byte key per line, the first seals) shared with the gateway, the
+	// cloud adapters and the hook runners. Lifecycle seals the hook
+	// environment values and secret parameters of ConfigFile with it and
+	// re-seals stored values under the newest key. Empty: the file must
+	// hold no such value.
+	SecretsKeyFile string
 
 	// ClusterID tags every VM created (the reconciler lists VMs by it, the
 	// cloud adapter terminates only VMs carrying it); it must be unique per
@@ -215,6 +222,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.NATS.RegisterFlags(fs)
 	c.Topology.RegisterFlags(fs)
 	fs.StringVar(&c.ConfigFile, "config-file", c.ConfigFile, "YAML file of accounts, instance templates and node groups")
+	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "sealing key ring file (one base64 32-byte key per line, the first seals; `make secrets` writes one): seals the config file's hook env values and secretParameters and re-seals stored ones under the newest key")
 	fs.DurationVar(&c.ConfigReloadInterval, "config-reload-interval", c.ConfigReloadInterval, "how often the config file is checked for changes (0 disables hot reload)")
 	fs.StringVar(&c.ClusterID, "cluster-id", c.ClusterID, "id tagged on every VM created (the reconciler and terminations act only on VMs carrying it); unique per cluster sharing a cloud account. Empty: k8s-<uid of kube-system> with Kubernetes, else "+DefaultLocalClusterID+". Keep the id an install's VMs already carry")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of /livez, /readyz and /metrics (empty disables)")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -81,8 +83,23 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// testKeyFile is a sealing key ring for the package's tests (the config
+// file's hook env values are sealed).
+var testKeyFile = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "lifecycle-test-key")
+	if err != nil {
+		panic(err)
+	}
+	p := filepath.Join(dir, "key")
+	if _, err := sealed.GenerateKeyFile(p); err != nil {
+		panic(err)
+	}
+	return p
+})
+
 func fastConfig(yaml string) service.Config {
 	cfg := service.DefaultConfig()
+	cfg.SecretsKeyFile = testKeyFile()
 	cfg.HealthAddr = ""
 	cfg.ConfigData = []byte(yaml)
 	cfg.TickInterval = 20 * time.Millisecond

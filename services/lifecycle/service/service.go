@@ -23,6 +23,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/run"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
@@ -30,6 +31,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/prom"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/yamlconfig"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -121,6 +123,19 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		log.Info("no configuration file: node groups come from the admin API only")
 	}
 
+	var sealer app.Sealer
+	if cfg.SecretsKeyFile == "" && fileCfg != nil && holdsSecrets(fileCfg) {
+		return errors.New("the configuration file holds hook env values or secretParameters, which are stored and sent only sealed: set --secrets-key-file (" + sealed.GenerateHint + ")")
+	}
+	if cfg.SecretsKeyFile != "" {
+		key, err := sealed.LoadKeyFile(cfg.SecretsKeyFile)
+		if err != nil {
+			return err
+		}
+		sealer = key
+		log.Info("sealing key ring loaded", "key_ids", key.IDs())
+	}
+
 	nc, js, closeNATS, err := messaging.Connect(ctx, deps.Conn, cfg.NATS, cfg.Topology, "lifecycle", log)
 	if err != nil {
 		return err
@@ -149,6 +164,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		Notifier: ext.notifier,
 		Status:   ext.status,
 		Tracer:   oteltrace.Tracer{},
+		Sealer:   sealer,
 	})
 	gauges := prom.NewCollector(a.Stats)
 	if err := reg.Register(gauges); err != nil {
@@ -279,4 +295,22 @@ func watchConfig(ctx context.Context, path string, applied []byte, every time.Du
 			log.Error("applying the reloaded configuration", "err", err)
 		}
 	}
+}
+
+// holdsSecrets reports whether the file defines a value lifecycle must
+// seal (a hook env value or a secret parameter).
+func holdsSecrets(c *yamlconfig.Config) bool {
+	tmpl := func(t domain.InstanceTemplate) bool { return len(t.HookEnv) > 0 || len(t.SecretParameters) > 0 }
+	hook := func(h *domain.HookSpec) bool { return h != nil && len(h.Env) > 0 }
+	for _, g := range c.Groups {
+		if tmpl(g.Template) || hook(g.Hooks.AfterCreated) || hook(g.Hooks.BeforeDelete) {
+			return true
+		}
+	}
+	for _, e := range c.Catalog {
+		if (e.Template != nil && tmpl(*e.Template)) || hook(e.Hook) {
+			return true
+		}
+	}
+	return false
 }

@@ -67,6 +67,9 @@ func TestScaleUpAndDownEndToEnd(t *testing.T) {
 				t.Errorf("hook env of %s lacks %s: %v", h.GetInstanceId(), k, env)
 			}
 		}
+		if !strings.HasPrefix(env["API_SERVER"], "sealed:v1:") || strings.Contains(env["API_SERVER"], "10.0.0.1") {
+			t.Errorf("the config file's hook env value API_SERVER travels unsealed: %q", env["API_SERVER"])
+		}
 		if h.GetHost() == "" || h.GetHost() != env["NODE_IP"] {
 			t.Errorf("hook host %q, NODE_IP %q", h.GetHost(), env["NODE_IP"])
 		}

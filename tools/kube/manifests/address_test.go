@@ -25,7 +25,7 @@ var gatewayAddr = regexp.MustCompile(`[a-z0-9-]*gateway[a-z0-9-]*\.[a-z0-9-]+\.s
 // checkMTLS) names that Service, in its namespace, on one of its ports.
 func TestDocsNameTheGatewayService(t *testing.T) {
 	k := kustomizeDir(t)
-	s := rendering{dir: filepath.Join(k, "overlays", "prod")}.render(t)
+	s := rendering{dir: filepath.Join(generatedKustomizeDir(t), "overlays", "prod")}.render(t)
 	var svc corev1.Service
 	mustInto(t, s, "Service", namespace, "api-gateway", &svc)
 	host := svc.Name + "." + svc.Namespace + ".svc"

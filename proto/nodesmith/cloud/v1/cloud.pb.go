@@ -309,10 +309,15 @@ type CreateInstances struct {
 	Group          string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`
 	// Provider-neutral placement facts from the instance template (adapters
 	// may also find them in parameters_json).
-	Zone          string `protobuf:"bytes,9,opt,name=zone,proto3" json:"zone,omitempty"`
-	InstanceType  string `protobuf:"bytes,10,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Zone         string `protobuf:"bytes,9,opt,name=zone,proto3" json:"zone,omitempty"`
+	InstanceType string `protobuf:"bytes,10,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	// The template's secret parameters, still sealed (top-level parameter
+	// name -> libs/sealed token of its JSON value, purpose
+	// "template-parameter"): the cloud adapter opens them and merges them
+	// into parameters_json just before the cloud call.
+	SecretParameters map[string]string `protobuf:"bytes,11,rep,name=secret_parameters,json=secretParameters,proto3" json:"secret_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CreateInstances) Reset() {
@@ -413,6 +418,13 @@ func (x *CreateInstances) GetInstanceType() string {
 		return x.InstanceType
 	}
 	return ""
+}
+
+func (x *CreateInstances) GetSecretParameters() map[string]string {
+	if x != nil {
+		return x.SecretParameters
+	}
+	return nil
 }
 
 // WatchInstances follows instances until each is RUNNING with an IP, failed,
@@ -1395,7 +1407,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x19\n" +
 	"\bcloud_id\x18\x03 \x01(\tR\acloudId\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x12\x18\n" +
-	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xfe\x02\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xab\x04\n" +
 	"\x0fCreateInstances\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
 	"\fclient_token\x18\x02 \x01(\tR\vclientToken\x122\n" +
@@ -1408,7 +1420,11 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\x05group\x18\b \x01(\tR\x05group\x12\x12\n" +
 	"\x04zone\x18\t \x01(\tR\x04zone\x12#\n" +
 	"\rinstance_type\x18\n" +
-	" \x01(\tR\finstanceType\"\x83\x01\n" +
+	" \x01(\tR\finstanceType\x12f\n" +
+	"\x11secret_parameters\x18\v \x03(\v29.nodesmith.cloud.v1.CreateInstances.SecretParametersEntryR\x10secretParameters\x1aC\n" +
+	"\x15SecretParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
 	"\x0eWatchInstances\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12=\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\xa6\x01\n" +
@@ -1513,7 +1529,7 @@ func file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_cloud_v1_cloud_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: nodesmith.cloud.v1.ErrorKind
 	(CloudState)(0),               // 1: nodesmith.cloud.v1.CloudState
@@ -1533,46 +1549,48 @@ var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(*InventoryItem)(nil),         // 15: nodesmith.cloud.v1.InventoryItem
 	(*Inventory)(nil),             // 16: nodesmith.cloud.v1.Inventory
 	(*Event)(nil),                 // 17: nodesmith.cloud.v1.Event
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	nil,                           // 18: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	2,  // 0: nodesmith.cloud.v1.CreateInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 1: nodesmith.cloud.v1.CreateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	2,  // 2: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
-	3,  // 3: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	2,  // 4: nodesmith.cloud.v1.TerminateInstances.target:type_name -> nodesmith.cloud.v1.Target
-	3,  // 5: nodesmith.cloud.v1.TerminateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	2,  // 6: nodesmith.cloud.v1.ListInventory.target:type_name -> nodesmith.cloud.v1.Target
-	4,  // 7: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
-	5,  // 8: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
-	6,  // 9: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
-	7,  // 10: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
-	0,  // 11: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
-	3,  // 12: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 13: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	9,  // 14: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 15: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
-	1,  // 16: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
-	18, // 17: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
-	3,  // 18: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 19: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	9,  // 20: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	1,  // 21: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
-	18, // 22: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 23: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
-	15, // 24: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
-	9,  // 25: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
-	10, // 26: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
-	11, // 27: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
-	12, // 28: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
-	13, // 29: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
-	14, // 30: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
-	16, // 31: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	18, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	2,  // 3: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 4: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	2,  // 5: nodesmith.cloud.v1.TerminateInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 6: nodesmith.cloud.v1.TerminateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	2,  // 7: nodesmith.cloud.v1.ListInventory.target:type_name -> nodesmith.cloud.v1.Target
+	4,  // 8: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
+	5,  // 9: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
+	6,  // 10: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
+	7,  // 11: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
+	0,  // 12: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
+	3,  // 13: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 14: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	9,  // 15: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 16: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 17: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
+	19, // 18: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
+	3,  // 19: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 20: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	9,  // 21: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	1,  // 22: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
+	19, // 23: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 24: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
+	15, // 25: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
+	9,  // 26: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
+	10, // 27: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
+	11, // 28: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
+	12, // 29: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
+	13, // 30: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
+	14, // 31: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
+	16, // 32: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_cloud_v1_cloud_proto_init() }
@@ -1600,7 +1618,7 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_cloud_v1_cloud_proto_rawDesc), len(file_nodesmith_cloud_v1_cloud_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

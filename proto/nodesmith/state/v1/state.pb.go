@@ -606,9 +606,15 @@ type InstanceTemplate struct {
 	// Extra hook environment for VMs of this template.
 	HookEnv map[string]string `protobuf:"bytes,12,rep,name=hook_env,json=hookEnv,proto3" json:"hook_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// SSH port of the VMs (0 = the hook runner's default).
-	SshPort       uint32 `protobuf:"varint,13,opt,name=ssh_port,json=sshPort,proto3" json:"ssh_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SshPort uint32 `protobuf:"varint,13,opt,name=ssh_port,json=sshPort,proto3" json:"ssh_port,omitempty"`
+	// Secret create parameters: top-level parameter name -> its JSON value
+	// sealed in place (libs/sealed token, purpose "template-parameter",
+	// bound to the name). Only the cloud adapter opens them, merging them
+	// into the parameters of the create call. Values of hook_env are sealed
+	// tokens too (purpose "hook-env"), opened only by the hook runner.
+	SecretParameters map[string]string `protobuf:"bytes,14,rep,name=secret_parameters,json=secretParameters,proto3" json:"secret_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InstanceTemplate) Reset() {
@@ -730,6 +736,13 @@ func (x *InstanceTemplate) GetSshPort() uint32 {
 		return x.SshPort
 	}
 	return 0
+}
+
+func (x *InstanceTemplate) GetSecretParameters() map[string]string {
+	if x != nil {
+		return x.SecretParameters
+	}
+	return nil
 }
 
 // NodeGroup is the record of one node group, key = id in the groups bucket.
@@ -1630,7 +1643,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\rbefore_delete\x18\x02 \x01(\v2\x1c.nodesmith.state.v1.HookSpecR\fbeforeDelete\"=\n" +
 	"\vParallelism\x12\x16\n" +
 	"\x06create\x18\x01 \x01(\x05R\x06create\x12\x16\n" +
-	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\xf4\x03\n" +
+	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\xa2\x05\n" +
 	"\x10InstanceTemplate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -1645,8 +1658,12 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	" \x01(\tR\x04arch\x12\x0e\n" +
 	"\x02os\x18\v \x01(\tR\x02os\x12L\n" +
 	"\bhook_env\x18\f \x03(\v21.nodesmith.state.v1.InstanceTemplate.HookEnvEntryR\ahookEnv\x12\x19\n" +
-	"\bssh_port\x18\r \x01(\rR\asshPort\x1a:\n" +
+	"\bssh_port\x18\r \x01(\rR\asshPort\x12g\n" +
+	"\x11secret_parameters\x18\x0e \x03(\v2:.nodesmith.state.v1.InstanceTemplate.SecretParametersEntryR\x10secretParameters\x1a:\n" +
 	"\fHookEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
+	"\x15SecretParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x05\n" +
 	"\tNodeGroup\x12\x0e\n" +
@@ -1761,7 +1778,7 @@ func file_nodesmith_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_nodesmith_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	(InstanceState)(0),            // 0: nodesmith.state.v1.InstanceState
 	(OnFailure)(0),                // 1: nodesmith.state.v1.OnFailure
@@ -1785,9 +1802,10 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	nil,                           // 19: nodesmith.state.v1.NodeTemplate.AllocatableEntry
 	nil,                           // 20: nodesmith.state.v1.HookSpec.EnvEntry
 	nil,                           // 21: nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	nil,                           // 22: nodesmith.state.v1.Instance.TraceContextEntry
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	nil,                           // 22: nodesmith.state.v1.InstanceTemplate.SecretParametersEntry
+	nil,                           // 23: nodesmith.state.v1.Instance.TraceContextEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	16, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
@@ -1795,44 +1813,45 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	2,  // 2: nodesmith.state.v1.NodeTemplate.taints:type_name -> nodesmith.state.v1.Taint
 	18, // 3: nodesmith.state.v1.NodeTemplate.capacity:type_name -> nodesmith.state.v1.NodeTemplate.CapacityEntry
 	19, // 4: nodesmith.state.v1.NodeTemplate.allocatable:type_name -> nodesmith.state.v1.NodeTemplate.AllocatableEntry
-	23, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
-	23, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
-	23, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
-	23, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
+	24, // 5: nodesmith.state.v1.AutoscalingOptions.scale_down_unneeded:type_name -> google.protobuf.Duration
+	24, // 6: nodesmith.state.v1.AutoscalingOptions.scale_down_unready:type_name -> google.protobuf.Duration
+	24, // 7: nodesmith.state.v1.AutoscalingOptions.max_node_provision:type_name -> google.protobuf.Duration
+	24, // 8: nodesmith.state.v1.HookSpec.timeout:type_name -> google.protobuf.Duration
 	1,  // 9: nodesmith.state.v1.HookSpec.on_failure:type_name -> nodesmith.state.v1.OnFailure
 	20, // 10: nodesmith.state.v1.HookSpec.env:type_name -> nodesmith.state.v1.HookSpec.EnvEntry
 	5,  // 11: nodesmith.state.v1.Hooks.after_created:type_name -> nodesmith.state.v1.HookSpec
 	5,  // 12: nodesmith.state.v1.Hooks.before_delete:type_name -> nodesmith.state.v1.HookSpec
 	21, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
-	8,  // 14: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
-	3,  // 15: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
-	4,  // 16: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
-	6,  // 17: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
-	7,  // 18: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	24, // 19: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 20: nodesmith.state.v1.NodeGroup.applied_requests:type_name -> nodesmith.state.v1.AppliedRequest
-	24, // 21: nodesmith.state.v1.AppliedRequest.at:type_name -> google.protobuf.Timestamp
-	24, // 22: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
-	0,  // 23: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
-	0,  // 24: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	24, // 25: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
-	0,  // 26: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
-	11, // 27: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	24, // 28: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	24, // 29: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	24, // 30: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	24, // 31: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
-	12, // 32: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	22, // 33: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
-	8,  // 34: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
-	14, // 35: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
-	5,  // 36: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
-	24, // 37: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	22, // 14: nodesmith.state.v1.InstanceTemplate.secret_parameters:type_name -> nodesmith.state.v1.InstanceTemplate.SecretParametersEntry
+	8,  // 15: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
+	3,  // 16: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
+	4,  // 17: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
+	6,  // 18: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
+	7,  // 19: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
+	25, // 20: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 21: nodesmith.state.v1.NodeGroup.applied_requests:type_name -> nodesmith.state.v1.AppliedRequest
+	25, // 22: nodesmith.state.v1.AppliedRequest.at:type_name -> google.protobuf.Timestamp
+	25, // 23: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	0,  // 24: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
+	0,  // 25: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
+	25, // 26: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	0,  // 27: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
+	11, // 28: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
+	25, // 29: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	25, // 30: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	25, // 31: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	25, // 32: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	12, // 33: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
+	23, // 34: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
+	8,  // 35: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
+	14, // 36: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
+	5,  // 37: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
+	25, // 38: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
@@ -1852,7 +1871,7 @@ func file_nodesmith_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_state_v1_state_proto_rawDesc), len(file_nodesmith_state_v1_state_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

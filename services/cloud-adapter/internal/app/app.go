@@ -50,6 +50,10 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// OpenParameter opens a template secret parameter (a libs/sealed
+	// token of the parameter's JSON value, bound to its name); nil: a
+	// create command with secret parameters fails (no --secrets-key-file).
+	OpenParameter func(name, token string) (string, error)
 }
 
 // Delivery describes how the command being handled was delivered.

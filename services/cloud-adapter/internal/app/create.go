@@ -2,8 +2,11 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -41,6 +44,11 @@ func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Deli
 		return s.createFailed(ctx, log, c, c.GetInstances(), err, createFailedID(c.GetBatchId(), attempt, 0, 1))
 	}
 
+	params, err := s.parameters(c)
+	if err != nil {
+		return s.createFailed(ctx, log, c, c.GetInstances(), err, createFailedID(c.GetBatchId(), attempt, 0, 1))
+	}
+
 	chunks := domain.SplitBatch(c.GetClientToken(), len(c.GetInstances()), ports.MaxBatch)
 	for _, ch := range chunks {
 		refs := c.GetInstances()[ch.Start:ch.End]
@@ -52,7 +60,7 @@ func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Deli
 			Target:      target,
 			ClientToken: ch.Token,
 			Template:    c.GetTemplateName(),
-			Parameters:  c.GetParametersJson(),
+			Parameters:  params,
 			Count:       ch.Len(),
 			Tags:        domain.CreationTags(c.GetClusterId(), c.GetGroup(), c.GetBatchId(), instanceTag),
 		}
@@ -114,4 +122,40 @@ func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *cloudv1
 	}
 	log.Warn("create failed", "failed_instances", len(failed), "kind", ports.KindOf(cause).String(), "err", cause)
 	return nil
+}
+
+// parameters returns the create parameters with the template's secret
+// parameters opened and merged in (a secret parameter replaces a plain one
+// of the same name). The opened values exist only here and in the cloud
+// call: errors name parameters, never values.
+func (s *Service) parameters(c *cloudv1.CreateInstances) (string, error) {
+	secret := c.GetSecretParameters()
+	if len(secret) == 0 {
+		return c.GetParametersJson(), nil
+	}
+	if s.o.OpenParameter == nil {
+		return "", ports.NewInvalidParametersError("SecretParametersUnopenable",
+			"the template has secret parameters and this cloud adapter has no --secrets-key-file")
+	}
+	merged := map[string]json.RawMessage{}
+	if p := c.GetParametersJson(); p != "" {
+		if err := json.Unmarshal([]byte(p), &merged); err != nil {
+			return "", ports.NewInvalidParametersError("InvalidParameters", "template parameters are not a JSON object")
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(secret)) {
+		v, err := s.o.OpenParameter(name, secret[name])
+		if err != nil {
+			return "", ports.NewInvalidParametersError("SecretParameterUnopenable", fmt.Sprintf("secret parameter %q: %v", name, err))
+		}
+		if !json.Valid([]byte(v)) {
+			return "", ports.NewInvalidParametersError("SecretParameterUnopenable", fmt.Sprintf("secret parameter %q is not JSON", name))
+		}
+		merged[name] = json.RawMessage(v)
+	}
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return "", ports.NewInvalidParametersError("InvalidParameters", "encoding parameters")
+	}
+	return string(b), nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,7 +39,16 @@ type Options struct {
 	Metrics *Metrics
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// OpenEnv opens the sealed values of a hook's environment (libs/sealed
+	// tokens: lifecycle and the gateway seal every hook env value) just
+	// before the run; the opened values go only to the executor. Nil: a
+	// sealed value fails the hook (the runner has no --secrets-key-file).
+	OpenEnv func(env map[string]string) (map[string]string, error)
 }
+
+// ErrNoSecretsKey: a hook's environment holds sealed values and this
+// runner has no key to open them.
+var ErrNoSecretsKey = errors.New("the hook's environment holds sealed values and this hook runner has no --secrets-key-file")
 
 // Runner runs hooks with an Executor and publishes their results.
 type Runner struct {
@@ -162,17 +172,30 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	}
 	log.Info("running hook", "timeout", timeout)
 
+	// Sealed env values are opened here, just before the run; the opened
+	// values go only to the executor and to the redactors below.
+	cmd := h.Command()
+	env, err := r.openEnv(cmd.Env)
+	if err != nil {
+		// The error names variables, never values.
+		ex := domain.Execution{ExitCode: domain.NoExitCode, Failure: domain.FailureInvalid, Err: err}
+		return domain.NewResult(h, ex, "", r.o.RunnerID, started, r.o.Now()), nil
+	}
+	cmd.Env = env
+	opened := h
+	opened.Env = env
+
 	// The operator's env values are redacted before the output reaches the
 	// logs or the tail that leaves in the result: a "set -x" script that
 	// runs "kubeadm join --token $JOIN_TOKEN" must not publish the token.
 	tail := domain.NewTail(domain.OutputTailSize)
 	stdout := r.lineLogger(log, "stdout")
 	stderr := r.lineLogger(log, "stderr")
-	secrets := h.Secrets()
+	secrets := opened.Secrets()
 	outR := domain.NewRedactor(io.MultiWriter(tail, stdout), secrets)
 	errR := domain.NewRedactor(io.MultiWriter(tail, stderr), secrets)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
-	ex := r.exec.Run(hctx, h.Command(), outR, errR)
+	ex := r.exec.Run(hctx, cmd, outR, errR)
 	cancel()
 	_ = outR.Flush() // the tail and line writers never fail
 	_ = errR.Flush()
@@ -190,6 +213,29 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	res := domain.NewResult(h, ex, tail.String(), r.o.RunnerID, started, r.o.Now())
 	log.Debug("hook run ended", "output_bytes", tail.Total(), "connect_attempts", ex.ConnectAttempts, "failure", ex.Failure.String())
 	return res, nil
+}
+
+func (r *Runner) openEnv(env map[string]string) (map[string]string, error) {
+	sealedEnv := false
+	for _, v := range env {
+		if strings.HasPrefix(v, "sealed:") {
+			sealedEnv = true
+			break
+		}
+	}
+	if !sealedEnv {
+		return env, nil
+	}
+	if r.o.OpenEnv == nil {
+		return nil, ErrNoSecretsKey
+	}
+	opened, err := r.o.OpenEnv(env)
+	if err != nil {
+		return nil, err
+	}
+	// The opened values are checked as the sealed ones were (names only in
+	// the error).
+	return opened, domain.ValidateEnv(opened)
 }
 
 // invalidHook describes the execution of a hook that fails validation.

@@ -138,6 +138,10 @@ type Deps struct {
 	// Tracer is optional: spans of dispatch and reconciler passes, and the
 	// trace context stamped on instances (see tracing.go).
 	Tracer ports.Tracer
+	// Sealer seals the hook environment values and secret parameters of
+	// the configuration file and re-seals stored ones under the newest key
+	// (sealing.go); nil refuses such values. A *sealed.Key.
+	Sealer Sealer
 }
 
 type groupRec struct {
@@ -164,6 +168,9 @@ type App struct {
 	random  func(int) string
 	jitter  func() float64
 	tracer  ports.Tracer
+	sealer  Sealer
+	// sealedState is what the last re-seal pass logged (sealing.go).
+	sealedState string
 
 	mu     sync.Mutex
 	loaded bool
@@ -269,6 +276,7 @@ func New(opts Options, d Deps) *App {
 		random:        d.Random,
 		jitter:        d.Jitter,
 		tracer:        d.Tracer,
+		sealer:        d.Sealer,
 		groups:        map[string]*groupRec{},
 		appliedIn:     map[string]map[string]struct{}{},
 		insts:         map[string]*instRec{},

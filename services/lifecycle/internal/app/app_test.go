@@ -28,6 +28,8 @@ type harness struct {
 	notices *memory.Notifier
 	status  *memory.StatusSink
 	opts    app.Options
+	// sealer seals hook env values (withSealer); nil: none.
+	sealer app.Sealer
 	// cloud ids handed out, to answer creates.
 	mu     sync.Mutex
 	nextVM int
@@ -61,6 +63,9 @@ func withClusterNoSynced() harnessOpt {
 		h.cluster.NoSyncedEvent = true
 	}
 }
+
+// withSealer gives the App a sealing key ring (hook env values).
+func withSealer(s app.Sealer) harnessOpt { return func(h *harness) { h.sealer = s } }
 
 func withOptions(f func(*app.Options)) harnessOpt { return func(h *harness) { f(&h.opts) } }
 
@@ -121,6 +126,9 @@ func (h *harness) newApp() *app.App {
 	}
 	if h.cluster != nil {
 		d.Cluster = h.cluster
+	}
+	if h.sealer != nil {
+		d.Sealer = h.sealer
 	}
 	return app.New(h.opts, d)
 }

@@ -356,10 +356,13 @@ func (a *App) snapshotLocked(g domain.NodeGroup) domain.NodeGroup {
 // convergeLocked re-snapshots every API group whose snapshots differ from
 // the catalog. Group ids whose write failed are reported in the error.
 func (a *App) convergeLocked(ctx context.Context, revs *Revisions) error {
-	if len(a.cat.entries) == 0 {
-		return nil
-	}
 	var errs []error
+	if err := a.resealLocked(ctx, revs); err != nil {
+		errs = append(errs, err)
+	}
+	if len(a.cat.entries) == 0 {
+		return errors.Join(errs...)
+	}
 	for _, id := range a.sortedGroupIDsLocked() {
 		if err := a.resnapshotLocked(ctx, id, revs); err != nil {
 			errs = append(errs, fmt.Errorf("group %s: %w", id, err))
@@ -467,6 +470,13 @@ func (a *App) applyFileEntryLocked(ctx context.Context, fe domain.CatalogEntry) 
 				"kind", ref.Kind.String(), "name", ref.Name)
 			return nil
 		}
+		var prev *domain.CatalogEntry
+		if cur != nil {
+			prev = &cur.e
+		}
+		if _, err := a.sealEntryLocked(&fe, prev); err != nil {
+			return err
+		}
 		if cur != nil && sameEntry(cur.e, fe) {
 			return nil
 		}
@@ -555,6 +565,7 @@ func cloneEntry(e domain.CatalogEntry) domain.CatalogEntry {
 	if e.Template != nil {
 		t := *e.Template
 		t.HookEnv = maps.Clone(t.HookEnv)
+		t.SecretParameters = maps.Clone(t.SecretParameters)
 		e.Template = &t
 	}
 	if e.Account != nil {

@@ -98,6 +98,13 @@ func (a *App) applyFileGroupLocked(ctx context.Context, fg domain.NodeGroup) err
 	fg.Source = domain.SourceConfig
 	for range a.opts.CASRetries {
 		cur, exists := a.groups[fg.ID]
+		var prev *domain.NodeGroup
+		if exists {
+			prev = &cur.g
+		}
+		if _, err := a.sealGroupLocked(&fg, prev); err != nil {
+			return err
+		}
 		if !exists {
 			g := fg
 			g.TargetSize = g.ClampTarget(fg.TargetSize)
@@ -156,6 +163,7 @@ func normalize(g domain.NodeGroup) domain.NodeGroup {
 		return m
 	}
 	g.Template.HookEnv = nm(g.Template.HookEnv)
+	g.Template.SecretParameters = nm(g.Template.SecretParameters)
 	g.NodeTemplate.Labels = nm(g.NodeTemplate.Labels)
 	g.NodeTemplate.Annotations = nm(g.NodeTemplate.Annotations)
 	g.NodeTemplate.Capacity = nm(g.NodeTemplate.Capacity)

@@ -55,8 +55,15 @@ type InstanceTemplate struct {
 	InstanceType       string
 	Arch               string
 	OS                 string
-	HookEnv            map[string]string
-	SSHPort            uint32
+	// HookEnv values are sealed tokens (libs/sealed, purpose "hook-env"):
+	// the gateway and lifecycle seal them, only the hook runner opens them.
+	HookEnv map[string]string
+	SSHPort uint32
+	// SecretParameters are top-level create parameters kept sealed
+	// (parameter name -> token of its JSON value, purpose
+	// "template-parameter"): only the cloud adapter opens them, merging
+	// them into ParametersJSON for the cloud call.
+	SecretParameters map[string]string
 }
 
 // Taint is a Kubernetes node taint.
@@ -279,6 +286,11 @@ func (t InstanceTemplate) Validate() []FieldError {
 	}
 	if t.ParametersJSON != "" && !json.Valid([]byte(t.ParametersJSON)) {
 		add("parameters", "not valid JSON")
+	}
+	for k := range t.SecretParameters {
+		if k == "" {
+			add("secretParameters", "a parameter name must not be empty")
+		}
 	}
 	return errs
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
@@ -24,8 +25,12 @@ import (
 type TemplateInfo struct {
 	InstanceTemplate
 	// HasParameters says whether provider create parameters are set.
-	HasParameters bool     `json:"hasParameters"`
-	Groups        []string `json:"groups"`
+	HasParameters bool `json:"hasParameters"`
+	// HookEnv and SecretParameters name the template's hook environment
+	// variables and secret parameters; each value is only "(sealed)".
+	HookEnv          map[string]string `json:"hookEnv,omitempty"`
+	SecretParameters map[string]string `json:"secretParameters,omitempty"`
+	Groups           []string          `json:"groups"`
 	// Divergent: some group holds another version under this name (a
 	// change not yet applied everywhere, or a file group's own template).
 	Divergent bool `json:"divergent"`
@@ -75,10 +80,13 @@ type HookInfo struct {
 	Hook
 	// Phase is afterCreated or beforeDelete for a hook defined inline in
 	// groups; catalog hooks serve either phase and have none.
-	Phase     string   `json:"phase,omitempty"`
-	Groups    []string `json:"groups"`
-	Divergent bool     `json:"divergent"`
-	Source    string   `json:"source"`
+	Phase string `json:"phase,omitempty"`
+	// Env names the hook's environment variables; each value is only
+	// "(sealed)".
+	Env       map[string]string `json:"env,omitempty"`
+	Groups    []string          `json:"groups"`
+	Divergent bool              `json:"divergent"`
+	Source    string            `json:"source"`
 }
 
 // HookList is every named hook.
@@ -126,12 +134,13 @@ func nonNil(s []string) []string {
 func templateInfo(v app.TemplateView) TemplateInfo {
 	return TemplateInfo{
 		InstanceTemplate: templateJSON(v.Template), HasParameters: v.Template.GetParametersJson() != "",
+		HookEnv: sealed.Redact(v.Template.GetHookEnv()), SecretParameters: sealed.Redact(v.Template.GetSecretParameters()),
 		Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source),
 	}
 }
 
 func hookInfo(v app.HookView) HookInfo {
-	return HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source)}
+	return HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Env: sealed.Redact(v.Spec.GetEnv()), Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source)}
 }
 
 func accountJSON(v app.AccountView) Account {

@@ -164,11 +164,18 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 	if err != nil {
 		return nil, err
 	}
-	return &statev1.InstanceTemplate{
+	t := &statev1.InstanceTemplate{
 		Name: name, Provider: provider, Account: spec.Account, Region: spec.Region, Zone: spec.Zone,
 		InstanceType: spec.InstanceType, Arch: spec.Arch, Os: spec.OS, HourlyPrice: spec.HourlyPrice, SshPort: spec.SSHPort,
 		ParametersJson: params, ProviderIdTemplate: spec.ProviderIDTemplate, HookEnv: spec.HookEnv,
-	}, nil
+	}
+	if t.SecretParameters, err = secretParameters("secretParameters", spec.SecretParameters); err != nil {
+		return nil, err
+	}
+	if err := h.sealTemplate("", t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // templateParameters validates the provider parameters and returns them
@@ -327,6 +334,10 @@ func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hook := &statev1.HookSpec{Name: name, Script: spec.Script, Timeout: timeout, Env: spec.Env}
+	if err := h.sealHook("", hook); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	switch strings.ToUpper(spec.OnFailure) {
 	case "":
 	case "CONTINUE", "ON_FAILURE_CONTINUE":

@@ -57,6 +57,9 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = h.checkGroupRefs(rec)
 	}
+	if err == nil {
+		err = h.sealGroup(rec)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -115,6 +118,9 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 	rec, err := spec.toRecord(id, cur.Record)
 	if err == nil {
 		err = h.checkGroupRefs(rec)
+	}
+	if err == nil {
+		err = h.sealGroup(rec)
 	}
 	if err != nil {
 		h.writeError(w, r, err)

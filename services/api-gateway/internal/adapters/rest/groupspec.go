@@ -42,9 +42,14 @@ type InstanceTemplateSpec struct {
 	InstanceTemplate
 	// Parameters are the provider's create parameters (for Tencent, the
 	// RunInstances request fields) as a JSON object.
-	Parameters         json.RawMessage   `json:"parameters,omitempty"`
-	ProviderIDTemplate string            `json:"providerIDTemplate,omitempty"`
-	HookEnv            map[string]string `json:"hookEnv,omitempty"`
+	Parameters         json.RawMessage `json:"parameters,omitempty"`
+	ProviderIDTemplate string          `json:"providerIDTemplate,omitempty"`
+	// HookEnv values are sealed by the gateway (never returned).
+	HookEnv map[string]string `json:"hookEnv,omitempty"`
+	// SecretParameters are more create parameters, as a JSON object like
+	// Parameters, that are secret: sealed by the gateway, merged into
+	// Parameters only by the cloud adapter, never returned.
+	SecretParameters json.RawMessage `json:"secretParameters,omitempty"`
 }
 
 // HooksSpec holds the group's hooks.
@@ -131,6 +136,10 @@ func (spec *GroupSpec) toRecord(id string, current *statev1.NodeGroup) (*statev1
 		Name: it.Name, Provider: it.Provider, Account: it.Account, Region: it.Region, Zone: it.Zone,
 		InstanceType: it.InstanceType, Arch: it.Arch, Os: it.OS, HourlyPrice: it.HourlyPrice, SshPort: it.SSHPort,
 		ParametersJson: params, ProviderIdTemplate: it.ProviderIDTemplate, HookEnv: it.HookEnv,
+	}
+	var err error
+	if g.InstanceTemplate.SecretParameters, err = secretParameters("instanceTemplate.secretParameters", it.SecretParameters); err != nil {
+		return nil, err
 	}
 
 	if nt := spec.NodeTemplate; nt != nil {
@@ -240,7 +249,8 @@ func specOf(r *statev1.NodeGroup) *GroupSpec {
 		NodeTemplate: view.NodeTemplate, AutoscalingOptions: view.AutoscalingOptions, Parallelism: view.Parallelism,
 	}
 	if it := r.GetInstanceTemplate(); it != nil {
-		spec.InstanceTemplate = &InstanceTemplateSpec{InstanceTemplate: *view.InstanceTemplate, ProviderIDTemplate: it.GetProviderIdTemplate(), HookEnv: it.GetHookEnv()}
+		spec.InstanceTemplate = &InstanceTemplateSpec{InstanceTemplate: *view.InstanceTemplate, ProviderIDTemplate: it.GetProviderIdTemplate(), HookEnv: it.GetHookEnv(),
+			SecretParameters: tokensJSON(it.GetSecretParameters())}
 		if it.GetParametersJson() != "" {
 			spec.InstanceTemplate.Parameters = json.RawMessage(it.GetParametersJson())
 		}

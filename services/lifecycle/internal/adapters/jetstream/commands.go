@@ -93,9 +93,11 @@ func (c *Commands) Create(ctx context.Context, cmd ports.CreateCommand) error {
 		}),
 		TemplateName:   cmd.Template.Name,
 		ParametersJson: cmd.Template.ParametersJSON,
-		Instances:      refs(cmd.Instances),
-		ClusterId:      cmd.ClusterID,
-		Group:          cmd.Group,
+		// Still sealed: only the cloud adapter opens them.
+		SecretParameters: cmd.Template.SecretParameters,
+		Instances:        refs(cmd.Instances),
+		ClusterId:        cmd.ClusterID,
+		Group:            cmd.Group,
 	}}}
 	return c.pub.Publish(ctx, messaging.SubjectCloudCreate, fmt.Sprintf("create.%s.%d", cmd.BatchID, cmd.Attempt), msg)
 }

@@ -79,6 +79,7 @@ func GroupToProto(g domain.NodeGroup) *statev1.NodeGroup {
 			Arch:               g.Template.Arch,
 			Os:                 g.Template.OS,
 			HookEnv:            cloneMap(g.Template.HookEnv),
+			SecretParameters:   cloneMap(g.Template.SecretParameters),
 			SshPort:            g.Template.SSHPort,
 		},
 		NodeTemplate: &statev1.NodeTemplate{
@@ -168,6 +169,7 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 			Arch:               t.GetArch(),
 			OS:                 t.GetOs(),
 			HookEnv:            cloneMap(t.GetHookEnv()),
+			SecretParameters:   cloneMap(t.GetSecretParameters()),
 			SSHPort:            t.GetSshPort(),
 		},
 		NodeTemplate: domain.NodeTemplate{

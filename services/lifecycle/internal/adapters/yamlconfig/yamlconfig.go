@@ -62,6 +62,12 @@ type Template struct {
 	// Parameters is the provider's create request (for Tencent Cloud, the
 	// RunInstances parameters), passed through as JSON.
 	Parameters map[string]any `yaml:"parameters"`
+	// SecretParameters are more top-level create parameters (same shape as
+	// Parameters) that are secret, e.g. a login password: lifecycle seals
+	// each value (libs/sealed) before storing or sending it, and only the
+	// cloud adapter opens them, merging them into Parameters for the cloud
+	// call. Every hookEnv and hook env value is sealed the same way.
+	SecretParameters map[string]any `yaml:"secretParameters"`
 }
 
 // Group is a node group.
@@ -456,6 +462,23 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 				c.add(p+".parameters", 0, "cannot be expressed as JSON: %v", err)
 			}
 			dt.ParametersJSON = string(b)
+		}
+		for _, k := range sortedKeys(t.SecretParameters) {
+			if _, dup := t.Parameters[k]; dup {
+				c.add(p+".secretParameters."+k, 0, "is also in parameters: a parameter is either secret or not")
+				continue
+			}
+			b, err := json.Marshal(t.SecretParameters[k])
+			if err != nil {
+				// Never echo the value: it is secret.
+				c.add(p+".secretParameters."+k, 0, "cannot be expressed as JSON")
+				continue
+			}
+			if dt.SecretParameters == nil {
+				dt.SecretParameters = map[string]string{}
+			}
+			// Plaintext here; lifecycle seals it before storing it.
+			dt.SecretParameters[k] = string(b)
 		}
 		for _, e := range dt.Validate() {
 			if e.Field == "name" {
