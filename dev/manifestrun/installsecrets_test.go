@@ -3,7 +3,6 @@ package manifestrun
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/nodesmith/nodesmith/tools/kube/installsecrets"
 )
 
 // generateInstallSecrets fills the copy k of deploy/kustomize with what an
@@ -56,16 +57,6 @@ func generateInstallSecrets(t *testing.T, k string) {
 				t.Fatal(err)
 			}
 			v = "@cert-authority * " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " manifestrun-host-ca"
-		// Placeholders of the per-install secrets while components/secrets
-		// still reads them from files/ (before `make secrets` existed).
-		case "admin", "readonly":
-			v = randomHex(t, 32)
-		case "key":
-			key := make([]byte, 32)
-			if _, err := rand.Read(key); err != nil {
-				t.Fatal(err)
-			}
-			v = base64.StdEncoding.EncodeToString(key)
 		default:
 			t.Fatalf("%s: a placeholder this test cannot fill", p)
 		}
@@ -74,12 +65,14 @@ func generateInstallSecrets(t *testing.T, k string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(k, "components", "secrets", "kustomization.yaml"))
+	// `make secrets`: tools/kube/installsecrets, into the generated/
+	// directory components/secrets reads.
+	secrets, err := installsecrets.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "generated/") {
-		t.Fatal("components/secrets reads generated/: generate them with tools/kube/installsecrets")
+	if _, err := installsecrets.WriteDir(filepath.Join(k, "components", "secrets", "generated"), secrets); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -260,6 +260,9 @@ func TestProdManifestsRun(t *testing.T) {
 	t.Run("every service connected to NATS as itself", func(t *testing.T) {
 		checkNATSIdentities(t, r, pods, services)
 	})
+	t.Run("one lifecycle leads through its Lease in the pod's namespace", func(t *testing.T) {
+		checkLease(t, kc, r, pods)
+	})
 	t.Run("scale-up through Cluster Autoscaler's mTLS gRPC", func(t *testing.T) {
 		checkScaleUp(t, r, caPod, addrs, emu)
 	})
@@ -504,7 +507,29 @@ type connz struct {
 // nats-users, one key per service), that service's own NKey, and no
 // connection is anonymous.
 func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []running) {
-	users, _ := r.secretNamed("nats-users")
+	// The identities are required once the NATS servers are configured
+	// with NKey users (the rendered nats.conf names them); until then the
+	// services are checked by connection name.
+	var users *corev1.Secret
+	natsConf := ""
+	for _, p := range pods {
+		if p.workload == "nats" {
+			for _, v := range p.spec.Volumes {
+				if v.ConfigMap != nil {
+					for _, d := range r.configMaps[v.ConfigMap.Name].Data {
+						natsConf += d
+					}
+				}
+			}
+			break
+		}
+	}
+	if strings.Contains(natsConf, "nkey") {
+		var ok bool
+		if users, ok = r.secretNamed("nats-users"); !ok {
+			t.Fatal("nats.conf names NKey users but the rendering has no Secret nats-users")
+		}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		byName := map[string][]string{} // connection name -> nkeys
@@ -563,7 +588,7 @@ func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []run
 		}
 		if len(problems) == 0 {
 			if users == nil {
-				t.Logf("the rendering holds no Secret nats-users: services checked by connection name only")
+				t.Logf("the rendered nats.conf has no NKey users: services checked by connection name only")
 			}
 			return
 		}
@@ -699,6 +724,35 @@ func checkScaleUp(t *testing.T, r *rendering, caPod *pod, addrs addresses, emu *
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after NodeGroupIncreaseSize(%s, %d): the emulator holds %d VMs, NodeGroupNodes: %v %v", g.GetId(), delta, len(vms), nodes, nerr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkLease: lifecycle's leader election holds a Lease in the pods'
+// namespace (POD_NAMESPACE), held by one of the lifecycle pods.
+func checkLease(t *testing.T, kc *kubetest.Cluster, r *rendering, pods []*pod) {
+	cs := kc.Clientset(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		leases, err := cs.CoordinationV1().Leases(r.namespace).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases.Items {
+			holder := ""
+			if l.Spec.HolderIdentity != nil {
+				holder = *l.Spec.HolderIdentity
+			}
+			for _, p := range pods {
+				if p.workload == "lifecycle" && strings.HasPrefix(holder, p.name+"_") {
+					t.Logf("Lease %s/%s held by %s", l.Namespace, l.Name, holder)
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Lease in %s held by a lifecycle pod: %v", r.namespace, leases.Items)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
