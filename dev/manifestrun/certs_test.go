@@ -8,7 +8,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,7 +35,13 @@ type issued struct {
 // its secretName (itself a Certificate of the rendering, issued first);
 // any other issuer (one the rendering does not hold, e.g. an
 // organisation's ClusterIssuer) is played by a test CA.
-func issueCertificates(t *testing.T, r *rendering) {
+//
+// Part of the address rewrite (pod.rewrite): a server certificate ("server
+// auth", or cert-manager's default usages) with a DNS name that the
+// rewrite maps to loopback also gets the IP SAN 127.0.0.1, the address
+// its clients now dial and check it against (NATS clients and routes
+// check the host of the URL they dial; they cannot be told a server name).
+func issueCertificates(t *testing.T, r *rendering, loopback func(dnsName string) bool) {
 	t.Helper()
 	issuers := map[string]*unstructured.Unstructured{}
 	for _, o := range r.ofKind("Issuer") {
@@ -41,7 +49,7 @@ func issueCertificates(t *testing.T, r *rendering) {
 	}
 	certs := r.ofKind("Certificate")
 	bySecret := map[string]*issued{}
-	testCA := newCert(t, "manifestrun test CA", nil, nil, nil, true, nil)
+	testCA := newCert(t, "manifestrun test CA", nil, nil, nil, nil, true, nil)
 	done := map[string]bool{}
 	// Issue in dependency order: a ca Issuer's certificate before those it signs.
 	for len(done) < len(certs) {
@@ -82,12 +90,16 @@ func issueCertificates(t *testing.T, r *rendering) {
 				}
 				parsed = append(parsed, pu)
 			}
+			var ips []net.IP
+			if !isCA && (len(usages) == 0 || slices.Contains(usages, "server auth")) && slices.ContainsFunc(dns, loopback) {
+				ips = []net.IP{net.IPv4(127, 0, 0, 1)}
+			}
 			var c *issued
 			if selfSigned {
-				c = newCert(t, cn, dns, parsed, usages, isCA, nil)
+				c = newCert(t, cn, dns, ips, parsed, usages, isCA, nil)
 				signer = c
 			} else {
-				c = newCert(t, cn, dns, parsed, usages, isCA, signer)
+				c = newCert(t, cn, dns, ips, parsed, usages, isCA, signer)
 			}
 			bySecret[secretName] = c
 			r.secrets[secretName] = &corev1.Secret{
@@ -106,7 +118,7 @@ func issueCertificates(t *testing.T, r *rendering) {
 
 var serial int64
 
-func newCert(t *testing.T, cn string, dns []string, uris []*url.URL, usages []string, isCA bool, parent *issued) *issued {
+func newCert(t *testing.T, cn string, dns []string, ips []net.IP, uris []*url.URL, usages []string, isCA bool, parent *issued) *issued {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -117,6 +129,7 @@ func newCert(t *testing.T, cn string, dns []string, uris []*url.URL, usages []st
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: cn},
 		DNSNames:     dns,
+		IPAddresses:  ips,
 		URIs:         uris,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),

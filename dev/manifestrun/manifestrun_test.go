@@ -99,7 +99,6 @@ func TestProdManifestsRun(t *testing.T) {
 
 	objs := renderProd(t, repo, dir)
 	r := index(t, objs)
-	issueCertificates(t, r)
 	bins := buildBinaries(t, repo, mkdir(t, dir, "bin"))
 	t.Logf("rendered and built in %s", time.Since(began).Round(time.Millisecond))
 
@@ -141,6 +140,7 @@ func TestProdManifestsRun(t *testing.T) {
 	ports := newPortAllocator()
 	pods := r.pods(t, mkdir(t, dir, "pods"), ports)
 	addrs := r.addresses(t, pods)
+	issueCertificates(t, r, addrs.loopback)
 	logDir := mkdir(t, dir, "logs")
 	var all []running
 	t.Cleanup(func() {

@@ -591,3 +591,20 @@ func pick(t *testing.T, pod, what string, data map[string][]byte, items []corev1
 		into[it.Path] = v
 	}
 }
+
+// loopback reports whether the rewrite maps dnsName (or, for a wildcard
+// "*.<rest>", some name under it) to loopback.
+func (a addresses) loopback(dnsName string) bool {
+	for hp := range a {
+		host, _, _ := strings.Cut(hp, ":")
+		if host == dnsName {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(dnsName, "*."); ok {
+			if _, after, ok := strings.Cut(host, "."); ok && after == rest {
+				return true
+			}
+		}
+	}
+	return false
+}
