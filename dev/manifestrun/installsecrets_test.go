@@ -58,7 +58,7 @@ func generateInstallSecrets(t *testing.T, k string) {
 			}
 			v = "@cert-authority * " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " manifestrun-host-ca"
 		default:
-			t.Fatalf("%s: a placeholder this test cannot fill", p)
+			return nil // not one this test knows: left as it is (used, it fails the test)
 		}
 		return os.WriteFile(p, []byte(v+"\n"), 0o600)
 	})

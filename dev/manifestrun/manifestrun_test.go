@@ -497,9 +497,10 @@ func firstToken(b []byte) string {
 
 type connz struct {
 	Connections []struct {
-		Name           string `json:"name"`
+		Name string `json:"name"`
+		// AuthorizedUser is the NKey for an NKey user.
 		AuthorizedUser string `json:"authorized_user"`
-		NKey           string `json:"nkey"`
+		TLSVersion     string `json:"tls_version"`
 	} `json:"connections"`
 }
 
@@ -507,7 +508,8 @@ type connz struct {
 // port, /connz?auth=true): each service's connections carry its name and,
 // when the rendering holds the services' NKey public keys (Secret
 // nats-users, one key per service), that service's own NKey, and no
-// connection is anonymous.
+// connection is anonymous; with TLS in the configuration, every
+// connection uses it.
 func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []running) {
 	// The identities are required once the NATS servers are configured
 	// with NKey users (the rendered nats.conf names them); until then the
@@ -526,6 +528,9 @@ func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []run
 			break
 		}
 	}
+	// Client TLS is required when the rendered configuration has a
+	// certificate (components/nats-tls).
+	requireTLS := strings.Contains(natsConf, "cert_file")
 	if strings.Contains(natsConf, "nkey") {
 		var ok bool
 		if users, ok = r.secretNamed("nats-users"); !ok {
@@ -535,7 +540,7 @@ func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []run
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		byName := map[string][]string{} // connection name -> nkeys
-		var anonymous []string
+		var anonymous, plaintext []string
 		for _, p := range pods {
 			if p.workload != "nats" {
 				continue
@@ -555,9 +560,12 @@ func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []run
 				t.Fatal(err)
 			}
 			for _, c := range cz.Connections {
-				byName[c.Name] = append(byName[c.Name], c.NKey)
-				if c.NKey == "" && c.AuthorizedUser == "" {
+				byName[c.Name] = append(byName[c.Name], c.AuthorizedUser)
+				if c.AuthorizedUser == "" {
 					anonymous = append(anonymous, p.name+": "+c.Name)
+				}
+				if requireTLS && c.TLSVersion == "" {
+					plaintext = append(plaintext, p.name+": "+c.Name)
 				}
 			}
 		}
@@ -588,7 +596,11 @@ func checkNATSIdentities(t *testing.T, r *rendering, pods []*pod, services []run
 		if users != nil && len(anonymous) > 0 {
 			problems = append(problems, fmt.Sprintf("connections without an identity: %v", anonymous))
 		}
+		if len(plaintext) > 0 {
+			problems = append(problems, fmt.Sprintf("nats.conf has TLS but these connections are plaintext: %v", plaintext))
+		}
 		if len(problems) == 0 {
+			t.Logf("NATS connections by name and NKey: %v (TLS required: %v)", byName, requireTLS)
 			if users == nil {
 				t.Logf("the rendered nats.conf has no NKey users: services checked by connection name only")
 			}
