@@ -239,6 +239,10 @@ func TestProdManifestsRun(t *testing.T) {
 	}
 	waitReady(services, 3*time.Minute)
 	t.Logf("%d service containers ready after %s", len(services), time.Since(began).Round(time.Millisecond))
+	restartsWhenReady := map[*proc]int{}
+	for _, x := range all {
+		restartsWhenReady[x.proc], _ = x.proc.restartCount()
+	}
 
 	// No service warns of an unknown NODESMITH_* variable (a misspelt
 	// name in a manifest).
@@ -267,12 +271,21 @@ func TestProdManifestsRun(t *testing.T) {
 		checkScaleUp(t, r, caPod, addrs, emu)
 	})
 
-	// Still up, still healthy, still quiet about unknown variables.
+	// Still up, still healthy, still quiet about unknown variables; no
+	// restart since all were ready. Restarts before that are reported: the
+	// kubelet restarts a container that exits, so they do not fail the
+	// test, but each is a crash a real start-up would show too.
 	for _, x := range all {
 		if err := x.proc.running(); err != nil {
 			t.Error(err)
 		}
 		checkProbes(t, x.pod, &x.c, x.proc, 30*time.Second)
+		n, last := x.proc.restartCount()
+		if n > restartsWhenReady[x.proc] {
+			t.Errorf("pod %s container %s restarted after every pod was ready (last exit: %v); its log:\n%s", x.pod.name, x.c.Name, last, tail(x.proc.log.String(), 6000))
+		} else if n > 0 {
+			t.Logf("NOTE: pod %s container %s exited %d time(s) during start-up and was restarted as the kubelet would (last exit: %v); its log:\n%s", x.pod.name, x.c.Name, n, last, tail(x.proc.log.String(), 3000))
+		}
 	}
 	if !t.Failed() {
 		checkNoUnknownEnv()

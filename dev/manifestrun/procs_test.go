@@ -50,14 +50,23 @@ func buildBinaries(t *testing.T, repo, dir string) map[string]string {
 	return bins
 }
 
-// proc is one container's process.
+// maxRestarts is how often a container may exit before the test gives up
+// on it (the kubelet would keep restarting it: CrashLoopBackOff).
+const maxRestarts = 3
+
+// proc is one container's process, restarted when it exits as the kubelet
+// does (restartPolicy Always, with a back-off).
 type proc struct {
 	pod, container string
-	cmd            *exec.Cmd
-	logPath        string
 	log            *lockedBuffer
-	exited         chan struct{}
-	err            error
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	restarts int
+	lastExit error
+	stopping bool
+	crashed  chan struct{} // closed once it exited more than maxRestarts times
+	done     chan struct{} // closed when the supervisor ends
 }
 
 type lockedBuffer struct {
@@ -79,57 +88,105 @@ func (l *lockedBuffer) String() string {
 
 // start runs bin with args and exactly env (nothing of the test's own
 // environment), in dir, its output going to logDir/<pod>_<container>.log
-// and to memory. It is stopped (SIGTERM, then SIGKILL) when the test ends.
+// and to memory, restarting it when it exits. It is stopped (SIGTERM, then
+// SIGKILL) when the test ends.
 func start(t *testing.T, podName, container, bin string, args, env []string, dir, logDir string) *proc {
 	t.Helper()
-	p := &proc{pod: podName, container: container, log: &lockedBuffer{}, exited: make(chan struct{})}
-	p.logPath = filepath.Join(logDir, podName+"_"+container+".log")
-	f, err := os.Create(p.logPath)
+	p := &proc{pod: podName, container: container, log: &lockedBuffer{}, crashed: make(chan struct{}), done: make(chan struct{})}
+	f, err := os.Create(filepath.Join(logDir, podName+"_"+container+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = env
-	p.cmd.Dir = dir
-	p.cmd.Stdout = io.MultiWriter(f, p.log)
-	p.cmd.Stderr = p.cmd.Stdout
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	out := io.MultiWriter(f, p.log)
+	run := func() (*exec.Cmd, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		cmd.Dir = dir
+		cmd.Stdout = out
+		cmd.Stderr = out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd, cmd.Start()
+	}
+	cmd, err := run()
+	if err != nil {
 		f.Close()
 		t.Fatalf("pod %s: starting %s: %v", podName, bin, err)
 	}
+	p.cmd = cmd
 	go func() {
-		p.err = p.cmd.Wait()
-		f.Close()
-		close(p.exited)
+		defer close(p.done)
+		defer f.Close()
+		for {
+			err := cmd.Wait()
+			p.mu.Lock()
+			if p.stopping {
+				p.mu.Unlock()
+				return
+			}
+			p.restarts++
+			p.lastExit = err
+			n := p.restarts
+			p.mu.Unlock()
+			if n > maxRestarts {
+				close(p.crashed)
+				return
+			}
+			time.Sleep(min(10*time.Second, time.Second<<(n-1)))
+			fmt.Fprintf(out, "--- manifestrun: container exited (%v); restart %d, as the kubelet would ---\n", err, n)
+			p.mu.Lock()
+			if p.stopping {
+				p.mu.Unlock()
+				return
+			}
+			if cmd, err = run(); err != nil {
+				p.mu.Unlock()
+				close(p.crashed)
+				return
+			}
+			p.cmd = cmd
+			p.mu.Unlock()
+		}
 	}()
-	t.Cleanup(func() { p.stop() })
+	t.Cleanup(p.stop)
 	return p
 }
 
 func (p *proc) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	cmd := p.cmd
+	p.mu.Unlock()
 	select {
-	case <-p.exited:
+	case <-p.done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case <-p.done:
 	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
 	}
 }
 
-// running reports an error if the process has exited.
+// running reports an error once the container is crash-looping.
 func (p *proc) running() error {
 	select {
-	case <-p.exited:
-		return fmt.Errorf("pod %s container %s exited (%v); its log:\n%s", p.pod, p.container, p.err, tail(p.log.String(), 6000))
+	case <-p.crashed:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return fmt.Errorf("pod %s container %s keeps exiting (%d times, last: %v); its log:\n%s", p.pod, p.container, p.restarts, p.lastExit, tail(p.log.String(), 6000))
 	default:
 		return nil
 	}
+}
+
+// restartCount is how often the container exited and was restarted.
+func (p *proc) restartCount() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts, p.lastExit
 }
 
 func tail(s string, n int) string {
