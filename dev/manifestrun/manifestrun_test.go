@@ -45,14 +45,18 @@ import (
 //     RBAC applied). In a pod, client-go's in-cluster configuration reads
 //     the token the kubelet mounts at the fixed path
 //     /var/run/secrets/kubernetes.io/serviceaccount, which no root prefix
-//     can move; the kubeconfig carries the same identity.
+//     can move (nor the KUBERNETES_SERVICE_* variables the kubelet adds);
+//     the kubeconfig carries the same identity. Its namespace comes from
+//     POD_NAMESPACE, as the Deployment sets it.
 //   - cluster-autoscaler is not run (its image is not built here): the test
 //     plays it, with the client certificate, CA bundle and address of its
 //     rendered cloud-config, read from its materialised mounts.
 //   - cert-manager is played by issueCertificates (certs_test.go);
 //     PersistentVolumeClaims are empty directories; pods' files are
-//     written 0600 (the test's user runs every process).
-func overrides(p *pod, c *corev1.Container, emulator, lifecycleKubeconfig string) []corev1.EnvVar {
+//     written 0600 (the test's user runs every process); HOSTNAME is the
+//     pod's name, as the container runtime sets it; a container that exits
+//     is restarted, as the kubelet does (reported; see proc).
+func overrides(c *corev1.Container, emulator, lifecycleKubeconfig string) []corev1.EnvVar {
 	switch c.Name {
 	case "cloud-adapter":
 		return []corev1.EnvVar{
@@ -65,8 +69,9 @@ func overrides(p *pod, c *corev1.Container, emulator, lifecycleKubeconfig string
 	return nil
 }
 
-// images maps a container image (without its tag) to the binary that is
-// its entrypoint.
+// binaryOf maps a container image (its tag ignored) to the binary that is
+// its entrypoint: ghcr.io/nodesmith/<service> (the Dockerfile's
+// ENTRYPOINT, the service) and nats (/nats-server).
 func binaryOf(image string, bins map[string]string) (string, bool) {
 	name, _, _ := strings.Cut(image, ":")
 	switch {
@@ -120,10 +125,9 @@ func TestProdManifestsRun(t *testing.T) {
 	emuCfg := cvmemu.DefaultConfig()
 	emuCfg.Credentials = map[string]string{}
 	for name, s := range r.secrets {
-		if account, ok := strings.CutPrefix(name, "cloud-credentials-"); ok {
+		if strings.HasPrefix(name, "cloud-credentials-") {
 			id := strings.TrimSpace(string(s.Data["secretId"]))
 			emuCfg.Credentials[id] = strings.TrimSpace(string(s.Data["secretKey"]))
-			_ = account
 		}
 	}
 	if len(emuCfg.Credentials) == 0 {
@@ -195,7 +199,7 @@ func TestProdManifestsRun(t *testing.T) {
 			if c.Name == "lifecycle" {
 				kubeconfig = kubeconfigOf(p.spec.ServiceAccountName)
 			}
-			for _, o := range overrides(p, c, emu.Endpoint(), kubeconfig) {
+			for _, o := range overrides(c, emu.Endpoint(), kubeconfig) {
 				env = slices.DeleteFunc(env, func(e corev1.EnvVar) bool { return e.Name == o.Name })
 				env = append(env, o)
 			}
