@@ -24,7 +24,7 @@ func TestRewrite(t *testing.T) {
 		{"pid_file: /var/run/nats/nats.pid", "pid_file: /r/nats-0/var/run/nats/nats.pid"},
 		{"/etc/natsx/a", "/etc/natsx/a"}, // not inside a mount
 		{"/opt/data/x", "/opt/data/x"},   // a mount path only as a suffix
-		{":8222", ":8222"},               // not a port of this pod
+		{":9999", ":9999"},               // not a port of this pod
 		{":6222", "127.0.0.1:16222"},
 		{"listen: 0.0.0.0:4222", "listen: 127.0.0.1:14222"},
 		{"API_SERVER: 10.0.0.10:4222", "API_SERVER: 10.0.0.10:4222"}, // another host's port
