@@ -49,6 +49,9 @@ type faults struct {
 	// failed creations among them.
 	deleted       map[string]int
 	deletedFailed int
+
+	// stateLoss is what the state-loss fault measured (stateloss.go).
+	stateLoss stateLoss
 }
 
 // midCreateKill is what the kill of a cloud-adapter mid-RunInstances did.

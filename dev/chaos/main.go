@@ -70,6 +70,8 @@ type config struct {
 	launchTimeout, reconcile, orphanGrace time.Duration
 	settle                                time.Duration
 	keep, plantOrphan                     bool
+	// stateLoss runs the state-loss fault after the checks (stateloss.go).
+	stateLoss bool
 	// kubernetes runs lifecycle against a real kube-apiserver (two
 	// replicas, leader election on a Lease); false is -cluster=none.
 	kubernetes bool
@@ -99,6 +101,8 @@ type run struct {
 	js         jetstream.JetStream
 	ca         pb.CloudProviderClient
 	gwAddr     string
+	// restAddr is the gateway's REST admin API (adminToken).
+	restAddr string
 
 	// lifecycles are the lifecycle replicas: two sharing the Lease with
 	// -cluster=kubernetes, one with -cluster=none.
@@ -160,6 +164,7 @@ func realMain(ctx context.Context) (int, error) {
 	quick := fs.Bool("quick", false, "a small run (80 instances) for a smoke test")
 	keep := fs.Bool("keep", false, "keep the run directory (logs, NATS storage, VM sandboxes)")
 	plant := fs.Bool("plant-orphan", false, "create a VM behind nodesmith's back before the checks (the run must then fail: a check of the checks)")
+	stateLoss := fs.Bool("state-loss", true, "after the checks, delete the instances bucket under the fleet and restart both lifecycles: nothing may be terminated during the start-up hold, and after the release through the admin API the old VMs go and the groups are back at target")
 	dirFlag := fs.String("dir", "", "run directory (default: a new temporary one)")
 	cluster := fs.String("cluster", "kubernetes", `"kubernetes": two lifecycle replicas electing a leader on a Lease of a real kube-apiserver (etcd-server package), Nodes registered on join; "none": one lifecycle in no-cluster mode`)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -168,6 +173,7 @@ func realMain(ctx context.Context) (int, error) {
 	cfg := defaults(*quick)
 	cfg.keep = *keep || *dirFlag != ""
 	cfg.plantOrphan = *plant
+	cfg.stateLoss = *stateLoss
 	switch *cluster {
 	case "kubernetes":
 		cfg.kubernetes = true
@@ -314,6 +320,17 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	violations, err := r.check(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if r.cfg.stateLoss {
+		// After the checks above: the records are lost on purpose.
+		stopMonitor()
+		r.logf("state loss: deleting the instances bucket under the fleet")
+		lossViolations, err := r.runStateLoss(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("state loss: %w", err)
+		}
+		violations = append(violations, lossViolations...)
+		r.faults.printStateLoss(os.Stdout)
 	}
 	r.faults.print(os.Stdout)
 	return violations, nil

@@ -164,8 +164,16 @@ func (r *run) services(ctx context.Context) error {
 	if r.gwAddr, err = addr(); err != nil {
 		return err
 	}
+	if r.restAddr, err = addr(); err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(r.dir, "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
+		return err
+	}
 	r.gateway = &svc{name: "api-gateway", bin: bins["api-gateway"], logFile: logf("api-gateway"),
-		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr=", "--health-addr=")}
+		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr", r.restAddr, "--rest-insecure",
+			"--rest-admin-token-file", tokenFile, "--health-addr=")}
 	// cloud-adapter-0 reaches the emulator through a Hold, so a fault can
 	// hold one of its RunInstances answers and kill it right then.
 	holdEndpoint, err := r.startCloudHold()

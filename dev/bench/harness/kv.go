@@ -56,6 +56,9 @@ func ReadGroups(ctx context.Context, js jetstream.JetStream) ([]*statev1.NodeGro
 	}
 	var out []*statev1.NodeGroup
 	for k := range keys.Keys() {
+		if messaging.IsReservedGroupKey(k) {
+			continue // not a group (the orphan hold)
+		}
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			return nil, fmt.Errorf("reading group %s: %w", k, err)

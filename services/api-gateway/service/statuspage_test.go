@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image/png"
 	"io"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/nodesmith/nodesmith/libs/messaging"
 )
 
 // The page's files are served without a token, with a strict CSP; the
@@ -116,6 +119,9 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		if strings.Contains(dom, readOnlyToken) {
 			t.Error("the token appears in the DOM")
+		}
+		if _, hidden := attrOK(find(doc, "section", "id", "orphans"), "hidden"); !hidden {
+			t.Error("an orphans section is shown although lifecycle holds none back")
 		}
 
 		// Groups: bounds, target, template and counts per state.
@@ -220,6 +226,94 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Errorf("%d group rows shown with a wrong token", len(rows))
 		}
 	})
+}
+
+// After a start from empty state lifecycle holds orphan VMs back and
+// stores the hold beside the groups: GET /api/v1/status and the status
+// page show the held VMs and the admin call that releases them.
+func TestStatusShowsHeldOrphans(t *testing.T) {
+	gw := startGateway(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := gw.env.JS.KeyValue(ctx, messaging.BucketGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	b, _ := messaging.MarshalOrphanHold(messaging.OrphanHold{
+		Since: since, Until: since.Add(24 * time.Hour), Held: map[string]int{"empty_start": 3},
+		Waiting: []string{"ins-held1", "ins-held2", "ins-held3"}, UpdatedAt: time.Now(),
+	})
+	if _, err := kv.Put(ctx, messaging.KeyOrphanHold, b); err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Groups  []struct{ ID string } `json:"groups"`
+		Orphans *struct {
+			Holding   bool           `json:"holding"`
+			HoldSince string         `json:"holdSince"`
+			Held      map[string]int `json:"held"`
+			Waiting   []string       `json:"waiting"`
+			Release   string         `json:"release"`
+		} `json:"orphans"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", "http://"+gw.addrs.REST+"/api/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer "+readOnlyToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Fatalf("status: %v: %s", err, body)
+		}
+		if st.Orphans != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status never showed the orphan hold: %s", body)
+		}
+	}
+	o := st.Orphans
+	if !o.Holding || o.HoldSince != since.Format(time.RFC3339) || o.Held["empty_start"] != 3 ||
+		!slices.Equal(o.Waiting, []string{"ins-held1", "ins-held2", "ins-held3"}) || o.Release != "POST /api/v1/reconciler/release-orphans" {
+		t.Errorf("status orphans = %+v", *o)
+	}
+	for _, g := range st.Groups {
+		if strings.HasPrefix(g.ID, "_") {
+			t.Errorf("the reserved key is shown as group %q", g.ID)
+		}
+	}
+
+	if testing.Short() {
+		return
+	}
+	browser := findChromium(t)
+	doc := parseDOM(t, chromiumDOM(t, browser, "http://"+gw.addrs.REST+"/ui/#token="+readOnlyToken))
+	sec := find(doc, "section", "id", "orphans")
+	if sec == nil {
+		t.Fatal("no orphans section")
+	}
+	if _, hidden := attrOK(sec, "hidden"); hidden {
+		t.Fatal("the held orphans are not shown")
+	}
+	var ids []string
+	for _, li := range findAll(sec, "li", "", "") {
+		ids = append(ids, text(li))
+	}
+	if !slices.Equal(ids, []string{"ins-held1", "ins-held2", "ins-held3"}) {
+		t.Errorf("held VMs shown = %q", ids)
+	}
+	release := text(find(sec, "pre", "id", "orphans-release"))
+	if !strings.Contains(release, "POST /api/v1/reconciler/release-orphans") ||
+		!strings.Contains(release, "curl -X POST") || !strings.Contains(release, "http://"+gw.addrs.REST+"/api/v1/reconciler/release-orphans") {
+		t.Errorf("release call shown = %q", release)
+	}
+	if summary := text(find(sec, "p", "id", "orphans-summary")); !strings.Contains(summary, "empty_start 3") {
+		t.Errorf("summary = %q", summary)
+	}
 }
 
 // statusRequests reads the gateway's count of successful GET /api/v1/status.

@@ -72,6 +72,30 @@ func TestStateLossTerminatesNothing(t *testing.T) {
 		t.Fatalf("held back %v, want 3", n)
 	}
 
+	// The hold is stored, not kept in the leader's memory: a restart (a
+	// new leader, records present now) keeps holding from the same start.
+	stored := readHold(t, s)
+	if !stored.Active(time.Now()) || stored.Held["empty_start"] != 3 || len(stored.Waiting) != 3 {
+		t.Fatalf("stored hold %+v", stored)
+	}
+	s.stop()
+	s.start()
+	found = metric("nodesmith_lifecycle_orphans_found_total", nil)
+	eventually(t, "the new leader finding them in 10 passes", func() bool {
+		return metric("nodesmith_lifecycle_orphans_found_total", nil) >= found+30
+	})
+	if n := metric("nodesmith_lifecycle_orphans_held_back", held); n != 3 {
+		t.Fatalf("held back %v after a restart, want 3", n)
+	}
+	if again := readHold(t, s); !again.Since.Equal(stored.Since) || !again.Until.Equal(stored.Until) {
+		t.Fatalf("the restart changed the hold: %+v, was %+v", again, stored)
+	}
+	for _, id := range fleet {
+		if !slices.Contains(running(), id) {
+			t.Fatalf("VM %s of the fleet was terminated after a restart during the hold", id)
+		}
+	}
+
 	// An operator confirms they are orphans: they go.
 	mustOK(t, s.request(&lifecyclev1.Request{Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}}))
 	eventually(t, "the released VMs terminated", func() bool {
@@ -88,4 +112,35 @@ func TestStateLossTerminatesNothing(t *testing.T) {
 	if st := countIn(s.instances("workers"), domain.StateRunning); st != 3 || len(running()) != 3 {
 		t.Errorf("%d Running instances, %d VMs after the release, want 3 and 3", st, len(running()))
 	}
+
+	// The release outlives a restart.
+	s.stop()
+	s.start()
+	if h := readHold(t, s); h.ReleasedAt.IsZero() || h.Active(time.Now()) {
+		t.Errorf("stored hold after the release and a restart: %+v", h)
+	}
+	time.Sleep(time.Second) // many reconciler passes
+	if n := metric("nodesmith_lifecycle_orphans_held_back", held); n != 0 {
+		t.Errorf("held back %v after a restart following the release", n)
+	}
+}
+
+// readHold reads the orphan hold lifecycle stored beside the groups.
+func readHold(t *testing.T, s *stack) messaging.OrphanHold {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := s.env.JS.KeyValue(ctx, messaging.BucketGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, messaging.KeyOrphanHold)
+	if err != nil {
+		t.Fatalf("reading %s: %v", messaging.KeyOrphanHold, err)
+	}
+	h, err := messaging.UnmarshalOrphanHold(e.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -143,8 +143,11 @@ type ReadModel struct {
 	byID         multiIndex
 	// catalog holds the catalog bucket by KV key (readmodel_catalog.go).
 	catalog map[string]CatalogView
-	rev     [numBuckets]uint64
-	synced  [numBuckets]bool
+	// orphanHold is the reserved key of the groups bucket
+	// (readmodel_orphans.go); nil when none is stored.
+	orphanHold *OrphanHold
+	rev        [numBuckets]uint64
+	synced     [numBuckets]bool
 	// changed is closed (and cleared) whenever a revision advances or a
 	// bucket becomes synced; it exists only while someone waits, so the
 	// initial load of many thousand records allocates no channels.

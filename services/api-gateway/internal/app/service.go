@@ -567,6 +567,8 @@ type Status struct {
 	// Totals is the number of instances per state across groups
 	// (including instances of groups that no longer exist).
 	Totals map[domain.InstanceState]int
+	// Orphans is lifecycle's orphan hold; nil when none is stored.
+	Orphans *OrphanHold
 }
 
 // Status returns a summary per group and state. It works before the read
@@ -579,5 +581,8 @@ func (s *Service) Status() Status {
 		st.Groups = append(st.Groups, gs)
 	}
 	st.Totals = s.rm.Counts()
+	if h, ok := s.rm.OrphanHold(); ok {
+		st.Orphans = &h
+	}
 	return st
 }

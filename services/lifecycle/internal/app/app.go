@@ -142,6 +142,10 @@ type Deps struct {
 	// the configuration file and re-seals stored ones under the newest key
 	// (sealing.go); nil refuses such values. A *sealed.Key.
 	Sealer Sealer
+	// Holds persists the orphan hold and release (reconcile.go). Optional:
+	// when nil, the Store is used if it implements ports.HoldStore, else
+	// the hold lives in this process's memory only.
+	Holds ports.HoldStore
 }
 
 type groupRec struct {
@@ -206,9 +210,16 @@ type App struct {
 	lastPurge    time.Time
 	inventory    *inventoryState
 	// hold is the start-up hold of orphan VMs and confirmedBefore the
-	// time of an operator's release (reconcile.go). Both outlive a term.
+	// time of an operator's release (reconcile.go). Both are stored
+	// (holds, at holdRev, taken on the instances bucket holdBucket) and
+	// loaded with every term; saved is the record last written.
 	hold            startupHold
 	confirmedBefore time.Time
+	holds           ports.HoldStore
+	holdRev         uint64
+	holdBucket      string
+	holdHadRecords  bool
+	holdSaved       ports.OrphanHold
 
 	nodes *nodeCache
 	wake  chan struct{}
@@ -248,6 +259,9 @@ func New(opts Options, d Deps) *App {
 	if d.Tracer == nil {
 		d.Tracer = nopTracer{}
 	}
+	if d.Holds == nil {
+		d.Holds, _ = d.Store.(ports.HoldStore)
+	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 100
 	}
@@ -277,6 +291,7 @@ func New(opts Options, d Deps) *App {
 		jitter:        d.Jitter,
 		tracer:        d.Tracer,
 		sealer:        d.Sealer,
+		holds:         d.Holds,
 		groups:        map[string]*groupRec{},
 		appliedIn:     map[string]map[string]struct{}{},
 		insts:         map[string]*instRec{},
@@ -351,6 +366,10 @@ func (a *App) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing the catalog: %w", err)
 	}
+	stored, err := a.loadHold(ctx)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.setCatalogLocked(cat)
@@ -382,12 +401,11 @@ func (a *App) load(ctx context.Context) error {
 	a.releasesDue = true
 	a.loaded = true
 	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
-	if len(is) == 0 {
-		// A fresh install, or lost state: tagged VMs already in the cloud
-		// may be this cluster's nodes rather than orphans.
-		a.beginStartupHoldLocked(a.clock.Now())
-	}
-	return nil
+	// The stored hold and release go on, whoever leads; a start from no
+	// instance record (a fresh install, or lost state: tagged VMs already
+	// in the cloud may be this cluster's nodes rather than orphans) takes
+	// a new one unless it is the one the stored hold was taken on.
+	return a.resumeHoldLocked(ctx, stored, len(is) == 0)
 }
 
 // Stop forgets the cache (leadership lost): operations fail with

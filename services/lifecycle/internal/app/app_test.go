@@ -30,6 +30,8 @@ type harness struct {
 	opts    app.Options
 	// sealer seals hook env values (withSealer); nil: none.
 	sealer app.Sealer
+	// holds, when set, stores the orphan hold instead of store.
+	holds ports.HoldStore
 	// cloud ids handed out, to answer creates.
 	mu     sync.Mutex
 	nextVM int
@@ -129,6 +131,9 @@ func (h *harness) newApp() *app.App {
 	}
 	if h.sealer != nil {
 		d.Sealer = h.sealer
+	}
+	if h.holds != nil {
+		d.Holds = h.holds
 	}
 	return app.New(h.opts, d)
 }

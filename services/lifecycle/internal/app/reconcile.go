@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -39,7 +40,11 @@ import (
 //     account and region per pass), the oldest first; the rest wait for the
 //     next passes.
 // An operator's release also confirms the orphans created before it, which
-// the valve then no longer holds back (the cap still applies).
+// the valve then no longer holds back (the cap still applies). The hold and
+// the release are stored (ports.HoldStore, beside the groups) and resumed at
+// every load, so that a change of leader or a restart keeps holding and a
+// release outlives a restart; a load from another instances bucket than the
+// stored hold's is a new state loss (resumeHoldLocked).
 
 type inventoryState struct {
 	pending map[string]inventoryRequest
@@ -69,7 +74,7 @@ type heldOrphans struct {
 
 // startupHold is the start-up hold (see above); zero when none is active.
 type startupHold struct {
-	since time.Time
+	since, until time.Time
 }
 
 type inventoryRequest struct {
@@ -244,6 +249,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	}
 	found := len(orphans)
 	orphans, held := a.holdOrphansLocked(req.target, orphans, len(inCloud), now)
+	a.persistHoldLocked(ctx)
 	// Vanished: records whose VM is not listed, known since before the
 	// listing started (with grace for the cloud's eventual consistency).
 	var vanished []string
@@ -321,6 +327,158 @@ func (a *App) inventoryLocked() *inventoryState {
 	return a.inventory
 }
 
+// storedHold is the stored hold a load read (found: there was one) and
+// the identity of the instances bucket the load read the records from.
+type storedHold struct {
+	hold   ports.OrphanHold
+	rev    uint64
+	found  bool
+	bucket string
+}
+
+// loadHold reads the stored hold, for load (nothing without a HoldStore).
+func (a *App) loadHold(ctx context.Context) (storedHold, error) {
+	if a.holds == nil {
+		return storedHold{}, nil
+	}
+	var st storedHold
+	h, rev, err := a.holds.GetOrphanHold(ctx)
+	switch {
+	case err == nil:
+		st = storedHold{hold: h, rev: rev, found: true}
+	case !errors.Is(err, ports.ErrNotFound):
+		return storedHold{}, fmt.Errorf("reading the orphan hold: %w", err)
+	}
+	if st.bucket, err = a.holds.InstancesBucketID(ctx); err != nil {
+		return storedHold{}, fmt.Errorf("identifying the instances bucket: %w", err)
+	}
+	return st, nil
+}
+
+// resumeHoldLocked takes over the stored hold and release at a load, and
+// starts a new hold when the records are a new state: no instance record
+// and no stored hold (a fresh install, or lost state with the hold lost
+// too), an instances bucket other than the one the stored hold knows
+// (deleted and recreated, or restored: the state was lost), or no record
+// left although the stored hold saw records (emptied key by key). A new state
+// also forgets the release of the old one: the VMs that had records when
+// it was given look like orphans created before it once those records
+// are lost. A restart, or a new leader, on the same state resumes what
+// is stored: a hold goes on, a release stays given.
+func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) error {
+	now := a.clock.Now()
+	if a.holds == nil {
+		if empty {
+			a.beginStartupHoldLocked(now)
+		}
+		return nil
+	}
+	a.holdRev, a.holdSaved = st.rev, st.hold
+	a.holdBucket, a.holdHadRecords = st.hold.InstancesBucket, st.hold.HadRecords
+	a.hold = startupHold{since: st.hold.Since, until: st.hold.Until}
+	a.confirmedBefore = st.hold.ReleasedAt
+	newState := (!st.found && empty) ||
+		(st.found && st.hold.InstancesBucket != st.bucket) ||
+		(st.found && empty && st.hold.HadRecords)
+	if !newState {
+		if since, active := a.startupHoldLocked(now); active {
+			a.log.Warn("resuming the stored start-up hold: tagged VMs without a record created before it are held back, not terminated, "+
+				"until an operator releases them or the hold ends", "hold_since", since, "hold_until", a.hold.until,
+				"release", releaseCall)
+		}
+		if !st.found || (!empty && !a.holdHadRecords) {
+			// Remember which bucket the records are in and that there are
+			// records, so that losing them is noticed.
+			a.holdBucket, a.holdHadRecords = st.bucket, !empty
+			if err := a.saveHoldLocked(ctx); err != nil {
+				return fmt.Errorf("storing the orphan hold: %w", err)
+			}
+		}
+		return nil
+	}
+	if st.found {
+		a.log.Error("the instance records are not those the stored orphan hold knew (another instances bucket, or none left of "+
+			"those it saw): the state was lost (or restored); the earlier release no longer applies",
+			"stored_bucket", st.hold.InstancesBucket, "bucket", st.bucket, "records_empty", empty, "had_records", st.hold.HadRecords)
+	}
+	a.hold, a.confirmedBefore = startupHold{}, time.Time{}
+	a.holdBucket, a.holdHadRecords = st.bucket, !empty
+	a.beginStartupHoldLocked(now)
+	if a.inventory != nil {
+		a.inventory.held = map[ports.Target]heldOrphans{}
+	}
+	if err := a.saveHoldLocked(ctx); err != nil {
+		return fmt.Errorf("storing the orphan hold: %w", err)
+	}
+	return nil
+}
+
+// releaseCall is the admin call that releases held orphans.
+const releaseCall = "POST /api/v1/reconciler/release-orphans"
+
+// holdRecordLocked is the record of the hold as it stands.
+func (a *App) holdRecordLocked() ports.OrphanHold {
+	s := a.heldOrphansLocked()
+	return ports.OrphanHold{
+		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, HadRecords: a.holdHadRecords, ReleasedAt: a.confirmedBefore,
+		Held: s.Held, Waiting: s.Waiting,
+	}
+}
+
+// saveHoldLocked writes the hold record with compare-and-set. On a
+// conflict (another leader overlapping) it learns the stored revision and
+// returns the conflict, for the caller to retry.
+func (a *App) saveHoldLocked(ctx context.Context) error {
+	if a.holds == nil {
+		return nil
+	}
+	rec := a.holdRecordLocked()
+	rec.UpdatedAt = a.clock.Now()
+	rev, err := a.holds.PutOrphanHold(ctx, rec, a.holdRev)
+	if err != nil {
+		if errors.Is(err, ports.ErrConflict) {
+			switch _, r, gerr := a.holds.GetOrphanHold(ctx); {
+			case gerr == nil:
+				a.holdRev = r
+			case errors.Is(gerr, ports.ErrNotFound):
+				a.holdRev = 0
+			}
+		}
+		return err
+	}
+	a.holdRev, a.holdSaved = rev, rec
+	return nil
+}
+
+// persistHoldLocked stores the hold record when it changed (what is held,
+// the hold ending); failures are logged and retried at the next pass.
+func (a *App) persistHoldLocked(ctx context.Context) {
+	if a.holds == nil {
+		return
+	}
+	a.holdHadRecords = a.holdHadRecords || len(a.insts) > 0
+	rec, saved := a.holdRecordLocked(), a.holdSaved
+	saved.UpdatedAt = time.Time{}
+	if holdEqual(rec, saved) {
+		return
+	}
+	for range 2 {
+		err := a.saveHoldLocked(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ports.ErrConflict) {
+			a.log.Warn("storing the orphan hold", "err", err)
+			return
+		}
+	}
+}
+
+func holdEqual(x, y ports.OrphanHold) bool {
+	return x.Since.Equal(y.Since) && x.Until.Equal(y.Until) && x.InstancesBucket == y.InstancesBucket && x.HadRecords == y.HadRecords &&
+		x.ReleasedAt.Equal(y.ReleasedAt) && maps.Equal(x.Held, y.Held) && slices.Equal(x.Waiting, y.Waiting)
+}
+
 // beginStartupHoldLocked starts the start-up hold at a load that found no
 // instance record (a hold already running keeps its start).
 func (a *App) beginStartupHoldLocked(now time.Time) {
@@ -330,21 +488,21 @@ func (a *App) beginStartupHoldLocked(now time.Time) {
 	if _, active := a.startupHoldLocked(now); active {
 		return
 	}
-	a.hold = startupHold{since: now}
-	a.log.Info("started with no instance records: tagged VMs without a record created before now are held back, "+
+	a.hold = startupHold{since: now, until: now.Add(a.opts.EmptyStartOrphanHold)}
+	a.log.Warn("started with no instance records: tagged VMs without a record created before now are held back, "+
 		"not terminated, until an operator releases them or the hold ends",
-		"hold_until", now.Add(a.opts.EmptyStartOrphanHold), "release", "POST /api/v1/reconciler/release-orphans")
+		"hold_until", a.hold.until, "release", releaseCall)
 }
 
 // startupHoldLocked returns the start of the start-up hold while it is
-// active, ending it once EmptyStartOrphanHold has passed.
+// active, ending it once its quiet period has passed.
 func (a *App) startupHoldLocked(now time.Time) (time.Time, bool) {
 	if a.hold.since.IsZero() {
 		return time.Time{}, false
 	}
-	if until := a.hold.since.Add(a.opts.EmptyStartOrphanHold); !now.Before(until) {
+	if !now.Before(a.hold.until) {
 		a.log.Warn("the start-up hold of orphan VMs ended: its quiet period passed; the reconciler's other safeguards still apply",
-			"hold_since", a.hold.since, "hold_until", until)
+			"hold_since", a.hold.since, "hold_until", a.hold.until)
 		a.hold = startupHold{}
 		return time.Time{}, false
 	}
@@ -417,7 +575,7 @@ func (a *App) reportHeldLocked(t ports.Target, h heldOrphans, listed int, holdSi
 	if len(startup) > 0 {
 		log.Warn("holding back orphan VMs created before lifecycle started with no instance records: not terminated until an operator "+
 			"releases them (POST /api/v1/reconciler/release-orphans) or the hold ends; if the state was lost, they may be this cluster's nodes",
-			"count", len(startup), "cloud_ids", listIDs(startup), "hold_since", holdSince, "hold_until", holdSince.Add(a.opts.EmptyStartOrphanHold))
+			"count", len(startup), "cloud_ids", listIDs(startup), "hold_since", holdSince, "hold_until", a.hold.until)
 	}
 	if len(implausible) > 0 {
 		log.Error("most tagged VMs have no record: the state was lost or another cluster uses this cluster id; terminating none of them "+
@@ -442,10 +600,9 @@ func listIDs(ids []string) string {
 // reconciler holds back are orphans: it ends the start-up hold, and the
 // orphans created before now are no longer held back by the plausibility
 // valve either. The cap still applies: they are terminated from the next
-// pass on, at most MaxOrphanTerminations per comparison. The release lives
-// in the leader's memory: after a restart or a change of leader the
-// safeguards hold again (a new start from empty state, a valve), and an
-// operator releases again.
+// pass on, at most MaxOrphanTerminations per comparison. The release is
+// stored with the hold: it outlives a restart and a change of leader, up
+// to the next loss of the state (resumeHoldLocked).
 func (a *App) ReleaseOrphans(ctx context.Context) (Revisions, error) {
 	return a.op(ctx, "ReleaseOrphans", func() (Revisions, error) {
 		now := a.clock.Now()
@@ -453,8 +610,13 @@ func (a *App) ReleaseOrphans(ctx context.Context) (Revisions, error) {
 		for _, h := range a.inventoryLocked().held {
 			waiting += len(h.waiting)
 		}
+		hold, confirmed := a.hold, a.confirmedBefore
 		a.hold = startupHold{}
 		a.confirmedBefore = now
+		if err := a.saveHoldLocked(ctx); err != nil {
+			a.hold, a.confirmedBefore = hold, confirmed
+			return Revisions{}, err
+		}
 		a.log.Warn("orphan VMs released by an operator: those created before now are terminated from the next reconciler pass on",
 			"held", waiting, "max_per_pass", a.opts.MaxOrphanTerminations)
 		return Revisions{}, nil
@@ -479,7 +641,7 @@ func (a *App) HeldOrphans() (OrphanStatus, bool) {
 func (a *App) heldOrphansLocked() OrphanStatus {
 	var s OrphanStatus
 	if since, ok := a.startupHoldLocked(a.clock.Now()); ok {
-		s.HoldSince, s.HoldUntil = since, since.Add(a.opts.EmptyStartOrphanHold)
+		s.HoldSince, s.HoldUntil = since, a.hold.until
 	}
 	if a.inventory == nil {
 		return s

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -241,8 +242,19 @@ func TestStartFromEmptyStateHoldsOrphansBack(t *testing.T) {
 			t.Errorf("terminated %v after the release, want the 4 held", got)
 		}
 	})
-	t.Run("a start with records holds nothing", func(t *testing.T) {
+	t.Run("a restart with records keeps the stored hold", func(t *testing.T) {
 		h, old, _ := setup(t)
+		h.restart(nil)
+		if s := h.held(); s.HoldSince != t0 {
+			t.Fatalf("hold after a restart: %+v, want the one from %s", s, t0)
+		}
+		if got := h.reconcile(old...); len(got) != 0 {
+			t.Errorf("terminated %v", got)
+		}
+	})
+	t.Run("a start with records and no stored hold holds nothing", func(t *testing.T) {
+		h, old, _ := setup(t)
+		h.holds = memory.NewStore()
 		h.restart(nil)
 		if s := h.held(); !s.HoldSince.IsZero() {
 			t.Fatalf("a start-up hold although records exist: %+v", s)
@@ -257,4 +269,98 @@ func TestStartFromEmptyStateHoldsOrphansBack(t *testing.T) {
 			t.Errorf("terminated %v", got)
 		}
 	})
+}
+
+// The hold and the release are stored (beside the groups), not kept in
+// the leader's memory: a new leader keeps holding, a release outlives a
+// restart, and a later loss of the state holds again.
+func TestOrphanHoldIsStored(t *testing.T) {
+	// A fleet of 10 whose records are then lost, so its VMs look like
+	// orphans, and a leader that starts from the empty bucket.
+	lose := func(t *testing.T) (*harness, []app.InventoryItem) {
+		h := fleet(t, 10)
+		h.clock.Advance(time.Hour)
+		var vms []app.InventoryItem
+		for _, in := range h.instances("g") {
+			vms = append(vms, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: in.CreatedAt})
+		}
+		h.store.LoseInstances()
+		h.restart(nil)
+		return h, vms
+	}
+	t.Run("a change of leader keeps the hold", func(t *testing.T) {
+		h, vms := lose(t)
+		since := h.clock.Now()
+		if got := h.reconcile(vms...); len(got) != 0 {
+			t.Fatalf("terminated %v", got)
+		}
+		// Another replica takes over later: a new App, nothing in memory.
+		h.clock.Advance(3 * time.Hour)
+		h.restart(nil)
+		s := h.held()
+		if !s.HoldSince.Equal(since) || !s.HoldUntil.Equal(since.Add(24*time.Hour)) {
+			t.Fatalf("hold after the change of leader %+v, want the stored one from %s", s, since)
+		}
+		if got := h.reconcile(vms...); len(got) != 0 {
+			t.Fatalf("the new leader terminated %v", got)
+		}
+		if s := h.held(); s.Held[app.HeldEmptyStart] != 10 {
+			t.Errorf("held %+v, want the 10 VMs", s)
+		}
+		stored, _, err := h.store.GetOrphanHold(h.ctx)
+		if err != nil || len(stored.Waiting) != 10 || !stored.Since.Equal(since) {
+			t.Errorf("stored hold %+v, %v", stored, err)
+		}
+	})
+	t.Run("a release survives a restart", func(t *testing.T) {
+		h, vms := lose(t)
+		if got := h.reconcile(vms...); len(got) != 0 {
+			t.Fatalf("terminated %v", got)
+		}
+		h.ok(h.app.ReleaseOrphans(h.ctx))
+		h.clock.Advance(time.Minute)
+		h.restart(nil) // the records are still empty: the same state
+		if s := h.held(); !s.HoldSince.IsZero() {
+			t.Fatalf("held again after a restart: %+v", s)
+		}
+		if got := h.reconcile(vms...); len(got) != 10 {
+			t.Errorf("terminated %v after the release and a restart, want the 10 released", got)
+		}
+	})
+	for name, loseAgain := range map[string]func(h *harness){
+		"a later loss of the bucket holds again":      func(h *harness) { h.store.LoseInstances() },
+		"records emptied key by key later hold again": func(h *harness) { h.store.ClearInstances() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, vms := lose(t)
+			// The group is rebuilt during the hold (its target is kept)...
+			h.settle()
+			var rebuilt []app.InventoryItem
+			for _, in := range h.instances("g") {
+				if in.Live() && in.CloudID != "" {
+					rebuilt = append(rebuilt, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: in.CreatedAt})
+				}
+			}
+			if len(rebuilt) != 10 {
+				t.Fatalf("rebuilt %d", len(rebuilt))
+			}
+			// ...and the operator releases the old VMs once it is.
+			h.clock.Advance(time.Hour)
+			h.ok(h.app.ReleaseOrphans(h.ctx))
+			if got := h.reconcile(vms...); len(got) != 10 {
+				t.Fatalf("terminated %v after the release", got)
+			}
+			// The state is lost again: the rebuilt VMs, created before the
+			// release, now have no record either.
+			h.clock.Advance(time.Hour)
+			loseAgain(h)
+			h.restart(nil)
+			if s := h.held(); !s.HoldSince.Equal(h.clock.Now()) {
+				t.Fatalf("no new hold after the second loss: %+v", s)
+			}
+			if got := h.reconcile(rebuilt...); len(got) != 0 {
+				t.Errorf("the old release terminated %v after the state was lost again", got)
+			}
+		})
+	}
 }

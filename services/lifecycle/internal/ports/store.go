@@ -6,6 +6,7 @@ package ports
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -70,4 +71,37 @@ type CatalogStore interface {
 	UpdateCatalogEntry(ctx context.Context, e domain.CatalogEntry, revision uint64) (uint64, error)
 	// DeleteCatalogEntry returns the revision of the deletion.
 	DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, revision uint64) (uint64, error)
+}
+
+// OrphanHold is the persisted state of the reconciler's start-up hold and
+// of the operator's release (app/reconcile.go), so that a new leader or a
+// restart keeps holding and a release outlives a restart.
+type OrphanHold struct {
+	// Since and Until bound the start-up hold; zero when none was taken.
+	Since, Until time.Time
+	// InstancesBucket identifies the instances store the hold was taken
+	// on (HoldStore.InstancesBucketID).
+	InstancesBucket string
+	// HadRecords: instance records were seen since the hold was taken.
+	HadRecords bool
+	// ReleasedAt is the operator's release (zero: none).
+	ReleasedAt time.Time
+	// Held and Waiting are what the latest comparisons held back (see
+	// OrphanStatus), for operators.
+	Held      map[string]int
+	Waiting   []string
+	UpdatedAt time.Time
+}
+
+// HoldStore persists the orphan hold beside the groups (it must survive
+// the loss of the instances), with compare-and-set like Store.
+type HoldStore interface {
+	// GetOrphanHold returns the hold and its revision, or ErrNotFound.
+	GetOrphanHold(ctx context.Context) (OrphanHold, uint64, error)
+	// PutOrphanHold writes h if the stored revision is revision (0: if
+	// none is stored), else fails with ErrConflict.
+	PutOrphanHold(ctx context.Context, h OrphanHold, revision uint64) (uint64, error)
+	// InstancesBucketID identifies the store of the instances: it changes
+	// when that store is deleted and recreated (state lost).
+	InstancesBucketID(ctx context.Context) (string, error)
 }

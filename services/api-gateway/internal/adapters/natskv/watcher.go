@@ -31,6 +31,8 @@ type Sink interface {
 	DeleteCatalog(key string, rev uint64)
 	Skip(b app.Bucket, rev uint64)
 	MarkSynced(b app.Bucket, seen map[string]struct{})
+	SetOrphanHold(rev uint64, h *app.OrphanHold)
+	ResetBucket(b app.Bucket)
 }
 
 var _ Sink = (*app.ReadModel)(nil)
@@ -40,6 +42,7 @@ type Metrics struct {
 	applied      *prometheus.CounterVec
 	decodeErrors *prometheus.CounterVec
 	restarts     *prometheus.CounterVec
+	resets       *prometheus.CounterVec
 }
 
 // NewMetrics registers the watcher's metrics on reg (nil: unregistered).
@@ -57,9 +60,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nodesmith_gateway_kv_watch_restarts_total",
 			Help: "KV watches re-established after they ended, by bucket.",
 		}, []string{"bucket"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_gateway_kv_bucket_resets_total",
+			Help: "Buckets found deleted and recreated (state lost): the read model dropped what it held of them, by bucket.",
+		}, []string{"bucket"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.decodeErrors, m.restarts)
+		reg.MustRegister(m.applied, m.decodeErrors, m.restarts, m.resets)
 	}
 	return m
 }
@@ -99,6 +106,9 @@ func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error 
 	return messaging.WatchKV(ctx, w.js, bucket, ">", 100*time.Millisecond, messaging.KVMirror{
 		Apply: func(e jetstream.KeyValueEntry) { w.apply(b, e, log) },
 		Synced: func(keys map[string]struct{}) {
+			if _, ok := keys[messaging.KeyOrphanHold]; b == app.BucketGroups && !ok {
+				w.sink.SetOrphanHold(0, nil) // deleted while no watch ran
+			}
 			w.sink.MarkSynced(b, keys)
 			log.Info("kv initial values loaded", "keys", len(keys), "took", time.Since(start).Round(time.Millisecond))
 		},
@@ -107,11 +117,20 @@ func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error 
 			log.Warn("kv watch ended, re-establishing", "err", err, "in", delay)
 			start = time.Now().Add(delay)
 		},
+		Reset: func() {
+			w.metrics.resets.WithLabelValues(b.String()).Inc()
+			log.Error("kv bucket was deleted and recreated (state lost): the read model forgets what it held of it and loads the new bucket")
+			w.sink.ResetBucket(b)
+		},
 	})
 }
 
 func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logger) {
 	key, rev := e.Key(), e.Revision()
+	if b == app.BucketGroups && messaging.IsReservedGroupKey(key) {
+		w.applyReserved(e, log)
+		return
+	}
 	if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
 		w.metrics.applied.WithLabelValues(b.String(), "delete").Inc()
 		switch b {
@@ -151,4 +170,30 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 		return
 	}
 	w.metrics.applied.WithLabelValues(b.String(), "put").Inc()
+}
+
+// applyReserved applies a reserved key of the groups bucket: the orphan
+// hold; other reserved keys (a later version's) are skipped.
+func (w *Watcher) applyReserved(e jetstream.KeyValueEntry, log *slog.Logger) {
+	key, rev := e.Key(), e.Revision()
+	if key != messaging.KeyOrphanHold {
+		w.sink.Skip(app.BucketGroups, rev)
+		return
+	}
+	if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
+		w.sink.SetOrphanHold(rev, nil)
+		return
+	}
+	h, err := messaging.UnmarshalOrphanHold(e.Value())
+	if err != nil {
+		w.metrics.decodeErrors.WithLabelValues(app.BucketGroups.String()).Inc()
+		log.Error("skipping undecodable kv value", "key", key, "revision", rev, "err", err)
+		w.sink.Skip(app.BucketGroups, rev)
+		return
+	}
+	w.metrics.applied.WithLabelValues(app.BucketGroups.String(), "put").Inc()
+	w.sink.SetOrphanHold(rev, &app.OrphanHold{
+		Since: h.Since, Until: h.Until, ReleasedAt: h.ReleasedAt,
+		Held: h.Held, Waiting: h.Waiting, UpdatedAt: h.UpdatedAt,
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -220,6 +221,16 @@ func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
 			Instances: countsJSON(g.Counts), CreationFailed: g.CreationFailed,
 		})
 	}
+	if o := st.Orphans; o != nil {
+		out.Orphans = &OrphansView{
+			Holding: o.Holding(time.Now()), HoldSince: timeJSON(o.Since), HoldUntil: timeJSON(o.Until),
+			ReleasedAt: timeJSON(o.ReleasedAt), Held: o.Held, Waiting: append([]string{}, o.Waiting...),
+			Release: ReleaseOrphansCall, UpdatedAt: timeJSON(o.UpdatedAt),
+		}
+		if !out.Orphans.Holding {
+			out.Orphans.HoldSince, out.Orphans.HoldUntil = "", ""
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -262,4 +273,16 @@ func decodeJSON(r *http.Request, v any) error {
 		return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "request body must hold a single JSON object")
 	}
 	return nil
+}
+
+// ReleaseOrphansCall is the admin call that releases the orphans the
+// reconciler holds back (the status shows it).
+const ReleaseOrphansCall = "POST /api/v1/reconciler/release-orphans"
+
+// timeJSON renders t in RFC 3339 ("" for zero).
+func timeJSON(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }

@@ -28,6 +28,11 @@ type Store struct {
 	// failNext, when set, is returned by the next write call.
 	failNext []error
 	writes   int
+	// hold is the orphan hold (HoldStore), at holdRev (0: none).
+	hold           ports.OrphanHold
+	holdRev        uint64
+	holdSeq        uint64
+	instancesEpoch int
 }
 
 type entry struct {
@@ -218,4 +223,70 @@ func (s *Store) UpdateInstance(_ context.Context, i domain.Instance, rev uint64)
 // DeleteInstance implements ports.Store.
 func (s *Store) DeleteInstance(_ context.Context, group, id string, rev uint64) (uint64, error) {
 	return s.write(func() (uint64, error) { return s.instances.delete(group+"."+id, rev) })
+}
+
+var _ ports.HoldStore = (*Store)(nil)
+
+// GetOrphanHold implements ports.HoldStore. The hold has its own revision
+// sequence here (the KV store shares the groups bucket's), so that it does
+// not shift the revisions group tests expect; it neither counts as a
+// write nor takes an error programmed by FailNext.
+func (s *Store) GetOrphanHold(context.Context) (ports.OrphanHold, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holdRev == 0 {
+		return ports.OrphanHold{}, 0, fmt.Errorf("orphan hold: %w", ports.ErrNotFound)
+	}
+	return cloneHold(s.hold), s.holdRev, nil
+}
+
+// PutOrphanHold implements ports.HoldStore.
+func (s *Store) PutOrphanHold(_ context.Context, h ports.OrphanHold, rev uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev != s.holdRev {
+		return 0, fmt.Errorf("orphan hold at revision %d: %w", rev, ports.ErrConflict)
+	}
+	s.holdSeq++
+	s.hold, s.holdRev = cloneHold(h), s.holdSeq
+	return s.holdRev, nil
+}
+
+// InstancesBucketID implements ports.HoldStore.
+func (s *Store) InstancesBucketID(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("instances-%d", s.instancesEpoch), nil
+}
+
+// LoseInstances deletes every instance record and recreates the bucket
+// (state loss): InstancesBucketID changes.
+func (s *Store) LoseInstances() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.instances = bucket{}
+	s.instancesEpoch++
+}
+
+// ClearInstances deletes every instance record key by key: the bucket
+// stays (InstancesBucketID does not change).
+func (s *Store) ClearInstances() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.instances.data {
+		delete(s.instances.data, k)
+	}
+	s.instances.seq++
+}
+
+func cloneHold(h ports.OrphanHold) ports.OrphanHold {
+	if h.Held != nil {
+		held := make(map[string]int, len(h.Held))
+		for k, v := range h.Held {
+			held[k] = v
+		}
+		h.Held = held
+	}
+	h.Waiting = append([]string(nil), h.Waiting...)
+	return h
 }

@@ -16,7 +16,7 @@ var _ ports.CatalogStore = (*Store)(nil)
 
 // ListCatalog implements ports.CatalogStore.
 func (s *Store) ListCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry, error) {
-	return list(ctx, s.js, s.catalog, func(b []byte, rev uint64) (ports.VersionedCatalogEntry, error) {
+	return list(ctx, s.js, s.catalog, noSkip, func(b []byte, rev uint64) (ports.VersionedCatalogEntry, error) {
 		e, err := protoconv.UnmarshalCatalog(b)
 		return ports.VersionedCatalogEntry{Entry: e, Revision: rev}, err
 	})

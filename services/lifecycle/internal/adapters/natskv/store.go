@@ -91,8 +91,10 @@ func mapErr(op, key string, err error) error {
 // end: a new leader lists every instance, and holding every raw entry
 // (message, buffer, entry) beside the decoded records raised its peak
 // memory by about as much as the records themselves.
-func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, decode func(value []byte, rev uint64) (V, error)) ([]V, error) {
-	latest, err := watchAll(ctx, kv, decode)
+//
+// Keys skip accepts are left out (the reserved keys of the groups bucket).
+func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, skip func(key string) bool, decode func(value []byte, rev uint64) (V, error)) ([]V, error) {
+	latest, err := watchAll(ctx, kv, skip, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +103,7 @@ func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		return nil, err
 	}
 	for _, k := range keys {
-		if _, ok := latest[k]; ok {
+		if _, ok := latest[k]; ok || skip(k) {
 			continue
 		}
 		e, err := kv.Get(ctx, k)
@@ -129,6 +131,9 @@ func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	return out, nil
 }
 
+// noSkip lists every key.
+func noSkip(string) bool { return false }
+
 // decoded is a listed key's value, or why it could not be decoded (an
 // error that matters only if no later value of the key replaces it).
 type decoded[V any] struct {
@@ -144,7 +149,7 @@ func decodeEntry[V any](e jetstream.KeyValueEntry, decode func([]byte, uint64) (
 // watchAll reads the bucket's values with a watcher until it says the
 // initial values are delivered, keeping the latest value of each key,
 // decoded.
-func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, decode func([]byte, uint64) (V, error)) (map[string]decoded[V], error) {
+func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, skip func(string) bool, decode func([]byte, uint64) (V, error)) (map[string]decoded[V], error) {
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
@@ -161,6 +166,9 @@ func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, decode func([]b
 			}
 			if e == nil {
 				return latest, nil
+			}
+			if skip(e.Key()) {
+				continue
 			}
 			latest[e.Key()] = decodeEntry(e, decode)
 		}
@@ -201,7 +209,7 @@ func lastRevision(ctx context.Context, kv jetstream.KeyValue) uint64 {
 
 // ListGroups implements ports.Store.
 func (s *Store) ListGroups(ctx context.Context) ([]ports.VersionedGroup, error) {
-	return list(ctx, s.js, s.groups, func(b []byte, rev uint64) (ports.VersionedGroup, error) {
+	return list(ctx, s.js, s.groups, messaging.IsReservedGroupKey, func(b []byte, rev uint64) (ports.VersionedGroup, error) {
 		g, err := protoconv.UnmarshalGroup(b)
 		return ports.VersionedGroup{Group: g, Revision: rev}, err
 	})
@@ -250,7 +258,7 @@ func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (ui
 
 // ListInstances implements ports.Store.
 func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
-	return list(ctx, s.js, s.instances, func(b []byte, rev uint64) (ports.VersionedInstance, error) {
+	return list(ctx, s.js, s.instances, noSkip, func(b []byte, rev uint64) (ports.VersionedInstance, error) {
 		in, err := protoconv.UnmarshalInstance(b)
 		return ports.VersionedInstance{Instance: in, Revision: rev}, err
 	})
@@ -308,4 +316,51 @@ func (s *Store) DeleteInstance(ctx context.Context, group, id string, revision u
 		return 0, mapErr("deleting instance", key, err)
 	}
 	return lastRevision(ctx, s.instances), nil
+}
+
+var _ ports.HoldStore = (*Store)(nil)
+
+// GetOrphanHold implements ports.HoldStore: the reserved key
+// messaging.KeyOrphanHold of the groups bucket.
+func (s *Store) GetOrphanHold(ctx context.Context) (ports.OrphanHold, uint64, error) {
+	e, err := s.groups.Get(ctx, messaging.KeyOrphanHold)
+	if err != nil {
+		return ports.OrphanHold{}, 0, mapErr("getting", messaging.KeyOrphanHold, err)
+	}
+	h, err := messaging.UnmarshalOrphanHold(e.Value())
+	if err != nil {
+		return ports.OrphanHold{}, 0, fmt.Errorf("decoding %s: %w", messaging.KeyOrphanHold, err)
+	}
+	return ports.OrphanHold{
+		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt,
+		Held: h.Held, Waiting: h.Waiting, UpdatedAt: h.UpdatedAt,
+	}, e.Revision(), nil
+}
+
+// PutOrphanHold implements ports.HoldStore.
+func (s *Store) PutOrphanHold(ctx context.Context, h ports.OrphanHold, revision uint64) (uint64, error) {
+	data, err := messaging.MarshalOrphanHold(messaging.OrphanHold{
+		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt,
+		Held: h.Held, Waiting: h.Waiting, UpdatedAt: h.UpdatedAt,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("encoding %s: %w", messaging.KeyOrphanHold, err)
+	}
+	var rev uint64
+	if revision == 0 {
+		rev, err = s.groups.Create(ctx, messaging.KeyOrphanHold, data)
+	} else {
+		rev, err = s.groups.Update(ctx, messaging.KeyOrphanHold, data, revision)
+	}
+	return rev, mapErr("writing", messaging.KeyOrphanHold, err)
+}
+
+// InstancesBucketID implements ports.HoldStore: the creation time of the
+// instances bucket's stream, which a deleted and recreated bucket changes.
+func (s *Store) InstancesBucketID(ctx context.Context) (string, error) {
+	st, err := s.js.Stream(ctx, "KV_"+messaging.BucketInstances)
+	if err != nil {
+		return "", fmt.Errorf("reading the stream of %s: %w", messaging.BucketInstances, err)
+	}
+	return st.CachedInfo().Created.UTC().Format(time.RFC3339Nano), nil
 }

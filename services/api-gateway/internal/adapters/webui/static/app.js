@@ -186,6 +186,33 @@
     badge.className = 'badge ' + (status.synced ? 'ok' : 'bad');
   }
 
+  // renderOrphans shows what the orphan reconciler holds back and the
+  // admin call that releases it.
+  function renderOrphans(status) {
+    const o = status.orphans;
+    const waiting = (o && o.waiting) || [];
+    const held = (o && o.held) || {};
+    const heldCount = Object.values(held).reduce((a, b) => a + b, 0);
+    const show = !!o && (o.holding || waiting.length > 0);
+    $('orphans').hidden = !show;
+    if (!show) {
+      return;
+    }
+    const parts = [];
+    if (o.holding) {
+      parts.push('Start-up hold since ' + o.holdSince + ' until ' + o.holdUntil + '.');
+    }
+    parts.push(heldCount + ' held back (' + Object.entries(held).map(([k, v]) => k + ' ' + v).join(', ') + ').');
+    if (o.releasedAt) {
+      parts.push('Last released ' + o.releasedAt + '.');
+    }
+    $('orphans-summary').textContent = parts.join(' ');
+    const path = o.release.replace(/^POST /, '');
+    const base = new URL('../', location.href).href.replace(/\/$/, '');
+    $('orphans-release').textContent = 'curl -X POST -H "Authorization: Bearer $ADMIN_TOKEN" ' + base + path + '\n(' + o.release + ')';
+    $('orphans-waiting').replaceChildren(...waiting.map((id) => el('li', id, 'mono')));
+  }
+
   function showLogin(message) {
     $('content').hidden = true;
     $('login').hidden = false;
@@ -226,6 +253,7 @@
       // fail with 503, shown as an error until the next round.
       const status = await api('status');
       renderStatus(status);
+      renderOrphans(status);
       const [groups, instances, transitions] = await Promise.all([
         api('nodegroups'),
         api('instances?limit=' + INSTANCE_LIMIT + '&state=' + LIVE.join(',')),
