@@ -36,6 +36,10 @@ help: ## list targets
 run: ## run the whole system embedded (NATS, 4 services, CVM emulator, simulated VMs and cluster); ARGS=--kube: a real kube-apiserver instead of the simulated cluster
 	go run ./dev/cmd/nodesmith-dev $(ARGS)
 
+.PHONY: nats-auth
+nats-auth: ## regenerate deploy/kustomize/base/files/nats-authorization.conf (NATS users and permissions) from libs/natsauth
+	cd libs && go run ./natsauth/cmd/nats-auth -out ../deploy/kustomize/base/files/nats-authorization.conf
+
 .PHONY: build
 build: ## build every service binary into ./bin
 	@mkdir -p $(BIN)

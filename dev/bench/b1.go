@@ -11,13 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
-	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsembed"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 )
 
@@ -68,23 +65,12 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	if err != nil {
 		return err
 	}
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: dir})
+	bus, err := harness.StartBus(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
-		return err
-	}
+	defer bus.Close()
+	js := bus.JS
 	seed := harness.BuildSeed(sz.groups, sz.instances, b1Seed)
 	if err := seed.Write(ctx, js); err != nil {
 		return err
@@ -94,14 +80,14 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		return err
 	}
 	start := time.Now()
-	gwProc, gwAddr, err := startGatewayProcess(ctx, e, ns.ClientURL())
+	gwProc, gwAddr, err := startGatewayProcess(ctx, e, bus)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = gwProc.Stop(10 * time.Second) }()
 	loaded := time.Since(start)
 	// Lifecycle answers the gateway's DeleteNodes; it idles otherwise.
-	lc, err := startLifecycleProcess(ctx, e, ns.ClientURL(), sz.instances)
+	lc, err := startLifecycleProcess(ctx, e, bus, sz.instances)
 	if err != nil {
 		return err
 	}
@@ -344,7 +330,7 @@ func mib(b int) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // startGatewayProcess runs the api-gateway binary against natsURL on a
 // free port and waits until it is SERVING (its read model loaded).
-func startGatewayProcess(ctx context.Context, e *env, natsURL string) (*harness.Process, string, error) {
+func startGatewayProcess(ctx context.Context, e *env, bus *harness.Bus) (*harness.Process, string, error) {
 	bin, err := e.binary(ctx, "api-gateway")
 	if err != nil {
 		return nil, "", err
@@ -354,10 +340,14 @@ func startGatewayProcess(ctx context.Context, e *env, natsURL string) (*harness.
 		return nil, "", err
 	}
 	logFile := filepath.Join(e.tmp, "api-gateway.log")
-	p, err := harness.StartProcess("api-gateway", bin, []string{
-		"--nats-url", natsURL, "--grpc-addr", addr, "--grpc-insecure", "--rest-addr=", "--health-addr=",
+	natsArgs, err := bus.ServiceArgs(e.tmp, natsauth.APIGateway)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := harness.StartProcess("api-gateway", bin, append(natsArgs,
+		"--grpc-addr", addr, "--grpc-insecure", "--rest-addr=", "--health-addr=",
 		"--log-level", "warn", "--log-format", "text",
-	}, nil, logFile)
+	), nil, logFile)
 	if err != nil {
 		return nil, "", err
 	}

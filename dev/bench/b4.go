@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
 	hookrunner "github.com/nodesmith/nodesmith/services/hook-runner/service"
 	"github.com/nodesmith/nodesmith/tools/simvm"
@@ -89,7 +90,7 @@ func b4Run(ctx context.Context, e *env, replicas, hooks int) (rate float64, took
 	}
 	defer func() { _ = s.Stop() }()
 
-	nc, err := nats.Connect(w.NATSURL())
+	nc, err := w.ConnectNATS(natsauth.Lifecycle)
 	if err != nil {
 		return 0, 0, "", err
 	}

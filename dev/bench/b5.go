@@ -9,12 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
-	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsembed"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 )
 
 // b5Groups is how many groups B5's instances are spread over.
@@ -74,23 +70,12 @@ func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, float
 	if err != nil {
 		return nil, 0, err
 	}
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: dir})
+	bus, err := harness.StartBus(ctx, dir)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		return nil, 0, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
-		return nil, 0, err
-	}
+	defer bus.Close()
+	js := bus.JS
 	seed := harness.BuildSeed(b5Groups, n, 5)
 	if err := seed.Write(ctx, js); err != nil {
 		return nil, 0, err
@@ -98,13 +83,13 @@ func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, float
 	e.progress("B5 %s instances seeded (%s)", count(n), mib(seed.Bytes))
 	out := map[string]harness.Memory{}
 
-	gw, _, err := startGatewayProcess(ctx, e, ns.ClientURL())
+	gw, _, err := startGatewayProcess(ctx, e, bus)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer func() { _ = gw.Stop(10 * time.Second) }()
 
-	lc, err := startLifecycleProcess(ctx, e, ns.ClientURL(), n)
+	lc, err := startLifecycleProcess(ctx, e, bus, n)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -176,7 +161,7 @@ type lifecycleProcess struct {
 // the seeded groups are API groups; no cluster; no reconciler, as there is
 // no cloud-adapter) and waits until its gauges count want instances. It
 // also serves pprof (--pprof-addr), for B5's heap profiles.
-func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int) (*lifecycleProcess, error) {
+func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want int) (*lifecycleProcess, error) {
 	bin, err := e.binary(ctx, "lifecycle")
 	if err != nil {
 		return nil, err
@@ -185,10 +170,12 @@ func startLifecycleProcess(ctx context.Context, e *env, natsURL string, want int
 	if err != nil {
 		return nil, err
 	}
-	args := []string{
-		"--nats-url", natsURL, "--health-addr", addr, "--reconcile-interval=0", "--cluster=none",
-		"--log-level", "warn", "--log-format", "text",
+	args, err := bus.ServiceArgs(e.tmp, natsauth.Lifecycle)
+	if err != nil {
+		return nil, err
 	}
+	args = append(args, "--health-addr", addr, "--reconcile-interval=0", "--cluster=none",
+		"--log-level", "warn", "--log-format", "text")
 	paddr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err

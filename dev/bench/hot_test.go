@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natsembed"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 )
@@ -109,28 +106,17 @@ func benchGRPC(b *testing.B, call func(ctx context.Context, c pb.CloudProviderCl
 	const groups, instances = 100, 10_000
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: b.TempDir()})
+	bus, err := harness.StartBus(ctx, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
-		b.Fatal(err)
-	}
+	defer bus.Close()
+	js := bus.JS
 	seed := harness.BuildSeed(groups, instances, b1Seed)
 	if err := seed.Write(ctx, js); err != nil {
 		b.Fatal(err)
 	}
-	stack, err := harness.StartStack(ctx, harness.OnNATS(ns.ClientURL()), harness.StackConfig{Lifecycle: -1, CloudAdapters: -1, HookRunners: -1})
+	stack, err := harness.StartStack(ctx, harness.OnNATS(bus.Server.ClientURL(), bus.Keys), harness.StackConfig{Lifecycle: -1, CloudAdapters: -1, HookRunners: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -168,23 +154,12 @@ func BenchmarkKVInstanceUpdate(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: b.TempDir()})
+	bus, err := harness.StartBus(ctx, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
-		b.Fatal(err)
-	}
+	defer bus.Close()
+	js := bus.JS
 	kv, err := js.KeyValue(ctx, messaging.BucketInstances)
 	if err != nil {
 		b.Fatal(err)

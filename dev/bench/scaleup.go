@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 )
@@ -110,7 +110,7 @@ func runScaleUp(ctx context.Context, w *harness.World, s *harness.Stack, group s
 	st := w.Emulator.Stats()
 	res.VMsCreated, res.RunInstancesCalls = st.VMsCreated, st.RunInstancesCalls
 
-	nc, err := nats.Connect(w.NATSURL())
+	nc, err := w.ConnectNATS(natsauth.Lifecycle)
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -268,7 +269,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	}
 	defer conn.Close()
 	r.ca = pb.NewCloudProviderClient(conn)
-	if r.nc, err = nats.Connect(r.w.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond)); err != nil {
+	if r.nc, err = r.w.ConnectNATS(natsauth.Lifecycle, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond)); err != nil {
 		return nil, err
 	}
 	defer r.nc.Close()

@@ -125,10 +125,17 @@ func (r *run) services(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Every service ensures the topology at start: they must agree on it.
+	// Lifecycle ensures the topology with these; the workers compare
+	// their consumer's ack wait with theirs: they must agree.
 	js := []string{"--js-cloud-ack-wait", ackWait.String(), "--js-hook-ack-wait", ackWait.String()}
-	common := func(string) []string {
-		return append([]string{"--nats-url", r.w.NATSURL(), "--log-format", "text", "--log-level", "info"}, js...)
+	var natsErr error
+	common := func(name string) []string {
+		// Each replica connects with its service's NATS identity.
+		natsArgs, err := r.w.ServiceArgs(name)
+		if err != nil {
+			natsErr = err
+		}
+		return append(append(natsArgs, "--log-format", "text", "--log-level", "info"), js...)
 	}
 	addr := harness.FreeAddr
 	logf := func(name string) string { return filepath.Join(r.dir, "logs", name+".log") }
@@ -202,7 +209,7 @@ func (r *run) services(ctx context.Context) error {
 				"--ssh-key-file", r.w.ClientKeyFile, "--ssh-known-hosts", r.w.KnownHosts, "--ssh-port", strconv.Itoa(r.w.SSHPort),
 				"--ssh-connect-timeout", "3s", "--shutdown-grace", "5s", "--secrets-key-file", r.w.SecretsKeyFile)})
 	}
-	return nil
+	return natsErr
 }
 
 // ackWait is every command consumer's ack wait (--js-*-ack-wait): how long

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -30,6 +31,9 @@ type component struct {
 var (
 	componentsHook func(map[string]*component)
 	emulatorHook   func(*cvmemu.Server)
+	// natsUsersHook may add a test's own NATS user (an observer of the
+	// whole bus) to the services' ones.
+	natsUsersHook func([]*server.NkeyUser) []*server.NkeyUser
 )
 
 func newComponent(name string) *component {

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/nodesmith/nodesmith/dev/kubesim"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/natsembed"
 	"github.com/nodesmith/nodesmith/libs/run"
 	"github.com/nodesmith/nodesmith/libs/sealed"
@@ -118,7 +120,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	}
 
 	// NATS JetStream with file storage: the services' only shared medium.
-	ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort, StoreDir: cfg.path("nats")})
+	// Each service has its own NATS identity (an NKey generated afresh at
+	// every start) with production's permissions; nothing else connects.
+	natsKeys, err := natsauth.GenerateKeys()
+	if err != nil {
+		return err
+	}
+	natsUsers, err := natsauth.ServerUsers(natsKeys.PublicKeys())
+	if err != nil {
+		return err
+	}
+	if natsUsersHook != nil {
+		natsUsers = natsUsersHook(natsUsers)
+	}
+	ns, err := natsembed.Start(natsembed.Options{Port: cfg.NATSPort, StoreDir: cfg.path("nats"), Users: natsUsers})
 	if err != nil {
 		return err
 	}
@@ -176,7 +191,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	}
 
 	lc := lifecycle.DefaultConfig()
-	lc.NATS.URL, lc.NATS.Name = natsURL, "lifecycle"
+	lc.NATS = natsKeys.ConnOptions(natsauth.Lifecycle, natsconn.Options{URL: natsURL})
 	lc.HealthAddr = ""
 	if cfg.ConfigFile != "" {
 		lc.ConfigFile = cfg.ConfigFile
@@ -191,7 +206,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	}
 
 	ca := cloudadapter.DefaultConfig()
-	ca.NATS.URL, ca.NATS.Name = natsURL, "cloud-adapter"
+	ca.NATS = natsKeys.ConnOptions(natsauth.CloudAdapter, natsconn.Options{URL: natsURL})
 	ca.HealthAddr = ""
 	ca.TencentEndpoint = emu.Endpoint()
 	ca.TencentScheme = "http"
@@ -200,7 +215,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	ca.WatchPollInterval = time.Second
 
 	hr := hookrunner.DefaultConfig()
-	hr.NATS.URL, hr.NATS.Name = natsURL, "hook-runner"
+	hr.NATS = natsKeys.ConnOptions(natsauth.HookRunner, natsconn.Options{URL: natsURL})
 	hr.HealthAddr = ""
 	hr.SSH.KeyFile = cfg.path("keys", "hook-runner_ed25519")
 	hr.SSH.KnownHostsFiles = []string{knownHosts}
@@ -208,7 +223,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	hr.SecretsKeyFile = secretsKeyFile
 
 	gw := gateway.DefaultConfig()
-	gw.NATS.URL, gw.NATS.Name = natsURL, "api-gateway"
+	gw.NATS = natsKeys.ConnOptions(natsauth.APIGateway, natsconn.Options{URL: natsURL})
 	gw.HealthAddr = ""
 	gw.GRPCAddr, gw.RESTAddr = cfg.GRPCAddr, cfg.RESTAddr
 	gw.GRPCInsecure = true // the embedded stack only: loopback, no certificates

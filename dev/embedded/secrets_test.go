@@ -19,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
@@ -155,6 +157,15 @@ nodeGroups:
 		})
 	}
 	t.Cleanup(func() { emulatorHook = nil })
+	// The test reads the whole bus as its own unrestricted NATS user: no
+	// service identity may.
+	observer, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observerPub, _ := observer.PublicKey()
+	natsUsersHook = func(u []*server.NkeyUser) []*server.NkeyUser { return append(u, &server.NkeyUser{Nkey: observerPub}) }
+	t.Cleanup(func() { natsUsersHook = nil })
 
 	// The stack, with every log line of every service kept.
 	logs := &lockedBuffer{}
@@ -180,7 +191,7 @@ nodeGroups:
 	}()
 
 	// Everything published from now on.
-	nc, err := nats.Connect(s.addrs.NATS)
+	nc, err := nats.Connect(s.addrs.NATS, nats.Nkey(observerPub, observer.Sign))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 )
 
@@ -55,7 +56,8 @@ func TestFullCommandStreamRefusesNewCommandsAndKeepsQueuedOnes(t *testing.T) {
 
 	// The queued commands are all delivered, in order; acking them frees
 	// the stream (work-queue retention) and the refused command goes in.
-	cons, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
+	_, hrjs := env.ConnectAs(t, natsauth.HookRunner) // the worker pulls
+	cons, err := hrjs.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
 	if err != nil {
 		t.Fatal(err)
 	}

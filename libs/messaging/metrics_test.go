@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 )
 
@@ -34,7 +35,8 @@ func TestConsumerCollectorFollowsTheBacklog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(messaging.NewConsumerCollector(env.JS, messaging.CommandStream, messaging.ConsumerHookRunner))
+	_, hrjs := env.ConnectAs(t, natsauth.HookRunner) // the worker collects and pulls
+	reg.MustRegister(messaging.NewConsumerCollector(hrjs, messaging.CommandStream, messaging.ConsumerHookRunner))
 
 	// want waits for the gauges to read the step's values: the server
 	// counts a stored message into a consumer's pending asynchronously, so
@@ -76,7 +78,7 @@ func TestConsumerCollectorFollowsTheBacklog(t *testing.T) {
 	publish("m0")
 	want("published", 1, 0, 0)
 
-	cons, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
+	cons, err := hrjs.Consumer(ctx, messaging.CommandStream, messaging.ConsumerHookRunner)
 	if err != nil {
 		t.Fatal(err)
 	}

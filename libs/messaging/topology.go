@@ -1,9 +1,10 @@
 // Package messaging declares nodesmith's NATS JetStream topology once: the KV
 // buckets that hold state, the work-queue command stream with one durable pull
 // consumer per worker kind, the event stream lifecycle consumes, and the
-// request/reply subject for lifecycle operations. Every service calls Ensure at
-// start; it is idempotent, so the first one up creates everything and later
-// ones (or later versions) converge it.
+// request/reply subject for lifecycle operations. Only lifecycle, the
+// bootstrap identity, calls Ensure (at start; it is idempotent, so a later
+// start or version converges it); the other services are not allowed to
+// create anything and wait for the topology (WaitTopology, through Connect).
 package messaging
 
 import (

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 )
 
@@ -73,9 +74,35 @@ func TestEnsureIsIdempotentAndComplete(t *testing.T) {
 // trips a data race inside nats-server. An unchanged topology updates
 // nothing; a changed option updates exactly what it touches.
 func TestEnsureUpdatesOnlyWhatDiffers(t *testing.T) {
-	env := natstest.Start(t) // runs Ensure once
+	// A server without nodesmith's identities: the test watches JetStream
+	// advisories and makes a marker stream, which no identity may.
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := struct {
+		Conn *nats.Conn
+		JS   jetstream.JetStream
+	}{nc, js}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if err := messaging.Ensure(ctx, env.JS, messaging.DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
 	updates, err := env.Conn.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +170,9 @@ func TestCommandsRouteToDisjointConsumersAndDedup(t *testing.T) {
 		messaging.ConsumerCloudAdapter: messaging.SubjectCloudCreate,
 		messaging.ConsumerHookRunner:   messaging.SubjectHookRun,
 	} {
-		c, err := env.JS.Consumer(ctx, messaging.CommandStream, consumer)
+		// Each worker pulls as itself.
+		_, wjs := env.ConnectAs(t, natsauth.Identity(consumer))
+		c, err := wjs.Consumer(ctx, messaging.CommandStream, consumer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +357,8 @@ func TestEnsureUpdatesAnExistingConsumersAckWait(t *testing.T) {
 	if _, err := messaging.NewPublisher(env.JS).Publish(ctx, messaging.SubjectCloudCreate, "create.b1", wrapperspb.String("x")); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	_, cajs := env.ConnectAs(t, natsauth.CloudAdapter)
+	cons, err := cajs.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // Options configure a connection. Secrets are file paths, never values.
@@ -22,6 +23,14 @@ type Options struct {
 	CredsFile string
 	// NKeyFile is an NKey seed file.
 	NKeyFile string
+	// NKeySeed is an NKey seed held in memory: only for hosts that
+	// generate identities at start (the embedded stack, tests); deployed
+	// services read NKeyFile. No flag sets it.
+	NKeySeed []byte
+	// InboxPrefix is the prefix of the connection's reply subjects
+	// (default "_INBOX"); each service has its own, the only one its NATS
+	// identity may subscribe to.
+	InboxPrefix string
 	// UserFile and PasswordFile hold user/password credentials.
 	UserFile, PasswordFile string
 	// TokenFile holds a bearer token.
@@ -83,6 +92,19 @@ func Connect(ctx context.Context, o Options) (*nats.Conn, error) {
 		}
 		opts = append(opts, opt)
 	}
+	if len(o.NKeySeed) > 0 {
+		if o.NKeyFile != "" {
+			return nil, errors.New("nats nkey file and in-memory seed are exclusive")
+		}
+		opt, err := NKeySeedOption(o.NKeySeed)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, opt)
+	}
+	if o.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
+	}
 	if o.UserFile != "" || o.PasswordFile != "" {
 		if o.UserFile == "" || o.PasswordFile == "" {
 			return nil, errors.New("nats user and password files must be set together")
@@ -131,4 +153,18 @@ func Drain(nc *nats.Conn) {
 		return
 	}
 	<-closed
+}
+
+// NKeySeedOption authenticates a connection with an NKey seed held in
+// memory (nats.NkeyOptionFromSeed reads it from a file).
+func NKeySeedOption(seed []byte) (nats.Option, error) {
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("parsing nkey seed: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("nkey public key: %w", err)
+	}
+	return nats.Nkey(pub, kp.Sign), nil
 }

@@ -1,6 +1,8 @@
 // Package natsembed runs a NATS server with JetStream inside the current
 // process, for the embedded stack (`make run`) and for tests. It is the real
-// nats-server, not a fake.
+// nats-server, not a fake, and like production it admits only the NKey
+// users it is given (libs/natsauth's identities and permissions): no
+// anonymous connection.
 package natsembed
 
 import (
@@ -23,6 +25,9 @@ type Options struct {
 	ServerName string
 	// Logs enables the server's own logs on stderr.
 	Logs bool
+	// Users are the NKey users admitted, with their permissions
+	// (natsauth.ServerUsers). Required: there is no anonymous access.
+	Users []*server.NkeyUser
 }
 
 // Server is a running embedded NATS server.
@@ -34,6 +39,9 @@ type Server struct {
 func Start(o Options) (*Server, error) {
 	if o.StoreDir == "" {
 		return nil, errors.New("natsembed: StoreDir is required")
+	}
+	if len(o.Users) == 0 {
+		return nil, errors.New("natsembed: Users are required (no anonymous access)")
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -52,6 +60,7 @@ func Start(o Options) (*Server, error) {
 		JetStreamMaxStore:  8 << 30,
 		JetStreamMaxMemory: 1 << 30,
 		MaxPayload:         8 << 20,
+		Nkeys:              o.Users,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embedded nats: %w", err)

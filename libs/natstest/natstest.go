@@ -1,5 +1,6 @@
 // Package natstest starts a real embedded NATS JetStream server for a test,
-// with nodesmith's topology in place, and tears it down with the test.
+// with nodesmith's identities (libs/natsauth: fresh NKeys, the production
+// permissions) and topology in place, and tears it down with the test.
 package natstest
 
 import (
@@ -7,24 +8,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/natsembed"
 )
 
 // Env is a running server and a client connection to it.
 type Env struct {
 	Server *natsembed.Server
-	Conn   *nats.Conn
-	JS     jetstream.JetStream
+	// Conn and JS are connected as the bootstrap identity, lifecycle.
+	Conn *nats.Conn
+	JS   jetstream.JetStream
+	// Keys are every identity's NKeys (fresh for this server).
+	Keys *natsauth.Keys
 	// StoreDir is where JetStream keeps its files (for restart tests).
 	StoreDir string
+	// admin is the seed of the test-only unrestricted user (ConnectAdmin).
+	admin []byte
 }
 
-// Start runs a server with its store in t.TempDir(), connects, and ensures
-// the topology with messaging.DefaultOptions.
+// Start runs a server with its store in t.TempDir(), connects as lifecycle,
+// and ensures the topology with messaging.DefaultOptions.
 func Start(t testing.TB) *Env {
 	t.Helper()
 	return StartIn(t, t.TempDir(), true)
@@ -34,36 +44,60 @@ func Start(t testing.TB) *Env {
 // nodesmith's streams, consumers and buckets.
 func StartIn(t testing.TB, storeDir string, topology bool) *Env {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir})
+	keys, err := natsauth.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return StartWith(t, storeDir, keys, topology)
+}
+
+// StartWith runs a server on storeDir admitting keys (a restart test
+// reuses the first server's). With topology it also ensures the topology.
+func StartWith(t testing.TB, storeDir string, keys *natsauth.Keys, topology bool) *Env {
+	t.Helper()
+	users, err := natsauth.ServerUsers(keys.PublicKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test-only observer: no service identity, no restriction.
+	admin, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminSeed, _ := admin.Seed()
+	adminPub, _ := admin.PublicKey()
+	users = append(users, &server.NkeyUser{Nkey: adminPub})
+	srv, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir, Users: users})
 	if err != nil {
 		t.Fatalf("starting embedded nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatalf("connecting to embedded nats: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
+	e := &Env{Server: srv, Keys: keys, StoreDir: storeDir, admin: adminSeed}
+	e.Conn, e.JS = e.ConnectAs(t, natsauth.Bootstrap)
 	if topology {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := messaging.Ensure(ctx, js, messaging.DefaultOptions()); err != nil {
+		if err := messaging.Ensure(ctx, e.JS, messaging.DefaultOptions()); err != nil {
 			t.Fatalf("ensuring topology: %v", err)
 		}
 	}
-	return &Env{Server: srv, Conn: nc, JS: js, StoreDir: storeDir}
+	return e
 }
 
-// Connect opens another client connection (e.g. one per simulated service).
+// Connect opens another client connection as the bootstrap identity,
+// lifecycle (e.g. a second lifecycle process).
 func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(e.Server.ClientURL())
+	return e.ConnectAs(t, natsauth.Bootstrap)
+}
+
+// ConnectAs opens a client connection as id, with its inbox prefix; extra
+// options are appended. It is closed with the test.
+func (e *Env) ConnectAs(t testing.TB, id natsauth.Identity, extra ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(e.Server.ClientURL(), append(e.NATSOptions(t, id), extra...)...)
 	if err != nil {
-		t.Fatalf("connecting: %v", err)
+		t.Fatalf("connecting as %s: %v", id, err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -71,4 +105,44 @@ func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 		t.Fatalf("jetstream: %v", err)
 	}
 	return nc, js
+}
+
+// ConnectAdmin opens a connection as a test-only user without
+// restrictions, which the production configuration does not have: for test
+// scaffolding that plays no service (observing every event, making a
+// private stream). Code under test connects as its identity instead.
+func (e *Env) ConnectAdmin(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	auth, err := natsconn.NKeySeedOption(e.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(e.Server.ClientURL(), auth, nats.Name("test-admin"))
+	if err != nil {
+		t.Fatalf("connecting as the test admin: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
+}
+
+// NATSOptions are the nats.go options that authenticate as id (its NKey
+// and inbox prefix), for tests that dial themselves.
+func (e *Env) NATSOptions(t testing.TB, id natsauth.Identity) []nats.Option {
+	t.Helper()
+	auth, err := natsconn.NKeySeedOption(e.Keys.Seed(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []nats.Option{auth, nats.CustomInboxPrefix(id.InboxPrefix()), nats.Name(string(id))}
+}
+
+// Options are a service's natsconn options (--nats-*) for this server as
+// id, with o's other fields kept (Name, timeouts).
+func (e *Env) Options(id natsauth.Identity, o natsconn.Options) natsconn.Options {
+	o.URL = e.Server.ClientURL()
+	return e.Keys.ConnOptions(id, o)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,22 +19,49 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
-	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/worker"
 )
 
 // setup returns a JetStream env and a fresh consumer on a private stream
 // with a short AckWait, so redelivery paths run quickly.
-func setup(t *testing.T, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
+func setup(t *testing.T, ackWait time.Duration) (*plainEnv, jetstream.Consumer) {
 	return setupAck(t, ackWait)
 }
 
 // setupTB is setup for benchmarks.
-func setupTB(b *testing.B) (*natstest.Env, jetstream.Consumer) { return setupAck(b, 30*time.Second) }
+func setupTB(b *testing.B) (*plainEnv, jetstream.Consumer) { return setupAck(b, 30*time.Second) }
 
-func setupAck(t testing.TB, ackWait time.Duration) (*natstest.Env, jetstream.Consumer) {
+// plainEnv is a JetStream server without nodesmith's identities: the
+// worker is generic, and its tests make and remove their own stream and
+// consumer, which no nodesmith identity may.
+type plainEnv struct{ JS jetstream.JetStream }
+
+func startPlain(t testing.TB) *plainEnv {
 	t.Helper()
-	env := natstest.Start(t)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &plainEnv{JS: js}
+}
+
+func setupAck(t testing.TB, ackWait time.Duration) (*plainEnv, jetstream.Consumer) {
+	t.Helper()
+	env := startPlain(t)
 	ctx := context.Background()
 	if _, err := env.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "W", Subjects: []string{"w.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
@@ -44,7 +73,7 @@ func setupAck(t testing.TB, ackWait time.Duration) (*natstest.Env, jetstream.Con
 	return env, c
 }
 
-func publish(t testing.TB, env *natstest.Env, ctx context.Context, n int) {
+func publish(t testing.TB, env *plainEnv, ctx context.Context, n int) {
 	t.Helper()
 	pub := messaging.NewPublisher(env.JS)
 	for i := range n {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/dev/embedded"
 	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	gateway "github.com/nodesmith/nodesmith/services/api-gateway/service"
 	cloudadapter "github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 	hookrunner "github.com/nodesmith/nodesmith/services/hook-runner/service"
@@ -123,7 +124,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 
 	if n := replicas(cfg.Lifecycle); n > 0 {
 		lc := lifecycle.DefaultConfig()
-		lc.NATS.URL, lc.NATS.Name = w.NATSURL(), "lifecycle"
+		lc.NATS = w.NATSOptions(natsauth.Lifecycle, "lifecycle")
 		lc.HealthAddr = ""
 		lc.ConfigData = cfg.Groups
 		lc.SecretsKeyFile = w.SecretsKeyFile
@@ -143,7 +144,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 	}
 	for i, n := 0, replicas(cfg.CloudAdapters); i < n; i++ {
 		ca := cloudadapter.DefaultConfig()
-		ca.NATS.URL, ca.NATS.Name = w.NATSURL(), name("cloud-adapter", i, n)
+		ca.NATS = w.NATSOptions(natsauth.CloudAdapter, name("cloud-adapter", i, n))
 		ca.HealthAddr = ""
 		ca.TencentEndpoint, ca.TencentScheme = w.Emulator.Endpoint(), "http"
 		ca.CredentialsDir = w.CredentialsDir
@@ -171,7 +172,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 	ready := make(chan string, 8)
 	for i, n := 0, replicas(cfg.Gateways); i < n; i++ {
 		gw := gateway.DefaultConfig()
-		gw.NATS.URL, gw.NATS.Name = w.NATSURL(), name("api-gateway", i, n)
+		gw.NATS = w.NATSOptions(natsauth.APIGateway, name("api-gateway", i, n))
 		gw.HealthAddr, gw.RESTAddr, gw.GRPCAddr = "", "", "127.0.0.1:0"
 		gw.GRPCInsecure = true // loopback only
 		if cfg.TuneGateway != nil {
@@ -207,7 +208,7 @@ func StartStack(ctx context.Context, w *World, cfg StackConfig) (_ *Stack, err e
 // HookRunnerConfig is a hook-runner configuration that reaches w's VMs.
 func HookRunnerConfig(w *World) hookrunner.Config {
 	hr := hookrunner.DefaultConfig()
-	hr.NATS.URL, hr.NATS.Name = w.NATSURL(), "hook-runner"
+	hr.NATS = w.NATSOptions(natsauth.HookRunner, "hook-runner")
 	hr.HealthAddr = ""
 	hr.SSH.KeyFile = w.ClientKeyFile
 	hr.SSH.KnownHostsFiles = []string{w.KnownHosts}

@@ -24,8 +24,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nodesmith/nodesmith/libs/natsauth"
+	"github.com/nodesmith/nodesmith/libs/natsconn"
 	"github.com/nodesmith/nodesmith/libs/natsembed"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
@@ -68,6 +71,8 @@ type World struct {
 	cfg WorldConfig
 	// NATS is the JetStream server every service connects to.
 	NATS *natsembed.Server
+	// NATSKeys are the services' NATS identities (fresh per world).
+	NATSKeys *natsauth.Keys
 	// NATSStoreDir is NATS's storage (a restart must reuse it).
 	NATSStoreDir string
 	// NATSPort is the bound client port.
@@ -146,7 +151,10 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 	if port == 0 {
 		port = -1
 	}
-	if w.NATS, err = natsembed.Start(natsembed.Options{Port: port, StoreDir: w.NATSStoreDir}); err != nil {
+	if w.NATSKeys, err = natsauth.GenerateKeys(); err != nil {
+		return nil, err
+	}
+	if w.NATS, err = w.startNATS(port); err != nil {
 		return nil, err
 	}
 	w.NATSPort = portOf(w.NATS.ClientURL())
@@ -184,6 +192,26 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 	return w, nil
 }
 
+func (w *World) startNATS(port int) (*natsembed.Server, error) {
+	users, err := w.NATSKeys.ServerUsers()
+	if err != nil {
+		return nil, err
+	}
+	return natsembed.Start(natsembed.Options{Port: port, StoreDir: w.NATSStoreDir, Users: users})
+}
+
+// NATSOptions are the --nats-* options of a service replica connecting as
+// id, named name.
+func (w *World) NATSOptions(id natsauth.Identity, name string) natsconn.Options {
+	return w.NATSKeys.ConnOptions(id, natsconn.Options{URL: w.NATSURL(), Name: name})
+}
+
+// ConnectNATS dials the server as id (harness observers use lifecycle's,
+// the bootstrap identity).
+func (w *World) ConnectNATS(id natsauth.Identity, opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect(w.NATSURL(), append(w.NATSKeys.NATSOptions(id), opts...)...)
+}
+
 // NATSURL is the client URL of the NATS server.
 func (w *World) NATSURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", w.NATSPort) }
 
@@ -192,7 +220,7 @@ func (w *World) NATSURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", w.N
 func (w *World) RestartNATS(down time.Duration) error {
 	w.NATS.Shutdown()
 	time.Sleep(down)
-	ns, err := natsembed.Start(natsembed.Options{Port: w.NATSPort, StoreDir: w.NATSStoreDir})
+	ns, err := w.startNATS(w.NATSPort)
 	if err != nil {
 		return fmt.Errorf("restarting NATS: %w", err)
 	}
@@ -260,4 +288,6 @@ func portOf(u string) int {
 
 // OnNATS is a world of nothing but an existing NATS server at url, for
 // scenarios that run only services reading state (the gateway).
-func OnNATS(url string) *World { return &World{NATSPort: portOf(url)} }
+func OnNATS(url string, keys *natsauth.Keys) *World {
+	return &World{NATSPort: portOf(url), NATSKeys: keys}
+}

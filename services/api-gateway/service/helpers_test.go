@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
@@ -66,7 +67,7 @@ func startGatewayWith(t *testing.T, mutate func(*service.Config), mutateDeps fun
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	gwConn, _ := env.Connect(t)
+	gwConn, _ := env.ConnectAs(t, natsauth.APIGateway)
 	ready := make(chan service.Addrs, 1)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/health"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 
@@ -314,7 +315,7 @@ func TestRestartWithSharedRegistry(t *testing.T) {
 		cfg := service.DefaultConfig()
 		cfg.GRPCAddr, cfg.RESTAddr, cfg.HealthAddr = "127.0.0.1:0", "", ""
 		cfg.GRPCInsecure = true
-		nc, _ := env.Connect(t)
+		nc, _ := env.ConnectAs(t, natsauth.APIGateway)
 		ctx, cancel := context.WithCancel(context.Background())
 		ready := make(chan service.Addrs, 1)
 		done := make(chan error, 1)

@@ -224,9 +224,15 @@ func TestKilledReplicaMidRunInstancesIsReplacedWithinTheAckWait(t *testing.T) {
 	s := newStack(t)
 
 	cfg := emulatorConfig(srv)
-	// The stack's consumer has the default ack wait: the replicas' start
-	// updates it to theirs.
+	// The stack's consumer has the default ack wait: lifecycle (the only
+	// service allowed to) updates it to the --js-cloud-ack-wait every
+	// service is given.
 	cfg.Topology.CloudAckWait = 3 * time.Second
+	ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ecancel()
+	if err := messaging.Ensure(ectx, s.env.JS, cfg.Topology); err != nil {
+		t.Fatal(err)
+	}
 	cfg.Heartbeat = time.Second
 	cfg.ShutdownGrace = 10 * time.Millisecond
 	cfgA := cfg

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
@@ -46,7 +47,10 @@ func newStack(t *testing.T) *stack {
 	s.pub = messaging.NewPublisher(s.env.JS)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cons, err := s.env.JS.OrderedConsumer(ctx, messaging.EventStream, natsjs.OrderedConsumerConfig{
+	// The test observes every cloud event as an unrestricted test user:
+	// no service may read them but lifecycle's durable consumer.
+	_, observer := s.env.ConnectAdmin(t)
+	cons, err := observer.OrderedConsumer(ctx, messaging.EventStream, natsjs.OrderedConsumerConfig{
 		FilterSubjects: []string{messaging.SubjectCloudEvents + ".>"},
 	})
 	if err != nil {
@@ -102,7 +106,7 @@ type replica struct {
 // and Conn are filled in, and Logger unless the test set one.
 func (s *stack) startReplica(name string, cfg service.Config, deps service.Deps) *replica {
 	s.t.Helper()
-	nc, _ := s.env.Connect(s.t)
+	nc, _ := s.env.ConnectAs(s.t, natsauth.CloudAdapter)
 	return s.startReplicaOn(nc, name, cfg, deps)
 }
 
@@ -112,7 +116,7 @@ func (s *stack) startKillableReplica(name string, cfg service.Config, deps servi
 	s.t.Helper()
 	d := &socketDialer{}
 	// No reconnect: a dead process does not come back on its own.
-	nc, err := nats.Connect(s.env.Server.ClientURL(), nats.SetCustomDialer(d), nats.NoReconnect())
+	nc, err := nats.Connect(s.env.Server.ClientURL(), append(s.env.NATSOptions(s.t, natsauth.CloudAdapter), nats.SetCustomDialer(d), nats.NoReconnect())...)
 	if err != nil {
 		s.t.Fatalf("connecting: %v", err)
 	}

@@ -25,6 +25,7 @@ func TestBashXHookDoesNotLeakItsJoinToken(t *testing.T) {
 	}
 	const token = "abcdef.0123456789abcdef"
 	env := natstest.Start(t)
+	_, observer := env.ConnectAdmin(t) // reads the results no service but lifecycle may
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -41,8 +42,8 @@ join --node-name "$NODE_NAME" --token "$JOIN_TOKEN" --discovery-token-unsafe-ski
 		Env:         map[string]string{"NODE_NAME": "node-join-1", "JOIN_TOKEN": token},
 		RedactedEnv: []string{"JOIN_TOKEN"}})
 
-	waitFor(t, "the hook's result", func() bool { return len(results(t, env.JS)) == 1 })
-	r := results(t, env.JS)[0]
+	waitFor(t, "the hook's result", func() bool { return len(results(t, observer)) == 1 })
+	r := results(t, observer)[0]
 	tail := r.GetOutputTail()
 	if !r.GetSucceeded() || !strings.Contains(tail, "token-received") {
 		t.Fatalf("the hook did not run with its token: %v", r)

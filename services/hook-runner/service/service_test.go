@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/sshdtest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/service"
@@ -45,7 +46,7 @@ func startReplica(t *testing.T, env *natstest.Env, srv *sshdtest.Server, id stri
 func startReplicaLogging(t *testing.T, env *natstest.Env, srv *sshdtest.Server, id string, mutate func(*service.Config), log *slog.Logger) *replica {
 	t.Helper()
 	cfg := service.DefaultConfig()
-	cfg.NATS.URL = env.Server.ClientURL()
+	cfg.NATS = env.Options(natsauth.HookRunner, cfg.NATS)
 	cfg.HealthAddr = ""
 	cfg.RunnerID = id
 	cfg.Concurrency = 4
@@ -156,6 +157,7 @@ func TestStoppedReplicaHandsHookOver(t *testing.T) {
 		t.Skip("component test: NATS, sshd and two replicas")
 	}
 	env := natstest.Start(t)
+	_, observer := env.ConnectAdmin(t) // reads the results no service but lifecycle may
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	a := startReplica(t, env, srv, "runner-a", nil)
 	b := startReplica(t, env, srv, "runner-b", nil)
@@ -206,7 +208,7 @@ echo "joined $NODE_NAME"
 
 	running.stop(t) // SIGTERM: the grace (1s) passes with the script still waiting
 	waitFor(t, "the interrupted run to be killed on the VM", func() bool { return !processAlive(firstPID) })
-	if rs := results(t, env.JS); len(rs) != 0 {
+	if rs := results(t, observer); len(rs) != 0 {
 		t.Fatalf("the stopped replica published %d results for an interrupted run: %v", len(rs), rs)
 	}
 
@@ -214,10 +216,10 @@ echo "joined $NODE_NAME"
 	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the hook result", func() bool { return len(results(t, env.JS)) > 0 })
+	waitFor(t, "the hook result", func() bool { return len(results(t, observer)) > 0 })
 	waitFor(t, "the command to be acked", func() bool { return consumerAcked(t, env.JS) })
 
-	rs := results(t, env.JS)
+	rs := results(t, observer)
 	if len(rs) != 1 {
 		t.Fatalf("got %d results, want exactly 1: %v", len(rs), rs)
 	}
@@ -275,6 +277,7 @@ func TestResultsOfFailedAndInvalidHooks(t *testing.T) {
 		t.Skip("component test: NATS and sshd")
 	}
 	env := natstest.Start(t)
+	_, observer := env.ConnectAdmin(t) // reads the results no service but lifecycle may
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	startReplica(t, env, srv, "runner-1", func(c *service.Config) { c.SSH.TrustOnFirstUse = true; c.SSH.KnownHostsFiles = nil })
 
@@ -291,9 +294,9 @@ func TestResultsOfFailedAndInvalidHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "three results", func() bool { return len(results(t, env.JS)) == 3 })
+	waitFor(t, "three results", func() bool { return len(results(t, observer)) == 3 })
 	byInstance := map[string]*hookv1.HookResult{}
-	for _, r := range results(t, env.JS) {
+	for _, r := range results(t, observer) {
 		byInstance[r.GetInstanceId()] = r
 	}
 	if r := byInstance["ins-exit"]; r == nil || r.GetSucceeded() || r.GetExitCode() != 3 || !r.GetRetryable() ||
@@ -401,6 +404,7 @@ func TestPasswordLoginEndToEnd(t *testing.T) {
 		t.Skip("component test: NATS and sshd")
 	}
 	env := natstest.Start(t)
+	_, observer := env.ConnectAdmin(t) // reads the results no service but lifecycle may
 	srv := sshdtest.Start(t, sshdtest.Options{Password: true})
 	startReplica(t, env, srv, "runner-pw", func(c *service.Config) {
 		c.SSH.User = srv.PasswordUser
@@ -414,8 +418,8 @@ func TestPasswordLoginEndToEnd(t *testing.T) {
 	})
 	publishHook(t, env.JS, &hookv1.RunHook{InstanceId: "ins-pw", Attempt: 1, Hook: hookv1.HookKind_HOOK_KIND_AFTER_CREATED,
 		Host: "127.0.0.1", Script: "id -un\necho \"node $NODE_NAME\"\nexit 5", Env: map[string]string{"NODE_NAME": "node-pw"}})
-	waitFor(t, "the hook result", func() bool { return len(results(t, env.JS)) == 1 })
-	r := results(t, env.JS)[0]
+	waitFor(t, "the hook result", func() bool { return len(results(t, observer)) == 1 })
+	r := results(t, observer)[0]
 	if r.GetSucceeded() || r.GetExitCode() != 5 || !r.GetRetryable() || r.GetOutputTail() != srv.PasswordUser+"\nnode node-pw\n" {
 		t.Fatalf("result = %v, want exit 5 with the account name and the node name as output", r)
 	}

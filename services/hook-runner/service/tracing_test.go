@@ -31,6 +31,7 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 	}
 	tp, rec := tracingtest.Record(t)
 	env := natstest.Start(t)
+	_, observer := env.ConnectAdmin(t) // reads the results no service but lifecycle may
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	startReplica(t, env, srv, "runner-traced", nil)
 
@@ -50,7 +51,7 @@ func TestHookRunContinuesTheCommandsTrace(t *testing.T) {
 
 	var resultMsg jetstream.Msg
 	waitFor(t, "the hook result", func() bool {
-		msgs := resultMessages(t, env.JS)
+		msgs := resultMessages(t, observer)
 		if len(msgs) > 0 {
 			resultMsg = msgs[0]
 		}

@@ -188,7 +188,8 @@ func TestMetricsAndHealth(t *testing.T) {
 	// consume results.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.env.JS.DeleteConsumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle); err != nil {
+	_, admin := s.env.ConnectAdmin(t) // no service may delete a consumer
+	if err := admin.DeleteConsumer(ctx, messaging.EventStream, messaging.ConsumerLifecycle); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "/readyz failing without the consumer", func() bool {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -66,6 +67,7 @@ type stack struct {
 	t       *testing.T
 	env     *natstest.Env
 	workers *fakeworkers.Workers
+	ops     *nats.Conn
 	store   *natskv.Store
 	cfg     service.Config
 	deps    service.Deps
@@ -127,8 +129,11 @@ func newStackOn(t *testing.T, env *natstest.Env, cfg service.Config, deps servic
 		deps.Logger = testLogger(t)
 	}
 	s := &stack{t: t, env: env, store: store, cfg: cfg, deps: deps}
-	_, wjs := env.Connect(t)
+	// The fake workers play both cloud-adapter and hook-runner on one
+	// connection: the test admin's.
+	_, wjs := env.ConnectAdmin(t)
 	s.workers = fakeworkers.New(wjs, nil)
+	s.ops, _ = env.ConnectAs(t, natsauth.APIGateway) // who requests operations
 	wctx, wcancel := context.WithCancel(context.Background())
 	s.workCtx = wcancel
 	wdone := make(chan struct{})
@@ -195,7 +200,7 @@ func (s *stack) request(req *lifecyclev1.Request) *lifecyclev1.Reply {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		msg, err := s.env.Conn.Request(messaging.SubjectLifecycleOps, data, 10*time.Second)
+		msg, err := s.ops.Request(messaging.SubjectLifecycleOps, data, 10*time.Second)
 		if err == nil {
 			var reply lifecyclev1.Reply
 			if err := proto.Unmarshal(msg.Data, &reply); err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
@@ -248,7 +249,7 @@ func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Inte
 	nats := natstest.Start(t)
 
 	// One set of workers (one simulated cloud) for both processes.
-	_, wjs := nats.Connect(t)
+	_, wjs := nats.ConnectAdmin(t) // the fake workers play both workers
 	workers := fakeworkers.New(wjs, nil)
 	workers.Cloud.Set(func(c *fakeworkers.Cloud) { c.Latency = 50 * time.Millisecond })
 	workers.Hooks.Set(func(h *fakeworkers.Hooks) {
@@ -270,6 +271,7 @@ func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Inte
 	b := startProcess(t, nats, kubeConfig(env, "lifecycle-b"))
 	// b is a healthy follower: it neither leads nor answers operations.
 	probe := &stack{t: t, env: nats, store: openStore(t, nats)}
+	probe.ops, _ = nats.ConnectAs(t, natsauth.APIGateway)
 	mustOK(t, probe.increase("workers", 4))
 	eventually(t, "scale-up under way", func() bool {
 		for _, in := range probe.instances("") {

@@ -210,6 +210,7 @@ func checkCommon(t *testing.T, s *manifests.Set) {
 	if s.Get("Service", namespace, "nats") == nil || s.Get("Service", namespace, "nats-headless") == nil {
 		t.Error("the NATS client and headless Services are missing")
 	}
+	checkNATSAuth(t, s)
 	// Only lifecycle and CA may talk to the Kubernetes API.
 	for _, w := range workloads(t, s) {
 		auto := w.Template.Spec.AutomountServiceAccountToken
@@ -247,6 +248,7 @@ func checkDev(t *testing.T, s *manifests.Set) {
 
 func checkProd(t *testing.T, s *manifests.Set) {
 	checkMTLS(t, s)
+	checkNATSTLS(t, s)
 	if v := jsReplicas(t, s); v != "3" {
 		t.Errorf("prod NODESMITH_JS_REPLICAS=%q, want 3", v)
 	}

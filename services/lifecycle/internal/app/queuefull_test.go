@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	jsadapter "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/jetstream"
@@ -80,7 +81,8 @@ func TestFullCommandStreamHoldsCommandsBackUntilDrained(t *testing.T) {
 		}
 	}
 
-	cons, err := env.JS.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
+	_, cajs := env.ConnectAs(t, natsauth.CloudAdapter) // the worker pulls
+	cons, err := cajs.Consumer(ctx, messaging.CommandStream, messaging.ConsumerCloudAdapter)
 	if err != nil {
 		t.Fatal(err)
 	}

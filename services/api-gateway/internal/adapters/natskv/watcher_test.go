@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
@@ -73,7 +74,7 @@ func TestWatcherMirrorsBuckets(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	metrics := natskv.NewMetrics(reg)
 	rm := app.NewReadModel()
-	startWatcher(t, env.JS, rm, metrics)
+	startWatcher(t, gatewayJS(t, env), rm, metrics)
 
 	if g, ok := rm.Group("web"); !ok || g.Record.GetTargetSize() != 2 {
 		t.Fatalf("initial group: %+v %v", g.Record, ok)
@@ -158,7 +159,7 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestWatcherEmptyBucketsAreSynced(t *testing.T) {
 	env := natstest.Start(t)
 	rm := app.NewReadModel()
-	startWatcher(t, env.JS, rm, nil)
+	startWatcher(t, gatewayJS(t, env), rm, nil)
 	if !rm.Synced() {
 		t.Fatal("empty buckets did not sync")
 	}
@@ -180,10 +181,12 @@ func TestWatcherResyncConverges(t *testing.T) {
 		}
 	}
 	rm := app.NewReadModel()
-	stop := startWatcher(t, env.JS, rm, nil)
+	stop := startWatcher(t, gatewayJS(t, env), rm, nil)
 	stop()
 
-	kv, _ := env.JS.KeyValue(ctx, messaging.BucketInstances)
+	// Purging the delete markers is no service's right: the test admin does.
+	_, admin := env.ConnectAdmin(t)
+	kv, _ := admin.KeyValue(ctx, messaging.BucketInstances)
 	if err := kv.Purge(ctx, "g.i-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +196,7 @@ func TestWatcherResyncConverges(t *testing.T) {
 	}
 	// The model was synced before, so wait for the new watch's snapshot
 	// by polling for its effect.
-	startWatcher(t, env.JS, rm, nil)
+	startWatcher(t, gatewayJS(t, env), rm, nil)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, ok := rm.Instance("i-1"); !ok {
 			break
@@ -232,7 +235,7 @@ func TestWatcherMirrorsTheCatalog(t *testing.T) {
 	hookKey := messaging.CatalogKey(messaging.CatalogKeyHook, "join")
 	put(hookKey, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "join", Script: "v1"}}})
 	rm := app.NewReadModel()
-	startWatcher(t, env.JS, rm, nil)
+	startWatcher(t, gatewayJS(t, env), rm, nil)
 	if err := rm.WaitForCatalog(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -262,4 +265,11 @@ func TestWatcherMirrorsTheCatalog(t *testing.T) {
 	if got := rm.Catalog(app.KindTemplates + "."); len(got) != 1 {
 		t.Errorf("Catalog(templates) = %d entries", len(got))
 	}
+}
+
+// gatewayJS connects as the api-gateway, the identity that watches KV.
+func gatewayJS(t *testing.T, env *natstest.Env) jetstream.JetStream {
+	t.Helper()
+	_, js := env.ConnectAs(t, natsauth.APIGateway)
+	return js
 }

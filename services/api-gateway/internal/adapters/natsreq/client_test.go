@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -52,7 +53,7 @@ func reply(t *testing.T, m *nats.Msg, r *lifecyclev1.Reply) {
 func TestRetriesUntilALeaderSubscribes(t *testing.T) {
 	env := natstest.Start(t)
 	retrying := &signalHandler{msg: "lifecycle request not answered, retrying", ch: make(chan struct{})}
-	c := natsreq.New(env.Conn, natsreq.Options{Logger: slog.New(retrying)})
+	c := natsreq.New(gatewayConn(t, env), natsreq.Options{Logger: slog.New(retrying)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -86,7 +87,7 @@ func TestRetriesUntilALeaderSubscribes(t *testing.T) {
 // The long backoff puts the deadline in that wait, whatever the load.
 func TestNoLeaderIsUnavailable(t *testing.T) {
 	env := natstest.Start(t)
-	c := natsreq.New(env.Conn, natsreq.Options{MinBackoff: time.Minute, MaxBackoff: time.Minute})
+	c := natsreq.New(gatewayConn(t, env), natsreq.Options{MinBackoff: time.Minute, MaxBackoff: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := c.Do(ctx, increase)
@@ -110,7 +111,7 @@ func TestReplyErrorsBecomeCodes(t *testing.T) {
 	if err := leader.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c := natsreq.New(env.Conn, natsreq.Options{})
+	c := natsreq.New(gatewayConn(t, env), natsreq.Options{})
 	enc := func(r *lifecyclev1.Reply) []byte { b, _ := proto.Marshal(r); return b }
 	tests := []struct {
 		name string
@@ -181,7 +182,7 @@ func TestUnansweredAttemptIsRetriedAndAppliedOnce(t *testing.T) {
 			}
 			lc.DropNextReplies(1) // the first attempt is applied, its answer lost
 
-			c := natsreq.New(env.Conn, natsreq.Options{AttemptTimeout: 200 * time.Millisecond})
+			c := natsreq.New(gatewayConn(t, env), natsreq.Options{AttemptTimeout: 200 * time.Millisecond})
 			revs, err := c.Do(ctx, tt.req)
 			if err != nil {
 				t.Fatalf("Do: %v", err)
@@ -235,7 +236,7 @@ func TestRequestIDTravelsInTheRequest(t *testing.T) {
 	if err := leader.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c := natsreq.New(env.Conn, natsreq.Options{})
+	c := natsreq.New(gatewayConn(t, env), natsreq.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := proto.CloneOf(increase)
@@ -257,4 +258,11 @@ func TestRequestIDTravelsInTheRequest(t *testing.T) {
 	if increase.GetRequestId() != "" {
 		t.Errorf("Do modified a shared request")
 	}
+}
+
+// gatewayConn connects as the api-gateway, the identity that requests ops.
+func gatewayConn(t *testing.T, env *natstest.Env) *nats.Conn {
+	t.Helper()
+	nc, _ := env.ConnectAs(t, natsauth.APIGateway)
+	return nc
 }

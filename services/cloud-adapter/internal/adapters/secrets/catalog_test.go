@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -76,7 +77,8 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := secrets.NewCatalogWatcher(s, env.JS, key)
+	_, cajs := env.ConnectAs(t, natsauth.CloudAdapter)
+	w := secrets.NewCatalogWatcher(s, cajs, key)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	select {
@@ -198,7 +200,8 @@ func TestCatalogCredentialsWithoutAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := secrets.NewCatalogWatcher(s, env.JS, nil)
+	_, cajs := env.ConnectAs(t, natsauth.CloudAdapter)
+	w := secrets.NewCatalogWatcher(s, cajs, nil)
 	go func() { _ = w.Run(ctx) }()
 	<-w.Synced()
 	if _, err := s.Lookup("team"); err == nil {

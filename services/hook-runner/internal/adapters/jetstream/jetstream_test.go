@@ -15,6 +15,7 @@ import (
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 )
@@ -68,7 +69,8 @@ func TestPublishResultIsDeduplicatedPerAttempt(t *testing.T) {
 	env := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pub := NewResultPublisher(env.JS)
+	_, hrjs := env.ConnectAs(t, natsauth.HookRunner)
+	pub := NewResultPublisher(hrjs)
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := domain.Result{
 		InstanceID: "ins-9", Attempt: 2, Kind: domain.KindAfterCreated, Succeeded: false, ExitCode: 7,
@@ -86,7 +88,8 @@ func TestPublishResultIsDeduplicatedPerAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cons, err := env.JS.OrderedConsumer(ctx, messaging.EventStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ResultSubject}})
+	_, observer := env.ConnectAdmin(t) // reads the events no service but lifecycle may
+	cons, err := observer.OrderedConsumer(ctx, messaging.EventStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ResultSubject}})
 	if err != nil {
 		t.Fatal(err)
 	}

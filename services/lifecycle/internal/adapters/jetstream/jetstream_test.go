@@ -51,7 +51,8 @@ func TestCommandsAreDeduplicatedByAttempt(t *testing.T) {
 	if err := c.Create(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	info, err := env.JS.Stream(ctx, messaging.CommandStream)
+	_, admin := env.ConnectAdmin(t) // reads commands as no service does
+	info, err := admin.Stream(ctx, messaging.CommandStream)
 	if err != nil {
 		t.Fatal(err)
 	}
