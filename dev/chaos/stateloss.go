@@ -94,8 +94,8 @@ func (r *run) runStateLoss(ctx context.Context) ([]string, error) {
 		s.kill9()
 	}
 	lost := time.Now()
-	if err := r.js.DeleteKeyValue(ctx, messaging.BucketInstances); err != nil {
-		return nil, fmt.Errorf("deleting the instances bucket: %w", err)
+	if err := r.deleteInstancesBucket(ctx); err != nil {
+		return nil, err
 	}
 	r.faults.event("state loss: kill -9 both lifecycles, delete the instances bucket (%d VMs running), restart them", sl.old)
 	for _, s := range r.lifecycles {
@@ -334,4 +334,22 @@ func (f *faults) printStateLoss(w io.Writer) {
 	fmt.Fprintf(w, "  every group back at its target with new VMs after %s: %s\n", s(sl.recovered), sl.atRecovery)
 	fmt.Fprintf(w, "  held (observed) for %s: %d old VMs terminated by the reconciler during the hold\n", s(sl.observed), sl.terminatedDuringHold)
 	fmt.Fprintf(w, "  after the release: %d old VMs left after %s; at the end: %s\n", sl.leftAfterRelease, s(sl.terminated), sl.atEnd)
+}
+
+// deleteInstancesBucket loses the state as only an operator's mistake can:
+// as the harness's admin, since no service identity may delete a bucket.
+func (r *run) deleteInstancesBucket(ctx context.Context) error {
+	nc, err := r.w.ConnectNATSAdmin()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := js.DeleteKeyValue(ctx, messaging.BucketInstances); err != nil {
+		return fmt.Errorf("deleting the instances bucket: %w", err)
+	}
+	return nil
 }

@@ -22,29 +22,12 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
+	"github.com/nodesmith/nodesmith/libs/natsauth"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
-
-// lockedBuffer collects the stack's logs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
 
 // encodings are the forms a secret is looked for in: plaintext, and its
 // base64 (standard and URL alphabets) at each of the three alignments it
@@ -159,16 +142,15 @@ nodeGroups:
 	t.Cleanup(func() { emulatorHook = nil })
 	// The test reads the whole bus as its own unrestricted NATS user: no
 	// service identity may.
-	observer, err := nkeys.CreateUser()
+	observer, err := natsauth.NewAdmin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	observerPub, _ := observer.PublicKey()
-	natsUsersHook = func(u []*server.NkeyUser) []*server.NkeyUser { return append(u, &server.NkeyUser{Nkey: observerPub}) }
+	natsUsersHook = func(u []*server.NkeyUser) []*server.NkeyUser { return append(u, observer.User) }
 	t.Cleanup(func() { natsUsersHook = nil })
 
 	// The stack, with every log line of every service kept.
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stack{cancel: cancel, done: make(chan error, 1)}
@@ -191,7 +173,11 @@ nodeGroups:
 	}()
 
 	// Everything published from now on.
-	nc, err := nats.Connect(s.addrs.NATS, nats.Nkey(observerPub, observer.Sign))
+	observerOpts, err := observer.NATSOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.addrs.NATS, observerOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +352,7 @@ nodeGroups:
 	places := map[string][][]byte{
 		"a bus message":     busMsgs,
 		"a stream message":  stored,
-		"the logs":          {logs.Bytes()},
+		"the logs":          {[]byte(logs.String())},
 		"a REST API answer": {answers},
 		"a NATS store file": nil,
 	}

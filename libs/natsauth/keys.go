@@ -90,3 +90,39 @@ func (k *Keys) WriteSeed(path string, id Identity) error {
 	}
 	return os.WriteFile(path, append(append([]byte(nil), k.Seed(id)...), '\n'), 0o600)
 }
+
+// Admin is an unrestricted NATS user for test and harness scaffolding that
+// plays no service (observing every message, deleting a bucket to simulate
+// state loss). The production configuration never has one: add its User
+// only to servers started by tests and harnesses.
+type Admin struct {
+	// User admits the admin to an embedded server.
+	User *server.NkeyUser
+	seed []byte
+}
+
+// NewAdmin makes a fresh admin NKey pair.
+func NewAdmin() (*Admin, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("natsauth: creating the admin nkey: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{User: &server.NkeyUser{Nkey: pub}, seed: seed}, nil
+}
+
+// NATSOptions authenticate a connection as the admin.
+func (a *Admin) NATSOptions() ([]nats.Option, error) {
+	auth, err := natsconn.NKeySeedOption(a.seed)
+	if err != nil {
+		return nil, err
+	}
+	return []nats.Option{auth, nats.Name("admin")}, nil
+}

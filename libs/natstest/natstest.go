@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
@@ -30,7 +28,7 @@ type Env struct {
 	// StoreDir is where JetStream keeps its files (for restart tests).
 	StoreDir string
 	// admin is the seed of the test-only unrestricted user (ConnectAdmin).
-	admin []byte
+	admin *natsauth.Admin
 }
 
 // Start runs a server with its store in t.TempDir(), connects as lifecycle,
@@ -60,19 +58,17 @@ func StartWith(t testing.TB, storeDir string, keys *natsauth.Keys, topology bool
 		t.Fatal(err)
 	}
 	// The test-only observer: no service identity, no restriction.
-	admin, err := nkeys.CreateUser()
+	admin, err := natsauth.NewAdmin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminSeed, _ := admin.Seed()
-	adminPub, _ := admin.PublicKey()
-	users = append(users, &server.NkeyUser{Nkey: adminPub})
+	users = append(users, admin.User)
 	srv, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir, Users: users})
 	if err != nil {
 		t.Fatalf("starting embedded nats: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	e := &Env{Server: srv, Keys: keys, StoreDir: storeDir, admin: adminSeed}
+	e := &Env{Server: srv, Keys: keys, StoreDir: storeDir, admin: admin}
 	e.Conn, e.JS = e.ConnectAs(t, natsauth.Bootstrap)
 	if topology {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -113,11 +109,11 @@ func (e *Env) ConnectAs(t testing.TB, id natsauth.Identity, extra ...nats.Option
 // private stream). Code under test connects as its identity instead.
 func (e *Env) ConnectAdmin(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	auth, err := natsconn.NKeySeedOption(e.admin)
+	opts, err := e.admin.NATSOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(e.Server.ClientURL(), auth, nats.Name("test-admin"))
+	nc, err := nats.Connect(e.Server.ClientURL(), opts...)
 	if err != nil {
 		t.Fatalf("connecting as the test admin: %v", err)
 	}

@@ -73,6 +73,8 @@ type World struct {
 	NATS *natsembed.Server
 	// NATSKeys are the services' NATS identities (fresh per world).
 	NATSKeys *natsauth.Keys
+	// natsAdmin is the harness's own unrestricted user (ConnectNATSAdmin).
+	natsAdmin *natsauth.Admin
 	// NATSStoreDir is NATS's storage (a restart must reuse it).
 	NATSStoreDir string
 	// NATSPort is the bound client port.
@@ -151,6 +153,9 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 	if port == 0 {
 		port = -1
 	}
+	if w.natsAdmin, err = natsauth.NewAdmin(); err != nil {
+		return nil, err
+	}
 	if w.NATSKeys, err = natsauth.GenerateKeys(); err != nil {
 		return nil, err
 	}
@@ -197,6 +202,7 @@ func (w *World) startNATS(port int) (*natsembed.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	users = append(users, w.natsAdmin.User)
 	return natsembed.Start(natsembed.Options{Port: port, StoreDir: w.NATSStoreDir, Users: users})
 }
 
@@ -210,6 +216,16 @@ func (w *World) NATSOptions(id natsauth.Identity, name string) natsconn.Options 
 // the bootstrap identity).
 func (w *World) ConnectNATS(id natsauth.Identity, opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(w.NATSURL(), append(w.NATSKeys.NATSOptions(id), opts...)...)
+}
+
+// ConnectNATSAdmin dials the server as the harness's unrestricted user, for
+// what no service may do (a fault deleting a bucket).
+func (w *World) ConnectNATSAdmin(opts ...nats.Option) (*nats.Conn, error) {
+	auth, err := w.natsAdmin.NATSOptions()
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(w.NATSURL(), append(auth, opts...)...)
 }
 
 // NATSURL is the client URL of the NATS server.

@@ -36,13 +36,14 @@ func TestWatcherFollowsARecreatedInstancesBucket(t *testing.T) {
 		}
 	}
 	rm := app.NewReadModel()
-	startWatcher(t, env.JS, rm, nil)
+	startWatcher(t, gatewayJS(t, env), rm, nil)
 	if _, ok := rm.Instance("i-3"); !ok {
 		t.Fatal("i-3 not loaded")
 	}
 
 	lost := time.Now()
-	if err := env.JS.DeleteKeyValue(ctx, messaging.BucketInstances); err != nil {
+	_, admin := env.ConnectAdmin(t) // losing state is no service's right
+	if err := admin.DeleteKeyValue(ctx, messaging.BucketInstances); err != nil {
 		t.Fatal(err)
 	}
 	if err := messaging.Ensure(ctx, env.JS, messaging.DefaultOptions()); err != nil {
@@ -103,7 +104,7 @@ func TestWatcherReadsTheOrphanHold(t *testing.T) {
 	}
 	put(messaging.OrphanHold{Since: since, Until: since.Add(24 * time.Hour), Held: map[string]int{"empty_start": 2}, Waiting: []string{"ins-a", "ins-b"}})
 	rm := app.NewReadModel()
-	startWatcher(t, env.JS, rm, nil)
+	startWatcher(t, gatewayJS(t, env), rm, nil)
 	h, ok := rm.OrphanHold()
 	if !ok || !h.Since.Equal(since) || len(h.Waiting) != 2 || !h.Holding(time.Now()) {
 		t.Fatalf("orphan hold = %+v, %v", h, ok)
