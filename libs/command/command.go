@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -69,12 +70,20 @@ func Main(name string, register func(fs *flag.FlagSet), run func(ctx context.Con
 	}
 }
 
+// UnknownEnvMessage is the start-up warning listing the NODESMITH_*
+// environment variables that set no flag of the service (tests of the
+// deployment manifests look for it).
+const UnknownEnvMessage = "ignoring unknown NODESMITH_* environment variables: they set no flag of this service (misspelt?)"
+
+// logOutput is where the logs go; nil: stderr. Tests capture them.
+var logOutput io.Writer
+
 // pprofGrace bounds the graceful shutdown of the profiling server: a
 // profile being taken when the service stops is cut after it.
 const pprofGrace = 5 * time.Second
 
 func realMain(ctx context.Context, name string, args []string, register func(fs *flag.FlagSet), runService func(ctx context.Context, h Host) error) error {
-	logOpts := logging.Options{Service: name}
+	logOpts := logging.Options{Service: name, Writer: logOutput}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	register(fs)
 	logOpts.RegisterFlags(fs)
@@ -87,6 +96,12 @@ func realMain(ctx context.Context, name string, args []string, register func(fs 
 		return err
 	}
 	slog.SetDefault(log)
+	// A NODESMITH_* variable that sets no flag is a misspelt name (or
+	// one meant for another service): say so at start, or it would be
+	// ignored silently and the default used.
+	if unknown := config.UnknownEnv(fs, os.Environ()); len(unknown) > 0 {
+		log.Warn(UnknownEnvMessage, "vars", unknown)
+	}
 	shutdownTracing, err := tracing.Setup(ctx, name)
 	if err != nil {
 		return err

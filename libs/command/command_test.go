@@ -2,11 +2,13 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -148,5 +150,55 @@ func TestPprofAddrInUseFailsStartUp(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "pprof-addr") || ran {
 		t.Errorf("err=%v ran=%v: a busy address should stop start-up", err, ran)
+	}
+}
+
+// A NODESMITH_* variable that sets no flag (a misspelt name) is named in a
+// warning at start; the known ones, and other variables, are not.
+func TestRealMainWarnsOfUnknownNodesmithEnv(t *testing.T) {
+	t.Setenv("NODESMITH_GREETING", "known")
+	t.Setenv("NODESMITH_LOG_LEVEL", "info") // a flag command itself registers
+	t.Setenv("NODESMITH_GRETING", "misspelt")
+	t.Setenv("NODESMITH_OTHER_SERVICE_FLAG", "x")
+	t.Setenv("NOT_NODESMITH_X", "y")
+	var logs strings.Builder
+	logOutput = &logs
+	t.Cleanup(func() { logOutput = nil })
+	register := func(fs *flag.FlagSet) { fs.String("greeting", "", "") }
+	if err := realMain(context.Background(), "t", nil, register, func(context.Context, Host) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var warning struct {
+		Level, Msg string
+		Vars       []string
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct {
+			Level, Msg string
+			Vars       []string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg == UnknownEnvMessage {
+			warning = rec
+		}
+	}
+	if warning.Level != "WARN" || !slices.Equal(warning.Vars, []string{"NODESMITH_GRETING", "NODESMITH_OTHER_SERVICE_FLAG"}) {
+		t.Errorf("want one WARN %q listing NODESMITH_GRETING and NODESMITH_OTHER_SERVICE_FLAG; logs:\n%s", UnknownEnvMessage, logs.String())
+	}
+}
+
+func TestRealMainQuietWhenEveryNodesmithEnvIsAFlag(t *testing.T) {
+	t.Setenv("NODESMITH_GREETING", "known")
+	var logs strings.Builder
+	logOutput = &logs
+	t.Cleanup(func() { logOutput = nil })
+	register := func(fs *flag.FlagSet) { fs.String("greeting", "", "") }
+	if err := realMain(context.Background(), "t", nil, register, func(context.Context, Host) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), UnknownEnvMessage) {
+		t.Errorf("unexpected warning: %s", logs.String())
 	}
 }

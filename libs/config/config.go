@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // EnvPrefix prefixes every environment variable: --nats-url is NODESMITH_NATS_URL.
@@ -54,4 +56,46 @@ func Parse(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) 
 		}
 	})
 	return err
+}
+
+// UnknownEnv returns, sorted, the names of the NODESMITH_* variables in
+// environ (os.Environ's "NAME=value" form) that are the environment
+// variable of no flag of fs: a misspelt name, or a setting for another
+// service, which would otherwise be ignored without a word.
+func UnknownEnv(fs *flag.FlagSet, environ []string) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[EnvName(f.Name)] = true })
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, EnvPrefix) && !known[name] && !accepted(fs, name) && !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// acceptedEnv holds, per flag set, what AcceptEnv declared.
+var acceptedEnv sync.Map // *flag.FlagSet -> []string
+
+// AcceptEnv declares NODESMITH_* variables that fs's service reads
+// without a flag (secrets given as values, read by the service itself):
+// UnknownEnv does not report them. A name ending in "*" stands for every
+// variable with that prefix.
+func AcceptEnv(fs *flag.FlagSet, names ...string) {
+	prev, _ := acceptedEnv.Load(fs)
+	old, _ := prev.([]string)
+	acceptedEnv.Store(fs, append(slices.Clone(old), names...))
+}
+
+func accepted(fs *flag.FlagSet, name string) bool {
+	v, _ := acceptedEnv.Load(fs)
+	names, _ := v.([]string)
+	for _, n := range names {
+		if p, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(name, p) || n == name {
+			return true
+		}
+	}
+	return false
 }

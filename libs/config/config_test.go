@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,39 @@ func TestParseInvalidEnvNamesVariable(t *testing.T) {
 func TestEnvName(t *testing.T) {
 	if got := EnvName("grpc-listen.addr"); got != "NODESMITH_GRPC_LISTEN_ADDR" {
 		t.Fatalf("got %s", got)
+	}
+}
+
+func TestUnknownEnvNamesNodesmithVariablesThatSetNoFlag(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("nats-url", "", "")
+	fs.Duration("shutdown-grace", 0, "")
+	got := UnknownEnv(fs, []string{
+		"NODESMITH_NATS_URL=nats://x",
+		"NODESMITH_SHUTDOWN_GRACE=1s",
+		"NODESMITH_NATS_ULR=typo",
+		"NODESMITH_A=1",
+		"NODESMITH_A=2",
+		"PATH=/bin",
+		"nodesmith_nats_url=lower case is not ours",
+	})
+	if want := []string{"NODESMITH_A", "NODESMITH_NATS_ULR"}; !slices.Equal(got, want) {
+		t.Errorf("UnknownEnv = %v, want %v", got, want)
+	}
+	if got := UnknownEnv(fs, []string{"NODESMITH_NATS_URL=x"}); got != nil {
+		t.Errorf("UnknownEnv = %v, want none", got)
+	}
+}
+
+func TestUnknownEnvLeavesOutAcceptedVariables(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	AcceptEnv(fs, "NODESMITH_TOKENS")
+	AcceptEnv(fs, "NODESMITH_ACCOUNT_*")
+	got := UnknownEnv(fs, []string{"NODESMITH_TOKENS=a", "NODESMITH_ACCOUNT_MAIN_SECRET_ID=b", "NODESMITH_TOKEN=typo"})
+	if want := []string{"NODESMITH_TOKEN"}; !slices.Equal(got, want) {
+		t.Errorf("UnknownEnv = %v, want %v", got, want)
+	}
+	if got := UnknownEnv(flag.NewFlagSet("other", flag.ContinueOnError), []string{"NODESMITH_TOKENS=a"}); len(got) != 1 {
+		t.Errorf("another flag set accepts nothing: UnknownEnv = %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
 
@@ -154,6 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", c.ShutdownGrace, "how long in-flight requests may finish at shutdown")
 	c.NATS.RegisterFlags(fs)
 	c.Topology.RegisterFlags(fs)
+	config.AcceptEnv(fs, EnvAdminTokens, EnvReadOnlyTokens)
 }
 
 // LoadEnv reads the token variables (EnvAdminTokens, EnvReadOnlyTokens)

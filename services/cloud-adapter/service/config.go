@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
@@ -131,6 +133,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "YAML/JSON file: accounts: {<account>: {secretId, secretKey, token}}")
 	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "file with the key (base64 of 32 bytes) that opens credentials stored with accounts through the admin API; the gateway's file")
 	fs.DurationVar(&c.CredentialsReloadInterval, "credentials-reload-interval", c.CredentialsReloadInterval, "how often credential files are re-read")
+	// NODESMITH_ACCOUNT_<ACCOUNT>_SECRET_ID etc.: credentials as values.
+	config.AcceptEnv(fs, secrets.EnvPrefix+"*")
 }
 
 // Validate reports every invalid field at once.

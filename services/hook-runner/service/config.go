@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
 )
@@ -126,6 +127,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.SSH.TrustOnFirstUse, "ssh-trust-on-first-use", c.SSH.TrustOnFirstUse, "accept the host key of a VM that known_hosts does not know at first contact and report it for pinning")
 	fs.IntVar(&c.SSH.Port, "ssh-port", c.SSH.Port, "SSH port of VMs when a hook names none")
 	fs.DurationVar(&c.SSH.ConnectTimeout, "ssh-connect-timeout", c.SSH.ConnectTimeout, "bound of one connection attempt (TCP connect and SSH handshake); attempts repeat until the hook's deadline")
+	config.AcceptEnv(fs, EnvSSHPassword, EnvSSHPrivateKey, EnvSSHKeyPassphrase)
 }
 
 // ReadSecretEnv fills the secret values from their environment variables

@@ -99,9 +99,13 @@ func DerivedClusterID(ctx context.Context, client kubernetes.Interface) (string,
 	return ClusterIDPrefix + string(ns.UID), nil
 }
 
-// DefaultNamespace is the pod's namespace (from its service account), or
-// kube-system outside a pod.
+// DefaultNamespace is the pod's namespace: POD_NAMESPACE (the downward
+// API; the manifests set it), else the namespace of its service account's
+// mounted token, else kube-system outside a pod.
 func DefaultNamespace() string {
+	if ns := strings.TrimSpace(os.Getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
 	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
 		if ns := strings.TrimSpace(string(b)); ns != "" {
 			return ns
