@@ -76,24 +76,7 @@ func TestEnsureIsIdempotentAndComplete(t *testing.T) {
 func TestEnsureUpdatesOnlyWhatDiffers(t *testing.T) {
 	// A server without nodesmith's identities: the test watches JetStream
 	// advisories and makes a marker stream, which no identity may.
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.StartPlain(t)
 	env := struct {
 		Conn *nats.Conn
 		JS   jetstream.JetStream

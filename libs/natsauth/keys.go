@@ -24,17 +24,9 @@ type Keys struct {
 func GenerateKeys() (*Keys, error) {
 	k := &Keys{seeds: map[Identity][]byte{}, public: map[Identity]string{}}
 	for _, id := range All() {
-		kp, err := nkeys.CreateUser()
+		seed, pub, err := newUser()
 		if err != nil {
 			return nil, fmt.Errorf("natsauth: creating the %s nkey: %w", id, err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return nil, err
-		}
-		pub, err := kp.PublicKey()
-		if err != nil {
-			return nil, err
 		}
 		k.seeds[id], k.public[id] = seed, pub
 	}
@@ -103,19 +95,26 @@ type Admin struct {
 
 // NewAdmin makes a fresh admin NKey pair.
 func NewAdmin() (*Admin, error) {
-	kp, err := nkeys.CreateUser()
+	seed, pub, err := newUser()
 	if err != nil {
 		return nil, fmt.Errorf("natsauth: creating the admin nkey: %w", err)
 	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, err
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, err
-	}
 	return &Admin{User: &server.NkeyUser{Nkey: pub}, seed: seed}, nil
+}
+
+// newUser makes a fresh NKey user pair: its seed and public key.
+func newUser() (seed []byte, pub string, err error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, "", err
+	}
+	if seed, err = kp.Seed(); err != nil {
+		return nil, "", err
+	}
+	if pub, err = kp.PublicKey(); err != nil {
+		return nil, "", err
+	}
+	return seed, pub, nil
 }
 
 // NATSOptions authenticate a connection as the admin.

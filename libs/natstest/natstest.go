@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -141,4 +142,31 @@ func (e *Env) NATSOptions(t testing.TB, id natsauth.Identity) []nats.Option {
 func (e *Env) Options(id natsauth.Identity, o natsconn.Options) natsconn.Options {
 	o.URL = e.Server.ClientURL()
 	return e.Keys.ConnOptions(id, o)
+}
+
+// StartPlain runs a JetStream server without nodesmith's identities and
+// connects to it: for generic code (libs/worker) and tests of JetStream
+// mechanics (advisories, private streams) that no identity may perform.
+// Code that plays a service uses Start and its identity instead.
+func StartPlain(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }
