@@ -141,7 +141,7 @@ func (r *run) runStateLoss(ctx context.Context) ([]string, error) {
 		for _, g := range groupIDs {
 			v, err := r.view(ctx, g)
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: asked again at the next poll
 			}
 			for _, in := range v.instances {
 				if oldPIDs[in.GetId()] {
@@ -183,7 +183,7 @@ func (r *run) runStateLoss(ctx context.Context) ([]string, error) {
 		for _, g := range groupIDs {
 			v, err := r.view(ctx, g)
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // not yet: asked again at the next poll
 			}
 			if v.target != targets[g].target || len(v.instances) != v.target || v.other > 0 {
 				return false, nil

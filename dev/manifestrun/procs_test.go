@@ -176,7 +176,7 @@ func (p *proc) running() error {
 	case <-p.crashed:
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return fmt.Errorf("pod %s container %s keeps exiting (%d times, last: %v); its log:\n%s", p.pod, p.container, p.restarts, p.lastExit, tail(p.log.String(), 6000))
+		return fmt.Errorf("pod %s container %s keeps exiting (%d times, last: %w); its log:\n%s", p.pod, p.container, p.restarts, p.lastExit, tail(p.log.String(), 6000))
 	default:
 		return nil
 	}

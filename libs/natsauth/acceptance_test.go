@@ -279,7 +279,7 @@ func pullOne(ctx context.Context, js jetstream.JetStream, consumer string) error
 	if err != nil {
 		return err
 	}
-	for m := range batch.Messages() {
+	if m, ok := <-batch.Messages(); ok {
 		if err := m.InProgress(); err != nil {
 			return err
 		}

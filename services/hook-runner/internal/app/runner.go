@@ -179,7 +179,7 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	if err != nil {
 		// The error names variables, never values.
 		ex := domain.Execution{ExitCode: domain.NoExitCode, Failure: domain.FailureInvalid, Err: err}
-		return domain.NewResult(h, ex, "", r.o.RunnerID, started, r.o.Now()), nil
+		return domain.NewResult(h, ex, "", r.o.RunnerID, started, r.o.Now()), nil //nolint:nilerr // the hook's failure, reported in its result
 	}
 	cmd.Env = env
 	opened := h
