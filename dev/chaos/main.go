@@ -196,6 +196,18 @@ func realMain(ctx context.Context) (int, error) {
 	r := &run{cfg: cfg, dir: dir, seen: map[string]string{}, start: time.Now()}
 	r.logf("run directory %s (logs in %s)", dir, filepath.Join(dir, "logs"))
 	violations, err := r.run(ctx)
+	// After r.run: every replica has stopped, so its log is complete,
+	// shutdown included.
+	if r.gateway != nil {
+		n, permViolations, perr := r.checkPermissions()
+		switch {
+		case perr != nil && err == nil:
+			err = fmt.Errorf("checking the service logs for NATS permissions violations: %w", perr)
+		case perr == nil:
+			fmt.Printf("\nNATS permissions violations logged by the services: %d (expected 0)\n", n)
+			violations = append(violations, permViolations...)
+		}
+	}
 	if err != nil {
 		r.logf("FAILED: %v (service logs: %s; run with -keep to keep them)", err, filepath.Join(dir, "logs"))
 		return 1, err
