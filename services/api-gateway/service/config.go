@@ -95,7 +95,9 @@ type Config struct {
 
 	// NATS is the connection used when Deps.Conn is nil.
 	NATS natsconn.Options
-	// Topology is ensured at start so the buckets exist.
+	// Topology are the --js-* options. Lifecycle alone ensures the
+	// topology with them; the gateway waits for the buckets and accepts
+	// the flags only so one shared environment configures every service.
 	Topology messaging.Options
 }
 

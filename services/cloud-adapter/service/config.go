@@ -19,7 +19,10 @@ import (
 type Config struct {
 	// NATS is the connection used when Deps.Conn is nil.
 	NATS natsconn.Options
-	// Topology is ensured at start (messaging.Ensure).
+	// Topology are the --js-* options. Lifecycle alone ensures the
+	// topology with them; this service waits for it and uses only
+	// CloudAckWait, to check that --heartbeat fits in it. The flags are
+	// accepted here so one shared environment configures every service.
 	Topology messaging.Options
 	// HealthAddr serves /livez, /readyz and /metrics; empty disables it
 	// (the embedded launcher serves one combined endpoint).

@@ -26,7 +26,10 @@ const (
 type Config struct {
 	// NATS is the connection used when Deps.Conn is nil.
 	NATS natsconn.Options
-	// Topology is ensured at start (messaging.Ensure).
+	// Topology are the --js-* options. Lifecycle alone ensures the
+	// topology with them; the hook runner waits for its consumer (whose
+	// ack wait sets its heartbeat) and accepts the flags only so one
+	// shared environment configures every service.
 	Topology messaging.Options
 	// HealthAddr serves /livez, /readyz and /metrics; empty disables it.
 	HealthAddr string
