@@ -76,10 +76,27 @@ func TestKeyFileErrorsSayHowToGenerate(t *testing.T) {
 // code is checked; the text is public, it protects nothing.
 func TestPublishedKeyRefused(t *testing.T) {
 	published := "GMRdT78aGBHmEjT2p+scF7rsG+TIJ350EaUhVGYIIvs="
-	for _, text := range []string{published, line(1) + "\n" + published} {
+	for _, text := range []string{published, published + "\n" + line(1)} {
 		if _, err := sealed.ParseKey(text); !errors.Is(err, sealed.ErrRevokedKey) {
-			t.Errorf("ParseKey(published) = %v, want ErrRevokedKey", err)
+			t.Errorf("ParseKey(published first) = %v, want ErrRevokedKey", err)
 		}
+	}
+	// Listed after a key of one's own, it may still open what it sealed
+	// until lifecycle has re-sealed everything: the way off it. It never seals.
+	ring, err := sealed.ParseKey(line(1) + "\n" + published)
+	if err != nil {
+		t.Fatalf("ParseKey(own key, then published) = %v, want a ring", err)
+	}
+	own, err := sealed.ParseKey(line(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ring.SealString(sealed.PurposeHookEnv, "TOKEN", "value-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := own.OpenString(sealed.PurposeHookEnv, "TOKEN", tok); err != nil || v != "value-1" {
+		t.Errorf("the ring sealed with another key than its first: %q, %v", v, err)
 	}
 	raw, _ := base64.StdEncoding.DecodeString(published)
 	if _, err := sealed.NewKey(raw); !errors.Is(err, sealed.ErrRevokedKey) {

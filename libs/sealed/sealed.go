@@ -47,6 +47,8 @@ var (
 type aeadKey struct {
 	aead cipher.AEAD
 	id   string
+	// revoked: the key was published (see revoked); it may open, never seal.
+	revoked bool
 }
 
 // Key is a key ring: the first key seals, any key of the ring opens (the
@@ -76,9 +78,6 @@ func newAEADKey(raw []byte) (aeadKey, error) {
 		return aeadKey{}, fmt.Errorf("a sealing key must be %d bytes, got %d", KeySize, len(raw))
 	}
 	sum := sha256.Sum256(raw)
-	if revoked[hex.EncodeToString(sum[:])] {
-		return aeadKey{}, ErrRevokedKey
-	}
 	block, err := aes.NewCipher(raw)
 	if err != nil {
 		return aeadKey{}, fmt.Errorf("creating cipher: %w", err)
@@ -87,7 +86,17 @@ func newAEADKey(raw []byte) (aeadKey, error) {
 	if err != nil {
 		return aeadKey{}, fmt.Errorf("creating GCM: %w", err)
 	}
-	return aeadKey{aead: aead, id: hex.EncodeToString(sum[:4])}, nil
+	return aeadKey{aead: aead, id: hex.EncodeToString(sum[:4]), revoked: revoked[hex.EncodeToString(sum[:])]}, nil
+}
+
+// sealingKeyUsable refuses a ring whose sealing (first) key was published.
+// A published key may stay listed after it, to open what it sealed until
+// lifecycle has re-sealed everything under the first key: the way off it.
+func (k *Key) sealingKeyUsable() error {
+	if k.keys[0].revoked {
+		return ErrRevokedKey
+	}
+	return nil
 }
 
 // NewKey returns a ring of one key from KeySize raw bytes.
@@ -96,7 +105,11 @@ func NewKey(raw []byte) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Key{keys: []aeadKey{k}}, nil
+	r := &Key{keys: []aeadKey{k}}
+	if err := r.sealingKeyUsable(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // NewRing returns a ring of the given keys; the first seals.
@@ -113,6 +126,9 @@ func NewRing(keys ...*Key) (*Key, error) {
 	}
 	if len(r.keys) == 0 {
 		return nil, errors.New("a key ring needs at least one key")
+	}
+	if err := r.sealingKeyUsable(); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -153,6 +169,9 @@ func ParseKey(text string) (*Key, error) {
 	}
 	if len(r.keys) == 0 {
 		return nil, errors.New("no sealing key: a sealing key must be base64 of 32 random bytes")
+	}
+	if err := r.sealingKeyUsable(); err != nil {
+		return nil, fmt.Errorf("the first key (the one that seals): %w", err)
 	}
 	return r, nil
 }

@@ -9,11 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/logging"
+	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/ports"
 )
@@ -184,6 +185,7 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	cmd.Env = env
 	opened := h
 	opened.Env = env
+	opened.RedactedEnv = withSealedNames(h.RedactedEnv, h.Env)
 
 	// The operator's env values are redacted before the output reaches the
 	// logs or the tail that leaves in the result: a "set -x" script that
@@ -215,10 +217,23 @@ func (r *Runner) execute(ctx context.Context, h domain.Hook, log *slog.Logger) (
 	return res, nil
 }
 
+// withSealedNames adds to the names lifecycle listed for redaction every
+// variable that arrived sealed: a sealed value is a secret whoever forgot
+// to list it (a lifecycle of an older release during a rolling upgrade).
+func withSealedNames(names []string, env map[string]string) []string {
+	out := slices.Clone(names)
+	for name, v := range env {
+		if sealed.IsToken(v) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func (r *Runner) openEnv(env map[string]string) (map[string]string, error) {
 	sealedEnv := false
 	for _, v := range env {
-		if strings.HasPrefix(v, "sealed:") {
+		if sealed.IsToken(v) {
 			sealedEnv = true
 			break
 		}

@@ -39,21 +39,25 @@ func TestHandleOpensSealedEnv(t *testing.T) {
 		t.Fatal("the opened value is logged")
 	}
 
-	// The opened value is what the output redaction looks for.
-	h = newHarness(t, func(o *app.Options) { o.OpenEnv = open })
-	h.exec.RunFunc = func(_ context.Context, c domain.Command, stdout, _ io.Writer) domain.Execution {
-		_, _ = io.WriteString(stdout, "+ kubeadm join --token "+c.Env["JOIN_TOKEN"]+"\n")
-		return domain.Execution{ExitCode: 0, Connected: true}
-	}
-	hk.RedactedEnv = []string{"JOIN_TOKEN"}
-	if err := h.runner.Handle(context.Background(), hk); err != nil {
-		t.Fatal(err)
-	}
-	if r := onlyResult(t, h.pub); strings.Contains(r.OutputTail, "join-secret-value") || !strings.Contains(r.OutputTail, "kubeadm join") {
-		t.Fatalf("output tail = %q", r.OutputTail)
-	}
-	if strings.Contains(h.logs.String(), "join-secret-value") {
-		t.Fatal("the opened value is logged")
+	// The opened value is what the output redaction looks for, whether
+	// lifecycle listed the variable or not (a lifecycle of an older release
+	// during a rolling upgrade lists nothing): it arrived sealed.
+	for _, listed := range [][]string{{"JOIN_TOKEN"}, nil} {
+		h = newHarness(t, func(o *app.Options) { o.OpenEnv = open })
+		h.exec.RunFunc = func(_ context.Context, c domain.Command, stdout, _ io.Writer) domain.Execution {
+			_, _ = io.WriteString(stdout, "+ kubeadm join --token "+c.Env["JOIN_TOKEN"]+"\n")
+			return domain.Execution{ExitCode: 0, Connected: true}
+		}
+		hk.RedactedEnv = listed
+		if err := h.runner.Handle(context.Background(), hk); err != nil {
+			t.Fatal(err)
+		}
+		if r := onlyResult(t, h.pub); strings.Contains(r.OutputTail, "join-secret-value") || !strings.Contains(r.OutputTail, "kubeadm join") {
+			t.Fatalf("listed %v: output tail = %q", listed, r.OutputTail)
+		}
+		if strings.Contains(h.logs.String(), "join-secret-value") {
+			t.Fatalf("listed %v: the opened value is logged", listed)
+		}
 	}
 
 	// A token moved to another variable does not open; no key fails too.
