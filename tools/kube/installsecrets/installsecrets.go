@@ -107,7 +107,8 @@ func Generate() ([]Secret, error) {
 var ErrExists = errors.New("refusing to overwrite existing secrets")
 
 // WriteDir writes secrets as dir/<secret>/<key> (directories 0700, files
-// 0600). It writes nothing if any of those files exists.
+// 0600). It writes nothing if any of those files exists, and leaves
+// nothing behind if a write fails.
 func WriteDir(dir string, secrets []Secret) ([]string, error) {
 	var paths []string
 	for _, s := range secrets {
@@ -121,22 +122,32 @@ func WriteDir(dir string, secrets []Secret) ([]string, error) {
 			paths = append(paths, p)
 		}
 	}
+	// All or nothing: a failure part way removes what this call wrote, so
+	// a second run is not refused over a half-written set.
+	var written []string
+	undo := func(err error) ([]string, error) {
+		for _, p := range written {
+			_ = os.Remove(p)
+		}
+		return nil, err
+	}
 	for _, s := range secrets {
 		if err := os.MkdirAll(filepath.Join(dir, s.Name), 0o700); err != nil {
-			return nil, err
+			return undo(err)
 		}
 		for _, k := range sortedKeys(s.Data) {
 			p := filepath.Join(dir, s.Name, k)
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
-				return nil, err
+				return undo(err)
 			}
-			if _, err := f.WriteString(s.Data[k]); err != nil {
-				f.Close()
-				return nil, err
+			written = append(written, p)
+			_, err = f.WriteString(s.Data[k])
+			if cerr := f.Close(); err == nil {
+				err = cerr
 			}
-			if err := f.Close(); err != nil {
-				return nil, err
+			if err != nil {
+				return undo(err)
 			}
 		}
 	}

@@ -244,6 +244,18 @@ func TestInstallSecrets(t *testing.T) {
 	if after, _ := os.ReadFile(filepath.Join(dir, "nodesmith-secrets-key", "key")); string(after) != string(before) {
 		t.Fatal("the key was overwritten")
 	}
+	// A write that fails part way leaves nothing a second run would refuse.
+	partial := filepath.Join(t.TempDir(), "generated")
+	broken := []installsecrets.Secret{
+		{Name: "first", Data: map[string]string{"k": "v"}},
+		{Name: "second", Data: map[string]string{"missing-dir/k": "v"}}, // cannot be created
+	}
+	if _, err := installsecrets.WriteDir(partial, broken); err == nil {
+		t.Fatal("WriteDir into a missing directory succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(partial, "first", "k")); !os.IsNotExist(err) {
+		t.Fatalf("a failed WriteDir left %s behind (%v)", filepath.Join(partial, "first", "k"), err)
+	}
 	y, err := installsecrets.YAML("nodesmith", secrets)
 	if err != nil || strings.Count(string(y), "kind: Secret") != len(want) {
 		t.Fatalf("YAML: %v\n%s", err, y)
