@@ -43,9 +43,13 @@ type OrphanHold struct {
 	// was taken: a later start that finds none lost them (even with the
 	// same bucket, emptied key by key), which holds again too.
 	HadRecords bool `json:"hadRecords,omitempty"`
-	// ReleasedAt is the operator's release: orphans created before it are
-	// confirmed orphans (terminated, at most the per-pass cap each pass).
+	// ReleasedAt is the operator's latest release; Released lists the cloud
+	// ids it confirmed as orphans: those held back (Waiting) when it was
+	// given, bounded. Only they skip the plausibility valve (terminated, at
+	// most the per-pass cap each pass); other VMs created before the release
+	// are not confirmed by it.
 	ReleasedAt time.Time `json:"releasedAt,omitzero"`
+	Released   []string  `json:"released,omitempty"`
 	// Held counts the orphans the latest comparisons held back, by reason
 	// ("empty_start", "implausible", "cap"); Waiting lists the cloud ids
 	// held until an operator releases them, oldest first, bounded.

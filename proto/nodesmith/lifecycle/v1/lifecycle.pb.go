@@ -709,7 +709,7 @@ func (x *DeleteCatalogEntry) GetExpectedRevision() uint64 {
 
 // ReleaseOrphans is an operator's confirmation that the tagged VMs the
 // reconciler holds back (after a start from empty state, or because they are
-// implausibly many) are orphans: those created before the release may be
+// implausibly many) are orphans: those held back when it is given may be
 // terminated, still at most --max-orphan-terminations per pass (admin API).
 type ReleaseOrphans struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

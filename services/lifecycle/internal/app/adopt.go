@@ -154,6 +154,7 @@ func (a *App) adopt(ctx context.Context, ad adoption) {
 		return
 	}
 	a.setInstLocked(in, rev)
+	a.noteInstanceRecordLocked(ctx)
 	delete(a.adoptReported, ad.node.Name)
 	var revs Revisions
 	if err := a.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {

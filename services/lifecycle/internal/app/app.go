@@ -209,17 +209,20 @@ type App struct {
 	configGroups []domain.NodeGroup
 	lastPurge    time.Time
 	inventory    *inventoryState
-	// hold is the start-up hold of orphan VMs and confirmedBefore the
-	// time of an operator's release (reconcile.go). Both are stored
-	// (holds, at holdRev, taken on the instances bucket holdBucket) and
-	// loaded with every term; saved is the record last written.
-	hold            startupHold
-	confirmedBefore time.Time
-	holds           ports.HoldStore
-	holdRev         uint64
-	holdBucket      string
-	holdHadRecords  bool
-	holdSaved       ports.OrphanHold
+	// hold is the start-up hold of orphan VMs, releasedAt the time of an
+	// operator's release and released the cloud ids it confirmed
+	// (reconcile.go). They are stored (holds, at holdRev, taken on the
+	// instances bucket holdBucket) and loaded with every term; saved is
+	// the record last written.
+	hold           startupHold
+	releasedAt     time.Time
+	released       map[string]bool
+	releasedIDs    []string
+	holds          ports.HoldStore
+	holdRev        uint64
+	holdBucket     string
+	holdHadRecords bool
+	holdSaved      ports.OrphanHold
 
 	nodes *nodeCache
 	wake  chan struct{}
@@ -579,6 +582,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 			return domain.Instance{}, 0, fmt.Errorf("creating an instance of %s: %w", group, err)
 		}
 		a.setInstLocked(in, rev)
+		a.noteInstanceRecordLocked(ctx)
 		a.obs.Transition(group, domain.Move{From: domain.StateUnknown, To: domain.StatePending, Reason: "created", Cause: "created"})
 		return in, rev, nil
 	}

@@ -39,8 +39,10 @@ import (
 //   - the cap: at most Options.MaxOrphanTerminations per comparison (one
 //     account and region per pass), the oldest first; the rest wait for the
 //     next passes.
-// An operator's release also confirms the orphans created before it, which
-// the valve then no longer holds back (the cap still applies). The hold and
+// An operator's release also confirms the orphans held back when it is
+// given (their cloud ids, stored), which the valve then no longer holds back
+// (the cap still applies); other VMs, created before the release or not, still
+// meet the valve, so a later partial loss of the records is held. The hold and
 // the release are stored (ports.HoldStore, beside the groups) and resumed at
 // every load, so that a change of leader or a restart keeps holding and a
 // release outlives a restart; a load from another instances bucket than the
@@ -120,6 +122,11 @@ const implausibleMin = 3
 
 // maxListedIDs bounds the cloud ids a log line or the status lists.
 const maxListedIDs = 50
+
+// maxReleasedIDs bounds the cloud ids a release confirms (stored in the
+// hold record): VMs beyond it meet the valve again and wait for another
+// release.
+const maxReleasedIDs = 10000
 
 // RunReconciler asks for the inventory of every account and region in use,
 // every ReconcileInterval with jitter, until ctx ends.
@@ -376,7 +383,8 @@ func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) e
 	a.holdRev, a.holdSaved = st.rev, st.hold
 	a.holdBucket, a.holdHadRecords = st.hold.InstancesBucket, st.hold.HadRecords
 	a.hold = startupHold{since: st.hold.Since, until: st.hold.Until}
-	a.confirmedBefore = st.hold.ReleasedAt
+	a.releasedAt = st.hold.ReleasedAt
+	a.setReleasedLocked(st.hold.Released)
 	newState := (!st.found && empty) ||
 		(st.found && st.hold.InstancesBucket != st.bucket) ||
 		(st.found && empty && st.hold.HadRecords)
@@ -401,7 +409,8 @@ func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) e
 			"those it saw): the state was lost (or restored); the earlier release no longer applies",
 			"stored_bucket", st.hold.InstancesBucket, "bucket", st.bucket, "records_empty", empty, "had_records", st.hold.HadRecords)
 	}
-	a.hold, a.confirmedBefore = startupHold{}, time.Time{}
+	a.hold, a.releasedAt = startupHold{}, time.Time{}
+	a.setReleasedLocked(nil)
 	a.holdBucket, a.holdHadRecords = st.bucket, !empty
 	a.beginStartupHoldLocked(now)
 	if a.inventory != nil {
@@ -420,8 +429,8 @@ const releaseCall = "POST /api/v1/reconciler/release-orphans"
 func (a *App) holdRecordLocked() ports.OrphanHold {
 	s := a.heldOrphansLocked()
 	return ports.OrphanHold{
-		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, HadRecords: a.holdHadRecords, ReleasedAt: a.confirmedBefore,
-		Held: s.Held, Waiting: s.Waiting,
+		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, HadRecords: a.holdHadRecords, ReleasedAt: a.releasedAt,
+		Released: a.releasedIDs, Held: s.Held, Waiting: s.Waiting,
 	}
 }
 
@@ -476,7 +485,8 @@ func (a *App) persistHoldLocked(ctx context.Context) {
 
 func holdEqual(x, y ports.OrphanHold) bool {
 	return x.Since.Equal(y.Since) && x.Until.Equal(y.Until) && x.InstancesBucket == y.InstancesBucket && x.HadRecords == y.HadRecords &&
-		x.ReleasedAt.Equal(y.ReleasedAt) && maps.Equal(x.Held, y.Held) && slices.Equal(x.Waiting, y.Waiting)
+		x.ReleasedAt.Equal(y.ReleasedAt) && slices.Equal(x.Released, y.Released) && maps.Equal(x.Held, y.Held) &&
+		slices.Equal(x.Waiting, y.Waiting)
 }
 
 // beginStartupHoldLocked starts the start-up hold at a load that found no
@@ -527,7 +537,7 @@ func (a *App) holdOrphansLocked(t ports.Target, orphans []InventoryItem, listed 
 	var unconfirmed []InventoryItem
 	for _, o := range orphans {
 		switch {
-		case o.CreatedAt.Before(a.confirmedBefore):
+		case a.released[o.CloudID]:
 			out = append(out, o)
 		case holding && o.CreatedAt.Before(holdSince):
 			h.byReason[HeldEmptyStart]++
@@ -597,30 +607,66 @@ func listIDs(ids []string) string {
 }
 
 // ReleaseOrphans is an operator's confirmation that the orphan VMs the
-// reconciler holds back are orphans: it ends the start-up hold, and the
-// orphans created before now are no longer held back by the plausibility
-// valve either. The cap still applies: they are terminated from the next
-// pass on, at most MaxOrphanTerminations per comparison. The release is
-// stored with the hold: it outlives a restart and a change of leader, up
-// to the next loss of the state (resumeHoldLocked).
+// reconciler holds back are orphans: it ends the start-up hold, and the VMs
+// held back now (by the start-up hold or the plausibility valve: those the
+// latest comparisons listed as waiting, and the stored list) are no longer
+// held by the valve either. Only they: VMs that lose their record later meet
+// the valve like any other. The cap still applies: they are terminated from
+// the next pass on, at most MaxOrphanTerminations per comparison. The
+// release is stored with the hold: it outlives a restart and a change of
+// leader, up to the next loss of the state (resumeHoldLocked).
 func (a *App) ReleaseOrphans(ctx context.Context) (Revisions, error) {
 	return a.op(ctx, "ReleaseOrphans", func() (Revisions, error) {
 		now := a.clock.Now()
-		waiting := 0
-		for _, h := range a.inventoryLocked().held {
-			waiting += len(h.waiting)
+		inv := a.inventoryLocked()
+		targets := slices.SortedFunc(maps.Keys(inv.held), func(x, y ports.Target) int {
+			return strings.Compare(x.Provider+"/"+x.Account+"/"+x.Region, y.Provider+"/"+y.Account+"/"+y.Region)
+		})
+		var waiting []string
+		for _, t := range targets {
+			waiting = append(waiting, inv.held[t].waiting...)
 		}
-		hold, confirmed := a.hold, a.confirmedBefore
+		// What another term held (stored) and earlier releases not yet
+		// terminated (the cap) stay released.
+		ids := slices.Concat(waiting, a.holdSaved.Waiting, a.releasedIDs)
+		hold, at, released := a.hold, a.releasedAt, a.releasedIDs
 		a.hold = startupHold{}
-		a.confirmedBefore = now
+		a.releasedAt = now
+		a.setReleasedLocked(ids)
 		if err := a.saveHoldLocked(ctx); err != nil {
-			a.hold, a.confirmedBefore = hold, confirmed
+			a.hold, a.releasedAt = hold, at
+			a.setReleasedLocked(released)
 			return Revisions{}, err
 		}
-		a.log.Warn("orphan VMs released by an operator: those created before now are terminated from the next reconciler pass on",
-			"held", waiting, "max_per_pass", a.opts.MaxOrphanTerminations)
+		a.log.Warn("orphan VMs released by an operator: those held back now are terminated from the next reconciler pass on",
+			"held", len(waiting), "released", len(a.releasedIDs), "max_per_pass", a.opts.MaxOrphanTerminations)
 		return Revisions{}, nil
 	})
+}
+
+// setReleasedLocked sets the cloud ids a release confirmed: ids without
+// duplicates, the first maxReleasedIDs.
+func (a *App) setReleasedLocked(ids []string) {
+	a.released, a.releasedIDs = map[string]bool{}, nil
+	for _, id := range ids {
+		if len(a.releasedIDs) == maxReleasedIDs {
+			break
+		}
+		if id != "" && !a.released[id] {
+			a.released[id] = true
+			a.releasedIDs = append(a.releasedIDs, id)
+		}
+	}
+}
+
+// noteInstanceRecordLocked stores, once, that instance records exist
+// (hadRecords) when one is created: a loss of them before the next
+// reconciler pass must still be noticed at the next load.
+func (a *App) noteInstanceRecordLocked(ctx context.Context) {
+	if a.holds == nil || a.holdSaved.HadRecords {
+		return
+	}
+	a.persistHoldLocked(ctx)
 }
 
 // OrphanStatus is what the reconciler holds back (see the top of this

@@ -364,3 +364,83 @@ func TestOrphanHoldIsStored(t *testing.T) {
 		})
 	}
 }
+
+// A release confirms the VMs held back when it is given, not every VM
+// created before it: a later partial loss of the records (same bucket, not
+// empty: no new state) still meets the plausibility valve, after a restart
+// too, and the released VMs still meet the cap.
+func TestOrphanReleaseConfirmsOnlyTheHeldVMs(t *testing.T) {
+	h := fleet(t, 12)
+	h.clock.Advance(time.Hour)
+	var vms []app.InventoryItem
+	for _, in := range h.instances("g") {
+		vms = append(vms, app.InventoryItem{CloudID: in.CloudID, InstanceID: in.ID, Group: "g", State: domain.CloudRunning, CreatedAt: in.CreatedAt})
+	}
+	h.store.LoseInstances()
+	h.restart(nil)
+	if got := h.reconcile(vms...); len(got) != 0 {
+		t.Fatalf("terminated %v during the hold", got)
+	}
+	h.ok(h.app.ReleaseOrphans(h.ctx))
+	stored, _, err := h.store.GetOrphanHold(h.ctx)
+	if err != nil || len(stored.Released) != 12 {
+		t.Fatalf("stored hold %+v, %v: want the 12 held VMs released", stored, err)
+	}
+	h.restart(nil)
+	// The released VMs bypass the valve (12 of 12 listed), within the cap.
+	got := h.reconcile(vms...)
+	if len(got) != 10 {
+		t.Fatalf("terminated %v after the release, want 10 (the cap)", got)
+	}
+	if got := h.reconcile(terminating(vms, got)...); len(got) != 2 {
+		t.Fatalf("second pass terminated %v, want the 2 left", got)
+	}
+
+	// The group is rebuilt; later most of its records are lost, the bucket
+	// and some records staying: its VMs, created before the release, look
+	// like orphans. A restart (or a new leader) resumes the release.
+	h.settle()
+	live := 0
+	for _, in := range h.instances("g") {
+		if in.Live() && in.CloudID != "" {
+			live++
+		}
+	}
+	if live == 0 {
+		t.Fatal("the group was not rebuilt")
+	}
+	h.clock.Advance(time.Hour)
+	var lost []app.InventoryItem
+	for i := range live + 1 { // most of the listed VMs
+		lost = append(lost, orphan(i, h.clock.Now().Add(-90*time.Minute)))
+	}
+	h.restart(nil)
+	if s := h.held(); !s.HoldSince.IsZero() {
+		t.Fatalf("a new hold: %+v", s)
+	}
+	if got := h.reconcile(lost...); len(got) != 0 {
+		t.Errorf("terminated %v: the release bypassed the valve for VMs it never held", got)
+	}
+	if s := h.held(); s.Held[app.HeldImplausible] != len(lost) {
+		t.Errorf("held %+v, want the %d as implausible", s, len(lost))
+	}
+}
+
+// Instance records created after a fresh install's hold ended and lost
+// before any reconciler pass are noticed at the next load: the first
+// record created stores hadRecords.
+func TestFirstInstanceRecordIsStoredInTheHold(t *testing.T) {
+	h := fleet(t, 0)
+	h.clock.Advance(25 * time.Hour) // the fresh install's hold is over
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 3))
+	h.settle()
+	stored, _, err := h.store.GetOrphanHold(h.ctx)
+	if err != nil || !stored.HadRecords {
+		t.Fatalf("stored hold %+v, %v: want hadRecords once a record exists", stored, err)
+	}
+	h.store.ClearInstances()
+	h.restart(nil)
+	if s := h.held(); !s.HoldSince.Equal(h.clock.Now()) {
+		t.Fatalf("no new hold after the records were lost: %+v", s)
+	}
+}

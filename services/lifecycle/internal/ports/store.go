@@ -84,8 +84,10 @@ type OrphanHold struct {
 	InstancesBucket string
 	// HadRecords: instance records were seen since the hold was taken.
 	HadRecords bool
-	// ReleasedAt is the operator's release (zero: none).
+	// ReleasedAt is the operator's latest release (zero: none), Released
+	// the cloud ids it confirmed: those held back when it was given.
 	ReleasedAt time.Time
+	Released   []string
 	// Held and Waiting are what the latest comparisons held back (see
 	// OrphanStatus), for operators.
 	Held      map[string]int

@@ -288,5 +288,6 @@ func cloneHold(h ports.OrphanHold) ports.OrphanHold {
 		h.Held = held
 	}
 	h.Waiting = append([]string(nil), h.Waiting...)
+	h.Released = append([]string(nil), h.Released...)
 	return h
 }

@@ -332,7 +332,7 @@ func (s *Store) GetOrphanHold(ctx context.Context) (ports.OrphanHold, uint64, er
 		return ports.OrphanHold{}, 0, fmt.Errorf("decoding %s: %w", messaging.KeyOrphanHold, err)
 	}
 	return ports.OrphanHold{
-		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt,
+		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt, Released: h.Released,
 		Held: h.Held, Waiting: h.Waiting, UpdatedAt: h.UpdatedAt,
 	}, e.Revision(), nil
 }
@@ -340,7 +340,7 @@ func (s *Store) GetOrphanHold(ctx context.Context) (ports.OrphanHold, uint64, er
 // PutOrphanHold implements ports.HoldStore.
 func (s *Store) PutOrphanHold(ctx context.Context, h ports.OrphanHold, revision uint64) (uint64, error) {
 	data, err := messaging.MarshalOrphanHold(messaging.OrphanHold{
-		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt,
+		Since: h.Since, Until: h.Until, InstancesBucket: h.InstancesBucket, HadRecords: h.HadRecords, ReleasedAt: h.ReleasedAt, Released: h.Released,
 		Held: h.Held, Waiting: h.Waiting, UpdatedAt: h.UpdatedAt,
 	})
 	if err != nil {
