@@ -305,22 +305,26 @@ func TestPermissionsOnTheEmbeddedServer(t *testing.T) {
 // (b) A nats-server configured from the production files: nats.conf,
 // the generated nats-authorization.conf and components/nats-tls, with the
 // public keys in NODESMITH_NKEY_* as the StatefulSet sets them. Adjusted
-// only where a single local server requires it: the TLS files' directory
-// (/etc/nats-tls) points at certificates made here, and after parsing, the
-// listen port, monitoring port, store and pid paths are local and the
-// cluster block (routes to nats-N.nats-headless, which would keep
-// JetStream waiting for a quorum) is dropped.
+// only where a single local server requires it: the TLS files' directories
+// (/etc/nats-tls, the client CA's; /etc/nats-route-tls, the route CA's)
+// point at certificates made here, and after parsing, the listen port,
+// monitoring port, store and pid paths are local and the cluster block
+// (routes to nats-N.nats-headless, which would keep JetStream waiting for a
+// quorum) is dropped, once its TLS configuration is checked: it refuses a
+// service's client certificate (routes bypass the NKey permissions).
 func TestPermissionsOnTheProductionConfiguration(t *testing.T) {
 	deploy := filepath.Join("..", "..", "deploy", "kustomize")
 	dir := t.TempDir()
-	tlsDir := filepath.Join(dir, "tls")
-	caFile, clientCert, clientKey := writeTLS(t, tlsDir)
+	tlsDir, routeDir := filepath.Join(dir, "tls"), filepath.Join(dir, "route-tls")
+	caFile, clientCert, clientKey := writeTLS(t, tlsDir, "test-nats-ca")
+	writeTLS(t, routeDir, "test-nats-route-ca")
 	copyConf := func(src, name string) {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := strings.ReplaceAll(string(b), "/etc/nats-tls", tlsDir)
+		s := strings.ReplaceAll(string(b), "/etc/nats-route-tls", routeDir)
+		s = strings.ReplaceAll(s, "/etc/nats-tls", tlsDir)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -352,6 +356,22 @@ func TestPermissionsOnTheProductionConfiguration(t *testing.T) {
 	if opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
 		t.Fatal("production routes are not mutually verified TLS")
 	}
+	// A route trusts the route CA only: a service's client certificate
+	// (client CA) is refused there, a server's route certificate accepted;
+	// and a route certificate is no client certificate.
+	routeCert, routeKey := filepath.Join(routeDir, "tls.crt"), filepath.Join(routeDir, "tls.key")
+	if err := handshake(t, opts.Cluster.TLSConfig, clientCert, clientKey); !refused(err) {
+		t.Errorf("the route TLS did not refuse a service's client certificate (%v): a service could open a route and bypass its permissions", err)
+	}
+	if err := handshake(t, opts.Cluster.TLSConfig, routeCert, routeKey); err != nil {
+		t.Errorf("the route TLS refused a route certificate: %v", err)
+	}
+	if err := handshake(t, opts.TLSConfig, routeCert, routeKey); !refused(err) {
+		t.Errorf("the client TLS did not refuse a route certificate (%v)", err)
+	}
+	if err := handshake(t, opts.TLSConfig, clientCert, clientKey); err != nil {
+		t.Errorf("the client TLS refused a service's client certificate: %v", err)
+	}
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", -1, 0
 	opts.StoreDir, opts.PidFile = filepath.Join(dir, "data"), filepath.Join(dir, "nats.pid")
 	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
@@ -381,15 +401,66 @@ func TestPermissionsOnTheProductionConfiguration(t *testing.T) {
 	})
 }
 
-// writeTLS makes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, as components/nats-tls's Secrets hold them.
-func writeTLS(t *testing.T, dir string) (caFile, clientCert, clientKey string) {
+// handshake runs a TLS handshake on loopback between a server with the
+// configuration server and a client presenting the certificate in
+// certFile/keyFile (not verifying the server's): the server's error, nil
+// if it accepted the client's certificate.
+func handshake(t *testing.T, server *tls.Config, certFile, keyFile string) error {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		// Presented whatever CAs the server names as acceptable, as an
+		// attacker would.
+		tc := tls.Client(c, &tls.Config{ //nolint:gosec // only the server's verification is tested
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil },
+			InsecureSkipVerify:   true, MinVersion: tls.VersionTLS12,
+		})
+		if tc.Handshake() == nil {
+			_, _ = tc.Read(make([]byte, 1)) // until the server closes
+		}
+	}()
+	defer func() { <-done }()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return tls.Server(c, server.Clone()).Handshake()
+}
+
+// refused: the server verified the client's certificate and refused it.
+func refused(err error) bool {
+	var v *tls.CertificateVerificationError
+	return errors.As(err, &v)
+}
+
+// writeTLS makes a CA named caName, a server certificate for 127.0.0.1
+// (tls.crt, server and client auth) and a client certificate, as
+// components/nats-tls's Secrets hold them.
+func writeTLS(t *testing.T, dir, caName string) (caFile, clientCert, clientKey string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-nats-ca"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: caName}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
