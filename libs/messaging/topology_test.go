@@ -199,24 +199,8 @@ func TestValidateRejectsBadOptions(t *testing.T) {
 // A service that starts while JetStream is not available yet (NATS
 // restarting) waits for it instead of failing its start.
 func TestEnsureWaitsForJetStream(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	_, js := natstest.Dial(t, ns.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -240,27 +224,11 @@ func TestEnsureWaitsForJetStream(t *testing.T) {
 
 // A topology the server refuses is not retried.
 func TestEnsureFailsFastOnRefusedTopology(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
 	if err := ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir(), MaxMemory: 1 << 30, MaxStore: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Dial(t, ns.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The command stream exists in memory: a stream's storage cannot be
@@ -268,7 +236,7 @@ func TestEnsureFailsFastOnRefusedTopology(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: messaging.CommandStream, Subjects: []string{"other.>"}, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	err = messaging.Ensure(ctx, js, messaging.DefaultOptions())
+	err := messaging.Ensure(ctx, js, messaging.DefaultOptions())
 	if err == nil {
 		t.Fatal("Ensure succeeded over a conflicting stream")
 	}
@@ -282,26 +250,10 @@ func TestEnsureFailsFastOnRefusedTopology(t *testing.T) {
 // the caller's deadline.
 func TestEnsureRetriesALostRequest(t *testing.T) {
 	defer messaging.SetEnsureAttemptTimeout(300 * time.Millisecond)()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	ns := natstest.RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true})
+	nc, js := natstest.Dial(t, ns.ClientURL())
 	// Something takes the JetStream API requests and never answers.
 	sink, err := nc.Subscribe("$JS.API.>", func(*nats.Msg) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}

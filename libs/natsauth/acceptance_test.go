@@ -376,15 +376,7 @@ func TestPermissionsOnTheProductionConfiguration(t *testing.T) {
 	opts.StoreDir, opts.PidFile = filepath.Join(dir, "data"), filepath.Join(dir, "nats.pid")
 	opts.Cluster, opts.Routes = server.ClusterOpts{}, nil
 	opts.NoSigs, opts.LameDuckDuration = true, 0
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := natstest.RunServer(t, opts)
 
 	url := strings.Replace(ns.ClientURL(), "nats://", "tls://", 1)
 	tlsOpts := []nats.Option{nats.RootCAs(caFile), nats.ClientCert(clientCert, clientKey), nats.NoReconnect()}

@@ -92,16 +92,7 @@ func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 // options are appended. It is closed with the test.
 func (e *Env) ConnectAs(t testing.TB, id natsauth.Identity, extra ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(e.Server.ClientURL(), append(e.NATSOptions(t, id), extra...)...)
-	if err != nil {
-		t.Fatalf("connecting as %s: %v", id, err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return nc, js
+	return Dial(t, e.Server.ClientURL(), append(e.NATSOptions(t, id), extra...)...)
 }
 
 // ConnectAdmin opens a connection as a test-only user without
@@ -114,27 +105,14 @@ func (e *Env) ConnectAdmin(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(e.Server.ClientURL(), opts...)
-	if err != nil {
-		t.Fatalf("connecting as the test admin: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return nc, js
+	return Dial(t, e.Server.ClientURL(), opts...)
 }
 
 // NATSOptions are the nats.go options that authenticate as id (its NKey
 // and inbox prefix), for tests that dial themselves.
 func (e *Env) NATSOptions(t testing.TB, id natsauth.Identity) []nats.Option {
 	t.Helper()
-	auth, err := natsconn.NKeySeedOption(e.Keys.Seed(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []nats.Option{auth, nats.CustomInboxPrefix(id.InboxPrefix()), nats.Name(string(id))}
+	return append(e.Keys.NATSOptions(id), nats.Name(string(id)))
 }
 
 // Options are a service's natsconn options (--nats-*) for this server as
@@ -150,23 +128,41 @@ func (e *Env) Options(id natsauth.Identity, o natsconn.Options) natsconn.Options
 // Code that plays a service uses Start and its identity instead.
 func StartPlain(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	ns := RunServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, JetStream: true, StoreDir: t.TempDir()})
+	return Dial(t, ns.ClientURL())
+}
+
+// RunServer starts a nats-server configured by opts, waits until it
+// accepts connections, and shuts it down with the test: for tests that
+// need a server natsembed does not make (no JetStream yet, a production
+// configuration file).
+func RunServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("configuring nats-server: %v", err)
 	}
 	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		t.Fatal("nats-server not accepting connections after 30s")
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect(ns.ClientURL())
+	return ns
+}
+
+// Dial connects to url with opts and opens JetStream on the connection,
+// which is closed with the test.
+func Dial(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("connecting to %s: %v", url, err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("jetstream: %v", err)
 	}
 	return nc, js
 }
