@@ -42,15 +42,7 @@ func grpcCall(t *testing.T, addr string, cfg *tls.Config) error {
 // presented. Real TLS over loopback.
 func TestGRPCAllowedClients(t *testing.T) {
 	dir := t.TempDir()
-	ca := mustCA(t, "cluster-ca")
-	serverPair, err := ca.Server("api-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := testcerts.WriteServerFiles(dir, serverPair, ca.PEM, time.Now().Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _, files := serverCert(t, dir, "cluster-ca", "api-gateway")
 	mtls := func(c *service.Config) {
 		c.GRPCInsecure = false
 		c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = files.Cert, files.Key, files.ClientCA
@@ -140,15 +132,7 @@ func TestGRPCAllowedClients(t *testing.T) {
 // restart, and an optional client CA for mTLS.
 func TestRESTOverTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := mustCA(t, "rest-ca")
-	serverPair, err := ca.Server("api-gateway-rest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := testcerts.WriteServerFiles(dir, serverPair, ca.PEM, time.Now().Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, serverPair, files := serverCert(t, dir, "rest-ca", "api-gateway-rest")
 	gw := startGateway(t, func(c *service.Config) {
 		c.RESTInsecure = false
 		c.RESTCertFile, c.RESTKeyFile = files.Cert, files.Key

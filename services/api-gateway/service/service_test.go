@@ -230,15 +230,7 @@ func TestOperationalEndpoints(t *testing.T) {
 // checked against the address, and certificates rotated in place.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := mustCA(t, "cluster-ca")
-	serverPair, err := ca.Server("api-gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := testcerts.WriteServerFiles(dir, serverPair, ca.PEM, time.Now().Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _, files := serverCert(t, dir, "cluster-ca", "api-gateway")
 	gw := startGateway(t, func(c *service.Config) {
 		c.GRPCInsecure = false
 		c.GRPCCertFile, c.GRPCKeyFile, c.GRPCClientCAFile = files.Cert, files.Key, files.ClientCA
@@ -294,6 +286,23 @@ func TestMutualTLS(t *testing.T) {
 	if err := call(testcerts.ClientConfig(ca, clientPair, "localhost")); err == nil {
 		t.Error("the retired CA still works after rotation")
 	}
+}
+
+// serverCert makes a CA named caName and a server certificate for
+// serverName, and writes them into dir as the gateway reads them, dated an
+// hour back so that a rotation the test writes later is newer.
+func serverCert(t *testing.T, dir, caName, serverName string) (*testcerts.CA, *testcerts.Pair, testcerts.Files) {
+	t.Helper()
+	ca := mustCA(t, caName)
+	pair, err := ca.Server(serverName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := testcerts.WriteServerFiles(dir, pair, ca.PEM, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, pair, files
 }
 
 func mustCA(t *testing.T, name string) *testcerts.CA {
