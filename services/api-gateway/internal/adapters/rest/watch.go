@@ -126,9 +126,6 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	defer h.watchers.release()
 	sub, snap, err := h.svc.Watch(r.URL.Query().Get("group"), h.watchBuffer)
 	if err != nil {
-		if domain.CodeOf(err) == domain.CodeInvalidArgument {
-			err = newError(http.StatusBadRequest, domain.CodeInvalidArgument, domain.MessageOf(err)).with("parameter", "group")
-		}
 		h.writeError(w, r, err)
 		return
 	}
