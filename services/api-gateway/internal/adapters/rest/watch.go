@@ -211,8 +211,8 @@ func (h *handler) sendChange(s *sseWriter, ev app.WatchEvent) error {
 }
 
 // sseWriter writes events, flushing each and extending the connection's
-// deadlines first: the server's ReadTimeout and WriteTimeout are meant for
-// ordinary requests and would otherwise cut the stream.
+// write deadline first: the server's WriteTimeout is meant for ordinary
+// requests and would otherwise cut the stream.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -222,14 +222,11 @@ type sseWriter struct {
 	buf     []byte
 }
 
-// extend pushes the deadlines window ahead. The read deadline matters
-// too: when it passes, net/http cancels the request's context.
+// extend pushes the write deadline window ahead. (The ReadTimeout needs
+// nothing: net/http clears the read deadline once a bodiless request is
+// read, and HTTP/2 applies it to the request body only.)
 func (s *sseWriter) extend() error {
-	deadline := time.Now().Add(s.window)
-	if err := s.rc.SetWriteDeadline(deadline); err != nil {
-		return err
-	}
-	return s.rc.SetReadDeadline(deadline)
+	return s.rc.SetWriteDeadline(time.Now().Add(s.window))
 }
 
 func (s *sseWriter) send(event string, data any) error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -433,33 +434,47 @@ func TestWatchSlowSubscriberGetsSnapshot(t *testing.T) {
 }
 
 // The server's ReadTimeout and WriteTimeout (meant for ordinary requests)
-// do not cut a stream: it outlives them by far and still delivers.
+// do not cut a stream, over HTTP/1.1 and HTTP/2, behind otelhttp as the
+// gateway serves it: it outlives them by far and still delivers.
 func TestWatchOutlivesServerTimeouts(t *testing.T) {
-	f := newFixtureWith(t, func(o *rest.Options) { o.WatchKeepalive = 20 * time.Millisecond })
-	f.seed()
-	srv := httptest.NewUnstartedServer(f.h)
-	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
-	srv.Start()
-	t.Cleanup(srv.Close)
-	_, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
-	s.next(t)
-	// 50 keepalives take at least a second: five times the timeouts.
-	for n := 0; n < 50; {
-		select {
-		case ev := <-s.events:
-			if ev.comment != "keepalive" {
-				t.Fatalf("unexpected %+v", ev)
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			f := newFixtureWith(t, func(o *rest.Options) { o.WatchKeepalive = 20 * time.Millisecond })
+			f.seed()
+			srv := httptest.NewUnstartedServer(otelhttp.NewHandler(f.h, "rest"))
+			srv.Config.ReadTimeout, srv.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
 			}
-			n++
-		case err := <-s.done:
-			t.Fatalf("stream cut after %d keepalives: %v", n, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no keepalive")
-		}
-	}
-	f.putGroup("web", 9)
-	if ev := s.next(t); ev.event != rest.EventGroup {
-		t.Fatalf("event %+v", ev)
+			t.Cleanup(srv.Close)
+			resp, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
+			if wantMajor := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != wantMajor {
+				t.Fatalf("served over %s", resp.Proto)
+			}
+			s.next(t)
+			// 50 keepalives take at least a second: five times the
+			// timeouts.
+			for n := 0; n < 50; {
+				select {
+				case ev := <-s.events:
+					if ev.comment != "keepalive" {
+						t.Fatalf("unexpected %+v", ev)
+					}
+					n++
+				case err := <-s.done:
+					t.Fatalf("stream cut after %d keepalives: %v", n, err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("no keepalive")
+				}
+			}
+			f.putGroup("web", 9)
+			if ev := s.next(t); ev.event != rest.EventGroup {
+				t.Fatalf("event %+v", ev)
+			}
+		})
 	}
 }
 
