@@ -105,9 +105,19 @@ func watchServer(t *testing.T, f *fixture) *httptest.Server {
 	return srv
 }
 
+// watchResponse is the head of a watch response, and the body of an
+// error.
+type watchResponse struct {
+	status int
+	proto  string
+	header http.Header
+	body   []byte
+}
+
 // openWatch starts GET path on srv with token and returns the response
-// (the caller checks the status) and the stream of its body.
-func openWatch(t *testing.T, srv *httptest.Server, path, token string) (*http.Response, *sseStream) {
+// (the caller checks the status) and, for 200, the stream of its body
+// (closed at the test's end).
+func openWatch(t *testing.T, srv *httptest.Server, path, token string) (watchResponse, *sseStream) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -121,10 +131,12 @@ func openWatch(t *testing.T, srv *httptest.Server, path, token string) (*http.Re
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
+	head := watchResponse{status: resp.StatusCode, proto: resp.Proto, header: resp.Header}
 	if resp.StatusCode != http.StatusOK {
-		return resp, nil
+		head.body, _ = io.ReadAll(resp.Body)
+		return head, nil
 	}
-	return resp, readSSE(resp.Body)
+	return head, readSSE(resp.Body)
 }
 
 func decode[T any](t *testing.T, data string) T {
@@ -161,10 +173,10 @@ func TestWatchStream(t *testing.T) {
 	f.answerSetTarget()
 	srv := watchServer(t, f)
 	resp, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", resp.StatusCode)
+	if resp.status != http.StatusOK {
+		t.Fatalf("status %d", resp.status)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	if ct := resp.header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type = %q", ct)
 	}
 	var raw strings.Builder
@@ -274,8 +286,8 @@ func TestWatchGroupFilter(t *testing.T) {
 	}
 
 	resp, _ := openWatch(t, srv, "/api/v1/watch?group=nope", readOnlyToken)
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"not_found"`) {
-		t.Errorf("unknown group: %d %s", resp.StatusCode, b)
+	if resp.status != http.StatusNotFound || !strings.Contains(string(resp.body), `"not_found"`) {
+		t.Errorf("unknown group: %d %s", resp.status, resp.body)
 	}
 }
 
@@ -285,14 +297,14 @@ func TestWatchGroupFilter(t *testing.T) {
 func TestWatchAuth(t *testing.T) {
 	f := newFixture(t)
 	srv := watchServer(t, f)
-	if resp, _ := openWatch(t, srv, "/api/v1/watch", readOnlyToken); resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("unsynced: status %d", resp.StatusCode)
+	if resp, _ := openWatch(t, srv, "/api/v1/watch", readOnlyToken); resp.status != http.StatusServiceUnavailable {
+		t.Errorf("unsynced: status %d", resp.status)
 	}
 	f.seed()
 	for token, want := range map[string]int{"": 401, "not-a-real-token-at-all": 401, readOnlyToken: 200, adminToken: 200} {
 		resp, _ := openWatch(t, srv, "/api/v1/watch", token)
-		if resp.StatusCode != want {
-			t.Errorf("token %q: status %d, want %d", token, resp.StatusCode, want)
+		if resp.status != want {
+			t.Errorf("token %q: status %d, want %d", token, resp.status, want)
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/watch", nil)
@@ -329,13 +341,12 @@ func TestWatchCap(t *testing.T) {
 		readSSE(resp.Body)
 	}
 	resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken)
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("past the cap: status %d", resp.StatusCode)
+	if resp.status != http.StatusTooManyRequests {
+		t.Fatalf("past the cap: status %d", resp.status)
 	}
-	body, _ := io.ReadAll(resp.Body)
 	var e rest.ErrorBody
-	if json.Unmarshal(body, &e) != nil || e.Code != "resource_exhausted" || e.Details["maxWatchers"] != float64(2) {
-		t.Fatalf("past the cap: body %s", body)
+	if json.Unmarshal(resp.body, &e) != nil || e.Code != "resource_exhausted" || e.Details["maxWatchers"] != float64(2) {
+		t.Fatalf("past the cap: body %s", resp.body)
 	}
 	cancels[0]()
 	// The handler notices the client left and frees the slot.
@@ -346,8 +357,8 @@ func TestWatchCap(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken); resp.StatusCode != http.StatusOK {
-		t.Fatalf("after a stream closed: status %d", resp.StatusCode)
+	if resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken); resp.status != http.StatusOK {
+		t.Fatalf("after a stream closed: status %d", resp.status)
 	}
 	cancels[1]()
 }
@@ -451,8 +462,8 @@ func TestWatchOutlivesServerTimeouts(t *testing.T) {
 			}
 			t.Cleanup(srv.Close)
 			resp, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
-			if wantMajor := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != wantMajor {
-				t.Fatalf("served over %s", resp.Proto)
+			if want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]; resp.proto != want {
+				t.Fatalf("served over %s, want %s", resp.proto, want)
 			}
 			s.next(t)
 			// 50 keepalives take at least a second: five times the
