@@ -7,6 +7,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -136,10 +137,13 @@ func (ix multiIndex) get(k string, liveOnly bool) *instanceEntry {
 // indexes CA's calls need. It is safe for concurrent use: readers share an
 // RWMutex and never wait for the network; the KV watcher is the only writer.
 type ReadModel struct {
-	mu           sync.RWMutex
-	groups       map[string]*groupEntry
-	instances    map[string]*instanceEntry            // by KV key
-	byGroup      map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	mu        sync.RWMutex
+	groups    map[string]*groupEntry
+	instances map[string]*instanceEntry            // by KV key
+	byGroup   map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	// stateCounts counts each group's instances per state, kept with
+	// byGroup so counts cost nothing per change or read.
+	stateCounts  map[string]map[domain.InstanceState]int
 	byProviderID multiIndex
 	byNodeName   multiIndex
 	byID         multiIndex
@@ -167,6 +171,7 @@ func NewReadModel() *ReadModel {
 		groups:       map[string]*groupEntry{},
 		instances:    map[string]*instanceEntry{},
 		byGroup:      map[string]map[string]*instanceEntry{},
+		stateCounts:  map[string]map[domain.InstanceState]int{},
 		byProviderID: multiIndex{},
 		byNodeName:   multiIndex{},
 		byID:         multiIndex{},
@@ -259,6 +264,7 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 		m.byGroup[group] = byKey
 	}
 	byKey[key] = e
+	m.count(group, e.view.State(), 1)
 	m.byProviderID.add(reported, e)
 	m.byNodeName.add(e.nodeName, e)
 	m.byID.add(id, e)
@@ -286,6 +292,9 @@ func (m *ReadModel) DeleteInstance(key string, rev uint64) {
 func (m *ReadModel) unindex(e *instanceEntry) {
 	delete(m.instances, e.view.Key)
 	if byKey := m.byGroup[e.group]; byKey != nil {
+		if byKey[e.view.Key] == e {
+			m.count(e.group, e.view.State(), -1)
+		}
 		delete(byKey, e.view.Key)
 		if len(byKey) == 0 {
 			delete(m.byGroup, e.group)
@@ -294,6 +303,32 @@ func (m *ReadModel) unindex(e *instanceEntry) {
 	m.byProviderID.remove(e.view.ReportedID, e)
 	m.byNodeName.remove(e.nodeName, e)
 	m.byID.remove(e.view.Record.GetId(), e)
+}
+
+// count adds delta to group's count of state. Called with mu held for
+// writing.
+func (m *ReadModel) count(group string, state domain.InstanceState, delta int) {
+	c := m.stateCounts[group]
+	if c == nil {
+		c = map[domain.InstanceState]int{}
+		m.stateCounts[group] = c
+	}
+	if c[state] += delta; c[state] <= 0 {
+		delete(c, state)
+		if len(c) == 0 {
+			delete(m.stateCounts, group)
+		}
+	}
+}
+
+// groupCountsLocked returns a copy of the group's instance counts per
+// state. Called with mu held.
+func (m *ReadModel) groupCountsLocked(group string) map[domain.InstanceState]int {
+	counts := maps.Clone(m.stateCounts[group])
+	if counts == nil {
+		counts = map[domain.InstanceState]int{}
+	}
+	return counts
 }
 
 // Skip advances b's revision past a value that could not be applied (an

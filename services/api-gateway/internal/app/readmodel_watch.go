@@ -128,16 +128,6 @@ func (m *ReadModel) snapshotLocked(group string) []GroupSnapshot {
 	return out
 }
 
-// groupCountsLocked counts the group's instances per state. Called with mu
-// held.
-func (m *ReadModel) groupCountsLocked(group string) map[domain.InstanceState]int {
-	counts := map[domain.InstanceState]int{}
-	for _, e := range m.byGroup[group] {
-		counts[e.view.State()]++
-	}
-	return counts
-}
-
 // watched reports whether changes of bucket b are to be published now:
 // someone watches, and b is not being reloaded after a reset (its records
 // arrive again from scratch then; the watches get a snapshot once it is
