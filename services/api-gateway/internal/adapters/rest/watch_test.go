@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +23,9 @@ import (
 	"github.com/nodesmith/nodesmith/libs/providerid"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 )
 
 // sseEvent is one parsed server-sent event; comment holds a comment line's
@@ -543,4 +547,43 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) flo
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// A token removed from its file ends the streams it opened (checked at
+// each keepalive); other tokens' streams go on.
+func TestWatchEndsWhenTokenRevoked(t *testing.T) {
+	const kept = "kept-reader-token-0123456789"
+	file := filepath.Join(t.TempDir(), "readonly-tokens")
+	if err := os.WriteFile(file, []byte(readOnlyToken+"\n"+kept+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rm := app.NewReadModel()
+	svc := app.NewService(rm, &natsreq.Fake{}, app.Config{OpTimeout: 2 * time.Second, GPULabel: "gpu"}, nil)
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{ReadOnlyTokenFile: file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{rm: rm, h: rest.NewHandler(svc, auth, rest.Options{WatchKeepalive: 20 * time.Millisecond})}
+	f.seed()
+	srv := watchServer(t, f)
+	_, revoked := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
+	_, other := openWatch(t, srv, "/api/v1/watch", kept)
+	revoked.next(t)
+	other.next(t)
+
+	if err := os.WriteFile(file, []byte(kept+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-revoked.done:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("revoked stream ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's stream is still open")
+	}
+	f.putGroup("web", 4)
+	if ev := other.next(t); ev.event != rest.EventGroup {
+		t.Fatalf("the other stream: %+v", ev)
+	}
 }
