@@ -607,16 +607,30 @@
     }
   }
 
-  // confirmDialog asks in a modal dialog; it resolves true on OK.
+  // confirmDialog asks in a modal dialog; it resolves true on OK. The
+  // buttons settle it directly (not the dialog's close event, which
+  // arrives later and could meet the next question).
+  let confirmResolve = null;
+
   function confirmDialog(text, ok) {
-    const d = $('confirm');
+    settleConfirm(false);
     $('confirm-text').textContent = text;
     $('confirm-ok').textContent = ok;
-    d.returnValue = '';
     return new Promise((resolve) => {
-      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
-      d.showModal();
+      confirmResolve = resolve;
+      $('confirm').showModal();
     });
+  }
+
+  function settleConfirm(answer) {
+    const resolve = confirmResolve;
+    confirmResolve = null;
+    if ($('confirm').open) {
+      $('confirm').close();
+    }
+    if (resolve) {
+      resolve(answer);
+    }
   }
 
   async function instanceAction(action, id) {
@@ -759,8 +773,14 @@
     for (const f of document.querySelectorAll('form.edit')) {
       f.addEventListener('submit', submitEditor);
     }
-    $('confirm-ok').addEventListener('click', () => $('confirm').close('ok'));
-    $('confirm-cancel').addEventListener('click', () => $('confirm').close('cancel'));
+    $('confirm-ok').addEventListener('click', () => settleConfirm(true));
+    $('confirm-cancel').addEventListener('click', () => settleConfirm(false));
+    // Escape closes the dialog: that is a no.
+    $('confirm').addEventListener('close', () => {
+      if (!$('confirm').open) {
+        settleConfirm(false);
+      }
+    });
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden && !paused) {
         refresh();
