@@ -188,7 +188,10 @@ func (b *browserSession) send(ctx context.Context, session, method string, param
 		}
 		return m.Result, nil
 	case <-b.closed:
-		return nil, fmt.Errorf("%s: chromium closed the pipe: %v", method, b.readErr)
+		b.mu.Lock()
+		err := b.readErr
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%s: chromium closed the pipe: %w", method, err)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
