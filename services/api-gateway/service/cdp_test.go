@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,6 +336,35 @@ func (p *browserPage) waitFor(t *testing.T, cond, what string) {
 		p.eval(t, `document.body.dataset.state + ' / notice: ' + document.getElementById('notice').textContent + ' / error: ' + document.getElementById('error').textContent`, &state)
 		t.Fatalf("waiting for %s: not within 30s (page: %s; exceptions: %v)", what, state, p.b.pageExceptions())
 	}
+}
+
+// screenshot saves a PNG of the page to dir/name when dir is set
+// (NODESMITH_SCREENSHOT_DIR: for a person to look at).
+func (p *browserPage) screenshot(t *testing.T, dir, name string) {
+	t.Helper()
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.b.send(ctx, p.session, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.b.send(ctx, p.session, "Page.captureScreenshot", map[string]any{"format": "png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shot struct {
+		Data []byte `json:"data"` // base64 in JSON
+	}
+	if err := json.Unmarshal(res, &shot); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, shot.Data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }
 
 func (b *browserSession) pageExceptions() []string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,6 +113,9 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// NODESMITH_SCREENSHOT_DIR keeps screenshots of the forms for a
+	// person to see.
+	shots := os.Getenv("NODESMITH_SCREENSHOT_DIR")
 	b := startBrowser(t, browser)
 	page := b.open("http://" + gw.addrs.REST + "/ui/")
 
@@ -130,8 +134,15 @@ func TestStatusPageAdminWrites(t *testing.T) {
 	t.Run("group max and target", func(t *testing.T) {
 		page.click(t, `button[data-action="edit-group"][data-id="gpu"]`)
 		page.waitFor(t, `!document.getElementById('group-form').hidden && document.querySelector('#group-form [name=maxSize]').value === '4'`, "the gpu group form")
+		// Rendered, not just unhidden: only this form is on screen.
+		var shown []string
+		page.eval(t, `[...document.querySelectorAll('form.edit')].filter((f) => f.getClientRects().length > 0).map((f) => f.id)`, &shown)
+		if len(shown) != 1 || shown[0] != "group-form" {
+			t.Errorf("forms on screen = %v, want only group-form", shown)
+		}
 		page.set(t, "#group-form [name=maxSize]", "6")
 		page.set(t, "#group-form [name=targetSize]", "5")
+		page.screenshot(t, shots, "status-admin-group-form.png")
 		page.click(t, "#group-form button[type=submit]")
 		page.waitFor(t, `document.getElementById('notice').textContent.includes('target 5')`, "the saved notice")
 		var g groupState
@@ -163,7 +174,8 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		page.click(t, "#group-form button[type=submit]")
 		page.waitFor(t, `!document.querySelector('#group-form .form-error').hidden`, "the error next to the form")
 		msg := page.text(t, "#group-form .form-error")
-		if !strings.Contains(msg, "Not saved") || !strings.Contains(msg, "11") {
+		page.screenshot(t, shots, "status-admin-error.png")
+		if !strings.Contains(msg, "Not saved") || !strings.Contains(msg, "11") || !strings.Contains(msg, "field: targetSize") {
 			t.Errorf("form error = %q", msg)
 		}
 		page.click(t, `#group-form [data-action="close-editor"]`)
@@ -181,6 +193,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		page.set(t, "#group-form [name=maxSize]", "7")
 		page.click(t, "#group-form button[type=submit]")
 		page.waitFor(t, `!document.querySelector('#group-form .form-error').hidden`, "the conflict message")
+		page.screenshot(t, shots, "status-admin-conflict.png")
 		if msg := page.text(t, "#group-form .form-error"); !strings.Contains(msg, "changed by someone else since you opened it") || !strings.Contains(msg, "Reload") {
 			t.Errorf("conflict message = %q", msg)
 		}
@@ -301,6 +314,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		if !strings.Contains(text, "i-gpu-2") || !strings.Contains(text, "ins-gpu2") {
 			t.Errorf("confirmation = %q, want the instance and its cloud id", text)
 		}
+		page.screenshot(t, shots, "status-admin-force-delete.png")
 		page.click(t, "#confirm-cancel")
 		page.waitFor(t, `!document.getElementById('confirm').open`, "the confirmation to close")
 		if s := state(); s != "RUNNING" {
@@ -328,7 +342,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 			t.Errorf("%d write controls shown to a read-only token", n)
 		}
 		var hidden bool
-		ro.eval(t, `document.getElementById('editor').hidden && [...document.querySelectorAll('th.admin')].every((th) => th.hidden) && document.getElementById('role').hidden`, &hidden)
+		ro.eval(t, `[document.getElementById('editor'), document.getElementById('role'), ...document.querySelectorAll('th.admin, form.edit, form.edit button')].every((e) => e.getClientRects().length === 0)`, &hidden)
 		if !hidden {
 			t.Error("the editor or admin columns are shown to a read-only token")
 		}

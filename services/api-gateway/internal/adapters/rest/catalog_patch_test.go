@@ -112,6 +112,10 @@ func TestScaleIfMatch(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("current If-Match: %d %s", r.status, r.body)
 	}
+	r = f.do(t, call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":99}`})
+	if r.status != http.StatusBadRequest || errorBody(t, r).Details["field"] != "targetSize" {
+		t.Fatalf("target above max: %d %s", r.status, r.body)
+	}
 	r = f.do(t, call{method: "POST", path: "/api/v1/nodegroups/web/scale", token: adminToken, body: `{"targetSize":4}`, header: map[string]string{"If-Match": "nonsense"}})
 	if r.status != http.StatusBadRequest {
 		t.Fatalf("malformed If-Match: %d %s", r.status, r.body)

@@ -109,6 +109,10 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	g, err := h.svc.SetTargetSize(r.Context(), id, int32(*req.TargetSize))
 	if err != nil {
+		// A target the group's bounds refuse names the field.
+		if c := domain.CodeOf(err); c == domain.CodeInvalidArgument || c == domain.CodeOutOfRange {
+			err = newError(httpStatus(c), c, domain.MessageOf(err)).with("field", "targetSize")
+		}
 		h.writeError(w, r, err)
 		return
 	}

@@ -589,6 +589,7 @@
       } else if (e.status === 412) {
         formError(form, CONFLICT + ' (' + e.message + ')');
         form.querySelector('[data-action="reload-editor"]').hidden = false;
+        refresh(); // the tables show the other change now
       } else if (e.status === 401) {
         sessionStorage.removeItem(TOKEN_KEY);
         showLogin('The token was not accepted: ' + e.message);
