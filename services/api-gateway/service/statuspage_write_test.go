@@ -218,6 +218,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		if msg := page.text(t, "#template-form .form-error"); !strings.Contains(msg, `cloud account "nope" does not exist`) || !strings.Contains(msg, "field: account") {
 			t.Errorf("template error = %q", msg)
 		}
+		page.screenshot(t, shots, "status-admin-template-error.png")
 		var marked bool
 		page.eval(t, `document.querySelector('#template-form [name=account]').classList.contains('invalid')`, &marked)
 		if !marked {
@@ -274,6 +275,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		if got := page.text(t, `#account-form [data-field="credentials"]`); !strings.Contains(got, "stored in the catalog") {
 			t.Errorf("credentials note = %q", got)
 		}
+		page.screenshot(t, shots, "status-admin-account-form.png")
 		page.set(t, "#account-form [name=regions]", "ap-beijing")
 		page.click(t, "#account-form button[type=submit]")
 		page.waitFor(t, `document.getElementById('notice').textContent === 'Account team saved.'`, "the account saved again")
