@@ -208,6 +208,24 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		page.click(t, `#group-form [data-action="close-editor"]`)
 	})
 
+	t.Run("bounds saved, target refused", func(t *testing.T) {
+		page.click(t, `button[data-action="edit-group"][data-id="gpu"]`)
+		page.waitFor(t, `!document.getElementById('group-form').hidden && document.querySelector('#group-form [name=maxSize]').value === '8'`, "the gpu group form")
+		page.set(t, "#group-form [name=maxSize]", "9")
+		page.set(t, "#group-form [name=targetSize]", "20")
+		page.click(t, "#group-form button[type=submit]")
+		page.waitFor(t, `!document.querySelector('#group-form .form-error').hidden`, "the error")
+		if msg := page.text(t, "#group-form .form-error"); !strings.Contains(msg, "Saved bounds 0..9, but the rest was not") || !strings.Contains(msg, "field: targetSize") {
+			t.Errorf("partial save message = %q", msg)
+		}
+		var g groupState
+		getJSON(t, gw, "/api/v1/nodegroups/gpu", &g)
+		if g.MaxSize != 9 || g.TargetSize != 5 {
+			t.Errorf("gpu = %+v, want max 9, target 5", g)
+		}
+		page.click(t, `#group-form [data-action="close-editor"]`)
+	})
+
 	t.Run("template", func(t *testing.T) {
 		page.click(t, `button[data-action="edit-template"][data-id="small"]`)
 		page.waitFor(t, `!document.getElementById('template-form').hidden && document.querySelector('#template-form [name=instanceType]').value === 'S5.MEDIUM4'`, "the template form")

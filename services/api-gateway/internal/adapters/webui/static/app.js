@@ -481,9 +481,15 @@
       }
     }
     if (target !== ed.data.targetSize) {
-      const r = await call('POST', 'nodegroups/' + enc(ed.id) + '/scale', { body: { targetSize: target }, ifMatch: ed.etag });
-      ed.etag = r.etag;
-      ed.data = r.data;
+      try {
+        const r = await call('POST', 'nodegroups/' + enc(ed.id) + '/scale', { body: { targetSize: target }, ifMatch: ed.etag });
+        ed.etag = r.etag;
+        ed.data = r.data;
+      } catch (e) {
+        // The bounds may be saved already: say so with the error.
+        e.saved = done.join(', ');
+        throw e;
+      }
       done.push('target ' + target);
     }
     return done.length ? 'Node group ' + ed.id + ': ' + done.join(', ') + '.' : 'Node group ' + ed.id + ': nothing changed.';
@@ -584,17 +590,18 @@
       notice(msg);
       refresh();
     } catch (e) {
+      const saved = e.saved ? 'Saved ' + e.saved + ', but the rest was not. ' : '';
       if (!(e instanceof APIError)) {
-        formError(form, 'Not saved: ' + e.message);
+        formError(form, saved + 'Not saved: ' + e.message);
       } else if (e.status === 412) {
-        formError(form, CONFLICT + ' (' + e.message + ')');
+        formError(form, saved + CONFLICT + ' (' + e.message + ')');
         form.querySelector('[data-action="reload-editor"]').hidden = false;
         refresh(); // the tables show the other change now
       } else if (e.status === 401) {
         sessionStorage.removeItem(TOKEN_KEY);
         showLogin('The token was not accepted: ' + e.message);
       } else {
-        formError(form, 'Not saved: ' + e.message, e.field);
+        formError(form, saved + 'Not saved: ' + e.message, e.field);
       }
     } finally {
       for (const b of buttons) {
