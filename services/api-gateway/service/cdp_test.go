@@ -35,6 +35,7 @@ type browserSession struct {
 	next       int
 	pending    map[int]chan cdpMessage
 	exceptions []string
+	loaded     map[string]chan struct{} // per session: Page.loadEventFired
 	readErr    error
 	closed     chan struct{} // closed when the reader stops
 }
@@ -77,7 +78,7 @@ func startBrowser(t *testing.T, browser string) *browserSession {
 	}
 	_ = toChrome.Close()
 	_ = fromChrome.Close()
-	b := &browserSession{t: t, cmd: cmd, out: out, pending: map[int]chan cdpMessage{}, closed: make(chan struct{})}
+	b := &browserSession{t: t, cmd: cmd, out: out, pending: map[int]chan cdpMessage{}, loaded: map[string]chan struct{}{}, closed: make(chan struct{})}
 	go b.read(in)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -154,6 +155,11 @@ func (b *browserSession) read(in io.Reader) {
 			}
 		} else if m.Method == "Runtime.exceptionThrown" {
 			b.exceptions = append(b.exceptions, string(m.Params))
+		} else if ch, ok := b.loaded[m.SessionID]; ok && m.Method == "Page.loadEventFired" {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 		b.mu.Unlock()
 	}
@@ -235,8 +241,19 @@ func (b *browserSession) open(url string) *browserPage {
 			b.t.Fatal(err)
 		}
 	}
+	// Evaluations wait for the page's load: one started in about:blank
+	// would lose its context to the navigation.
+	loaded := make(chan struct{}, 1)
+	b.mu.Lock()
+	b.loaded[p.session] = loaded
+	b.mu.Unlock()
 	if _, err := b.send(ctx, p.session, "Page.navigate", map[string]any{"url": url}); err != nil {
 		b.t.Fatal(err)
+	}
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		b.t.Fatalf("%s did not load", url)
 	}
 	return p
 }
