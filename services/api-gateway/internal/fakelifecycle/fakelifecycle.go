@@ -501,6 +501,9 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 // (clamped into the new bounds), and the revision check is a
 // compare-and-set on the bucket.
 func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (groupsRev, instancesRev uint64, err error) {
+	if op.GetGroup() == nil {
+		return 0, 0, fail(codes.InvalidArgument, "no group")
+	}
 	g := proto.Clone(op.GetGroup()).(*statev1.NodeGroup)
 	g.Source = "api"
 	cur, err := r.group(ctx, g.GetId())
@@ -534,6 +537,9 @@ func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (gro
 // revision rules (compare-and-set on the bucket); entries from the
 // configuration file are refused.
 func (r *Responder) putCatalogEntry(ctx context.Context, op *lifecyclev1.PutCatalogEntry) (uint64, error) {
+	if op.GetEntry() == nil {
+		return 0, fail(codes.InvalidArgument, "no entry")
+	}
 	e := proto.Clone(op.GetEntry()).(*statev1.CatalogEntry)
 	key := catalogKey(e)
 	if key == "" {
