@@ -379,6 +379,7 @@
 
   function closeEditor() {
     editing = null;
+    opening++;
     for (const f of document.querySelectorAll('form.edit')) {
       f.hidden = true;
       f.reset();
@@ -395,22 +396,34 @@
   };
 
   // openEditor loads the entry afresh (its ETag is what the form's write
-  // is conditional on) and shows its form.
+  // is conditional on) and shows its form. Only the last one asked for
+  // opens, however the loads finish.
+  let opening = 0;
+
   async function openEditor(kind, id) {
     const ed = EDITORS[kind];
-    closeEditor();
+    const ticket = ++opening;
     notice('');
-    const form = $(ed.form);
+    let r;
     try {
-      const r = await call('GET', ed.path(id));
-      editing = { kind: kind, id: id, form: form, etag: r.etag, data: r.data };
+      r = await call('GET', ed.path(id));
+      if (!r.etag) {
+        throw new Error('the API gave no ETag, so a change could not be made conditional on it');
+      }
     } catch (e) {
-      notice('Could not load ' + kind + ' ' + id + ': ' + e.message, true);
+      if (ticket === opening) {
+        notice('Could not load ' + kind + ' ' + id + ': ' + e.message, true);
+      }
       return;
     }
+    if (ticket !== opening) {
+      return;
+    }
+    closeEditor();
+    const form = $(ed.form);
+    editing = { kind: kind, id: id, form: form, etag: r.etag, data: r.data };
     form.querySelector('[data-field="title"]').textContent = id;
     ed.fill(form, editing.data);
-    form.dataset.id = id;
     form.hidden = false;
     $('editor').hidden = false;
     form.scrollIntoView({ block: 'nearest' });
