@@ -196,9 +196,6 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, filepath.Dir(path))
 }
 
-// DefaultProvider is the provider of accounts that name none.
-const DefaultProvider = cloudspec.DefaultProvider
-
 // Parse validates data; name labels errors (usually the path) and baseDir
 // resolves relative hook files ("" = the working directory).
 func Parse(name string, data []byte, baseDir string) (*Config, error) {
@@ -441,7 +438,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		} else {
 			acctProvider := acct.Provider
 			if acctProvider == "" {
-				acctProvider = DefaultProvider
+				acctProvider = cloudspec.DefaultProvider
 			}
 			if dt.Provider == "" {
 				dt.Provider = acctProvider
@@ -453,7 +450,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 			}
 		}
 		if dt.Provider == "" {
-			dt.Provider = DefaultProvider
+			dt.Provider = cloudspec.DefaultProvider
 		}
 		if t.Parameters != nil {
 			b, err := json.Marshal(t.Parameters)
@@ -496,7 +493,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		acct := f.Accounts[name]
 		da := domain.Account{Name: name, Provider: acct.Provider}
 		if da.Provider == "" {
-			da.Provider = DefaultProvider
+			da.Provider = cloudspec.DefaultProvider
 		}
 		if acct.Region != "" {
 			da.Regions = []string{acct.Region}
