@@ -96,7 +96,7 @@ func TestCatalogWrites(t *testing.T) {
 		t.Fatal("the credentials were sent in plaintext")
 	}
 	creds, err := key.OpenCredentials("team", sent.GetSealedCredentials(), sent.GetKeyId())
-	if err != nil || creds.SecretID != secretID || creds.SecretKey != secretKey {
+	if err != nil || creds.KeyID != secretID || creds.Secret != secretKey {
 		t.Fatalf("the sealed credentials do not open to what was sent: %v", err)
 	}
 	acctTag := r.header.Get("ETag")
@@ -288,6 +288,16 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 	if tm.GetProvider() != "alibabacloud" || tm.GetZone() != "cn-hangzhou-h" ||
 		tm.GetParametersJson() != `{"ImageId":"aliyun_3_x64_20G_alibase_20240528.vhd","InstanceType":"ecs.g7.large","SecurityGroupIds":["sg-1"],"SystemDisk":{"Category":"cloud_essd","Size":"40"},"VSwitchId":"vsw-1","ZoneId":"cn-hangzhou-h"}` {
 		t.Errorf("template sent: %v", tm)
+	}
+	// Credentials have the same JSON names on every cloud; the error says
+	// what they are on Alibaba Cloud.
+	r = f.do(t, call{method: "PUT", path: "/api/v1/accounts/ali2", token: adminToken, body: `{"provider":"alibabacloud","credentials":{"secretId":"LTAIx"}}`})
+	if e := errorBody(t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Message, "the Alibaba Cloud AccessKeyId and AccessKeySecret") {
+		t.Errorf("incomplete Alibaba credentials: %d %s", r.status, r.body)
+	}
+	r = f.do(t, call{method: "PUT", path: "/api/v1/accounts/ali2", token: adminToken, body: `{"provider":"alibabacloud","credentials":{"secretId":"STS.x","secretKey":"k","token":"sts"}}`})
+	if r.status != http.StatusCreated {
+		t.Fatalf("Alibaba STS credentials: %d %s", r.status, r.body)
 	}
 	// The parameters alone name zone and type.
 	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs2", token: adminToken,
