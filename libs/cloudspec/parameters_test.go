@@ -152,6 +152,36 @@ func TestValidateParametersAlibaba(t *testing.T) {
 	}
 }
 
+func TestValidateParametersWithSecretParameters(t *testing.T) {
+	ali := mustLookup(t, Alibaba)
+	const minimal = `{"ZoneId":"z","InstanceType":"t","VSwitchId":"v","SecurityGroupId":"sg"}`
+	for _, tc := range []struct {
+		name, provider, params string
+		secret                 []string
+		errs                   []FieldError
+	}{
+		{"a secret required field counts", Alibaba, minimal, []string{"ImageId", "Password"}, nil},
+		{"named as the decoder would match it", Alibaba, minimal, []string{"imageid"}, nil},
+		{"without it", Alibaba, minimal, []string{"Password"}, []FieldError{{"parameters.ImageId", "is required"}}},
+		{"not a request field", Alibaba, minimal, []string{"ImageId", "LoginPassword"},
+			[]FieldError{{"secretParameters.LoginPassword", "is not a field of the Alibaba Cloud ECS RunInstances request"}}},
+		{"a field nodesmith sets", Alibaba, minimal, []string{"ImageId", "ClientToken"},
+			[]FieldError{{"secretParameters.ClientToken", "must not be set: nodesmith sets it to make retries idempotent"}}},
+		{"tencent", Tencent, `{"ImageId":"img"}`, []string{"LoginSettings", "Nope"},
+			[]FieldError{{"secretParameters.Nope", "is not a field of the Tencent Cloud RunInstances request"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ali
+			if tc.provider == Tencent {
+				p = mustLookup(t, Tencent)
+			}
+			if errs := p.ValidateParameters(tc.params, tc.secret...); !reflect.DeepEqual(errs, tc.errs) {
+				t.Fatalf("errors %v, want %v", errs, tc.errs)
+			}
+		})
+	}
+}
+
 // A template given by zone and instance type alone becomes valid Alibaba
 // parameters once the rest is there: Reconcile then ValidateParameters is
 // what the gateway and the configuration loader do.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -222,7 +224,11 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 	if errs := p.Reconcile(&t); len(errs) > 0 {
 		return "", invalid(errs[0].Path, "%s", errs[0].Msg)
 	}
-	if errs := p.ValidateParameters(t.Parameters); len(errs) > 0 {
+	// The secret parameters' names are checked too (their values may be
+	// sealed already); a malformed secretParameters is reported later.
+	var secret map[string]json.RawMessage
+	_ = json.Unmarshal(spec.SecretParameters, &secret)
+	if errs := p.ValidateParameters(t.Parameters, slices.Sorted(maps.Keys(secret))...); len(errs) > 0 {
 		return "", newError(http.StatusUnprocessableEntity, domain.CodeInvalidArgument,
 			fieldErrors(p.Title, errs)).with("field", errs[0].Path)
 	}

@@ -299,6 +299,12 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("Alibaba STS credentials: %d %s", r.status, r.body)
 	}
+	// A required field may be a secret parameter.
+	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs3", token: adminToken,
+		body: `{"account":"ali","zone":"z","instanceType":"t","parameters":{"VSwitchId":"v","SecurityGroupId":"sg"},"secretParameters":{"ImageId":"m-private","Password":"p4ss"}}`})
+	if r.status != http.StatusCreated || strings.Contains(string(r.body), "p4ss") {
+		t.Fatalf("template with secret parameters: %d %s", r.status, r.body)
+	}
 	// The parameters alone name zone and type.
 	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs2", token: adminToken,
 		body: `{"account":"ali","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i","InstanceType":"ecs.c7.xlarge"}}`})
@@ -320,6 +326,7 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 		{"wrong type", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"DataDisk":[{"Size":"big"}]}}`, 422, "parameters.DataDisk[0].Size"},
 		{"zone differs", `{"account":"ali","zone":"cn-hangzhou-h","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i"}}`, 400, "zone"},
 		{"type differs", `{"account":"ali","instanceType":"a","parameters":{` + rest + `,"InstanceType":"b"}}`, 400, "instanceType"},
+		{"a secret parameter ECS does not have", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `},"secretParameters":{"LoginPassword":"p4ss"}}`, 422, "secretParameters.LoginPassword"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.lc.Calls())
