@@ -125,13 +125,13 @@ func TestValidateParametersAlibaba(t *testing.T) {
 			{"parameters.ImageId", "is required"},
 			{"parameters.SecurityGroupId", "is required (or SecurityGroupIds)"}}},
 		{"nodesmith's fields", `{` + minimal + `,"SecurityGroupId":"sg-1","RegionId":"cn-hangzhou","Amount":2,"MinAmount":1,"ClientToken":"t","Tag":[{"Key":"k","Value":"v"}]}`, []FieldError{
-			{"parameters.Amount", "must not be set: nodesmith creates one instance per call"},
+			{"parameters.Amount", "must not be set: nodesmith sets it (the size of a batch)"},
 			{"parameters.ClientToken", "must not be set: nodesmith sets it to make retries idempotent"},
-			{"parameters.MinAmount", "must not be set: nodesmith creates one instance per call"},
+			{"parameters.MinAmount", "must not be set: nodesmith creates a batch whole or not at all"},
 			{"parameters.RegionId", "must not be set: the region is the template's region"},
 			{"parameters.Tag", "must not be set: nodesmith tags its instances itself"}}},
 		{"nodesmith's fields in another case", `{` + minimal + `,"SecurityGroupId":"sg-1","amount":2}`, []FieldError{
-			{"parameters.amount", "must not be set: nodesmith creates one instance per call"}}},
+			{"parameters.amount", "must not be set: nodesmith sets it (the size of a batch)"}}},
 		{"Tencent fields are not ECS fields", `{` + minimal + `,"SecurityGroupId":"sg-1","Placement":{"Zone":"z"},"InstanceCount":1}`, []FieldError{
 			{"parameters.InstanceCount", "is not a field of the Alibaba Cloud ECS RunInstances request"},
 			{"parameters.Placement", "is not a field of the Alibaba Cloud ECS RunInstances request"}}},

@@ -171,7 +171,7 @@ func TestInvalidConfigsNameFileFieldAndProblem(t *testing.T) {
 		{"alibaba: what ECS needs", "accounts:\n  ali: {provider: alibabacloud, region: cn-hangzhou}\ninstanceTemplates:\n  ecs:\n    account: ali\n    zone: cn-hangzhou-h\n    parameters:\n      InstanceType: ecs.g7.large\n",
 			[]string{`instanceTemplates.ecs.parameters.ImageId: is required (line 7)`, `parameters.SecurityGroupId: is required (or SecurityGroupIds)`, `parameters.VSwitchId: is required`}},
 		{"alibaba: what nodesmith sets", "accounts:\n  ali: {provider: alibabacloud, region: cn-hangzhou}\ninstanceTemplates:\n  ecs:\n    account: ali\n    zone: cn-hangzhou-h\n    instanceType: ecs.g7.large\n    parameters:\n      ImageId: m-1\n      VSwitchId: vsw-1\n      SecurityGroupId: sg-1\n      Amount: 2\n",
-			[]string{`instanceTemplates.ecs.parameters.Amount: must not be set: nodesmith creates one instance per call (line 12)`}},
+			[]string{`instanceTemplates.ecs.parameters.Amount: must not be set: nodesmith sets it (the size of a batch) (line 12)`}},
 		{"a secret parameter that is not a RunInstances field", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small:\n    account: dev\n    secretParameters:\n      Password: hunter2\n",
 			[]string{`instanceTemplates.small.secretParameters.Password: is not a field of the Tencent Cloud RunInstances request (line 7)`}},
 		{"alibaba: zone disagrees with the parameters", "accounts:\n  ali: {provider: alibabacloud}\ninstanceTemplates:\n  ecs: {account: ali, zone: cn-hangzhou-h, parameters: {ZoneId: cn-hangzhou-i}}\n",
