@@ -276,7 +276,7 @@ func TestStatusPageAdminWrites(t *testing.T) {
 		page.waitFor(t, `document.getElementById('notice').textContent.includes('Account team saved with new credentials')`, "the account saved")
 		acct := catalogEntry(t, gw, "accounts.team").GetAccount()
 		creds, err := key.OpenCredentials("team", acct.GetSealedCredentials(), acct.GetKeyId())
-		if err != nil || creds.SecretID != secretID || creds.SecretKey != secretKey || strings.Join(acct.GetRegions(), ",") != "ap-shanghai,ap-beijing" {
+		if err != nil || creds.KeyID != secretID || creds.Secret != secretKey || strings.Join(acct.GetRegions(), ",") != "ap-shanghai,ap-beijing" {
 			t.Fatalf("stored account: regions %v, credentials %v", acct.GetRegions(), err)
 		}
 		sealedBefore := acct.GetSealedCredentials()
