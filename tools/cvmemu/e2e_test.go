@@ -34,6 +34,12 @@ type sshWorld struct {
 
 func newSSHWorld(t *testing.T) *sshWorld {
 	t.Helper()
+	return newSSHWorldWith(t, Start)
+}
+
+// newSSHWorldWith is newSSHWorld with the API of start (Start or StartECS).
+func newSSHWorldWith(t *testing.T, start func(string, Config, ...Option) (*Server, error)) *sshWorld {
+	t.Helper()
 	clientKey, err := simvm.GenerateSigner()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +66,7 @@ func newSSHWorld(t *testing.T) *sshWorld {
 	// A random /24 per run keeps concurrent test processes apart; the
 	// emulator skips addresses that are taken anyway.
 	cfg.IPBase = fmt.Sprintf("127.79.%d.1", rand.IntN(250))
-	srv := startServer(t, cfg, WithSSH(factory), WithCluster(cluster))
+	srv := startWith(t, start, cfg, WithSSH(factory), WithCluster(cluster))
 
 	kh := filepath.Join(t.TempDir(), "known_hosts")
 	if err := simvm.WriteKnownHostsCA(kh, ca.PublicKey(), vmCfg.Port); err != nil {

@@ -190,22 +190,15 @@ func (f ecsFront) throttled(observed int, limit float64) *apiError {
 	return errf(ECSCodeThrottling, "Request was denied due to user flow control (%d requests in the last second, limit %g/s).", observed, limit)
 }
 
-func (f ecsFront) dispatch(c *call) (any, *apiError) {
-	e := f.e
-	switch c.action {
-	case ActionRunInstances:
-		return e.ecsRunInstances(c)
-	case ActionDescribeInstances:
-		return e.ecsDescribeInstances(c)
-	case ActionDeleteInstances:
-		return e.ecsDeleteInstances(c)
-	case ActionDescribeInstanceStatus:
-		return e.ecsDescribeInstanceStatus(c)
-	case ActionTagResources:
-		return e.ecsTagResources(c)
-	}
-	return nil, errf(ecsCodeInvalidAction, "Specified api is not found, please check your url and method.")
+var ecsActions = map[string]actionFunc{
+	ActionRunInstances:           (*Emulator).ecsRunInstances,
+	ActionDescribeInstances:      (*Emulator).ecsDescribeInstances,
+	ActionDeleteInstances:        (*Emulator).ecsDeleteInstances,
+	ActionDescribeInstanceStatus: (*Emulator).ecsDescribeInstanceStatus,
+	ActionTagResources:           (*Emulator).ecsTagResources,
 }
+
+func (f ecsFront) actions() map[string]actionFunc { return ecsActions }
 
 // admit performs what the ECS API gateway does before an action runs.
 func (f ecsFront) admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError) {

@@ -24,16 +24,7 @@ const (
 
 func startECS(t *testing.T, cfg Config, opts ...Option) *Server {
 	t.Helper()
-	s, err := StartECS("127.0.0.1:0", cfg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-	})
-	return s
+	return startWith(t, StartECS, cfg, opts...)
 }
 
 func ecsClient(t *testing.T, s *Server, id, secret string) *ecs.Client {

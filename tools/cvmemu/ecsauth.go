@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -177,13 +178,8 @@ func acs3Signature(secret string, r *http.Request, signedHeaders []string, paylo
 // canonicalQuery sorts the parameters and percent-encodes them (RFC 3986:
 // space as %20, '*' encoded, '~' not).
 func canonicalQuery(q url.Values) string {
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		vals := slices.Clone(q[k])
 		sort.Strings(vals)
 		for _, v := range vals {

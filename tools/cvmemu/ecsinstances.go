@@ -182,6 +182,15 @@ func listParam(p map[string]string, name string, limit int) ([]string, *apiError
 	return out, nil
 }
 
+// requiredListParam is listParam for a list of at least one item.
+func requiredListParam(p map[string]string, name string, limit int) ([]string, *apiError) {
+	l, aerr := listParam(p, name, limit)
+	if aerr == nil && len(l) == 0 {
+		aerr = missing(name + ".1")
+	}
+	return l, aerr
+}
+
 var reservedTagPrefix = regexp.MustCompile(`^(?i)(aliyun|acs:)`)
 
 // tagParams collects Tag.N.Key/Tag.N.Value. requireKey: every item needs a
@@ -527,12 +536,9 @@ func (e *Emulator) ecsInstancesLocked(c *call, ids []string, notFound string) ([
 
 func (e *Emulator) ecsDeleteInstances(c *call) (any, *apiError) {
 	p := c.params
-	ids, aerr := listParam(p, "InstanceId", ecsMaxIDs)
+	ids, aerr := requiredListParam(p, "InstanceId", ecsMaxIDs)
 	if aerr != nil {
 		return nil, aerr
-	}
-	if len(ids) == 0 {
-		return nil, missing("InstanceId.1")
 	}
 	force, aerr := boolParam(p, "Force")
 	if aerr != nil {
@@ -577,12 +583,9 @@ func (e *Emulator) ecsTagResources(c *call) (any, *apiError) {
 	default:
 		return nil, errf(ecsCodeResourceTypeNotFound, "The specified ResourceType %q is not supported by the emulator (instance).", rt)
 	}
-	ids, aerr := listParam(p, "ResourceId", ecsMaxTagResources)
+	ids, aerr := requiredListParam(p, "ResourceId", ecsMaxTagResources)
 	if aerr != nil {
 		return nil, aerr
-	}
-	if len(ids) == 0 {
-		return nil, missing("ResourceId.1")
 	}
 	tags, aerr := tagParams(p, false)
 	if aerr != nil {

@@ -225,8 +225,8 @@ type frontEnd interface {
 	// is non-nil once the action and account are known, even with an
 	// error (e.g. a bad region), so rate accounting sees it.
 	admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError)
-	// dispatch runs an admitted call.
-	dispatch(c *call) (any, *apiError)
+	// actions are the front end's actions by name.
+	actions() map[string]actionFunc
 	// write answers the client.
 	write(w http.ResponseWriter, reqID string, result any, aerr *apiError)
 	// throttled is the error for a request over its rate limit.
@@ -327,7 +327,7 @@ func (e *Emulator) handle(fe frontEnd, w http.ResponseWriter, r *http.Request, r
 		return nil, fault.apiError(), fault.DropConnection
 	}
 
-	result, aerr := fe.dispatch(c)
+	result, aerr := fe.actions()[c.action](e, c)
 	if aerr != nil {
 		log.Debug("request failed", "code", aerr.Code, "msg", aerr.Message)
 		e.countError(c.action, aerr.Code)
@@ -396,20 +396,17 @@ func (f cvmFront) throttled(observed int, limit float64) *apiError {
 		observed, limit)
 }
 
-func (f cvmFront) dispatch(c *call) (any, *apiError) {
-	e := f.e
-	switch c.action {
-	case ActionRunInstances:
-		return e.runInstances(c)
-	case ActionDescribeInstances:
-		return e.describeInstances(c)
-	case ActionDescribeInstancesStatus:
-		return e.describeInstancesStatus(c)
-	case ActionTerminateInstances:
-		return e.terminateInstances(c)
-	}
-	return nil, errf(CodeInvalidAction, "The action `%s` is not supported by the emulator.", c.action)
+// actionFunc runs an admitted call of one action.
+type actionFunc func(*Emulator, *call) (any, *apiError)
+
+var cvmActions = map[string]actionFunc{
+	ActionRunInstances:            (*Emulator).runInstances,
+	ActionDescribeInstances:       (*Emulator).describeInstances,
+	ActionDescribeInstancesStatus: (*Emulator).describeInstancesStatus,
+	ActionTerminateInstances:      (*Emulator).terminateInstances,
 }
+
+func (f cvmFront) actions() map[string]actionFunc { return cvmActions }
 
 // admit performs what the CVM API gateway does before an action runs:
 // protocol checks, signature, version, action and region.
