@@ -5,6 +5,13 @@
 // and quotas, stock-outs, rate limits and injected faults behave like the
 // real service's.
 //
+// The same emulator core also speaks the Alibaba Cloud ECS API (2014-05-26,
+// see Emulator.ECS and StartECS) to the official alibabacloud-go ECS SDK:
+// ACS3-HMAC-SHA256 signatures, RPC-style parameters, ECS error codes and
+// HTTP statuses. Both front ends share VMs, SSH guests, cluster joins,
+// quotas, stock-outs, rate limits, faults (keyed by action name) and the
+// state file; each lists only the VMs it created.
+//
 // Optionally each RUNNING VM gets an SSH server (package simvm) on its
 // loopback "private IP", and joins reported by the VM's kubeadm shim register
 // nodes in a simulated cluster (package simcluster):
