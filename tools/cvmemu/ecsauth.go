@@ -129,12 +129,15 @@ func (e *Emulator) spendNonce(key string, ts time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
-	if len(e.nonces) >= 1024 { // amortised pruning keeps the map bounded by the request rate
+	// Pruning whenever the map doubled keeps it bounded by the request
+	// rate over the skew window, at amortised constant cost.
+	if len(e.nonces) >= e.noncePrune {
 		for k, t := range e.nonces {
 			if now.Sub(t) > e.cfg.MaxClockSkew {
 				delete(e.nonces, k)
 			}
 		}
+		e.noncePrune = max(1024, 2*len(e.nonces))
 	}
 	if _, used := e.nonces[key]; used {
 		return false

@@ -78,12 +78,13 @@ type Emulator struct {
 	// (tests check what reached the cloud, e.g. sealed parameters opened).
 	runObserver func(account string, body []byte)
 	// nonces are the ECS signature nonces seen within the clock skew.
-	nonces   map[string]time.Time
-	buckets  map[rateKey]*tokenBucket
-	windows  map[rateKey]*rateWindow
-	ips      ipAllocator
-	seq      uint64
-	counters counters
+	nonces     map[string]time.Time
+	noncePrune int // prune nonces when the map reaches this size
+	buckets    map[rateKey]*tokenBucket
+	windows    map[rateKey]*rateWindow
+	ips        ipAllocator
+	seq        uint64
+	counters   counters
 
 	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
 	// holds one token while a save is due.
@@ -146,6 +147,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		injected:       map[string][]Fault{},
 		accounts:       map[string]*account{},
 		nonces:         map[string]time.Time{},
+		noncePrune:     1024,
 		buckets:        map[rateKey]*tokenBucket{},
 		windows:        map[rateKey]*rateWindow{},
 		ips:            ips,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
@@ -21,6 +22,9 @@ import (
 type Server struct {
 	*Emulator
 	handler http.Handler
+	// extra are the listeners ServeECS added.
+	extraMu sync.Mutex
+	extra   []*Server
 	ln      net.Listener
 	srv     *http.Server
 	done    chan struct{}
@@ -44,16 +48,26 @@ func start(addr string, cfg Config, api string, handler func(*Emulator) http.Han
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	s, err := serve(e, addr, handler(e))
 	if err != nil {
 		_ = e.Close()
+		return nil, err
+	}
+	e.log.Info(api+" emulator listening", "endpoint", s.Endpoint())
+	return s, nil
+}
+
+// serve serves h on a new listener at addr.
+func serve(e *Emulator, addr string, h http.Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
 		return nil, fmt.Errorf("cvmemu: listen %s: %w", addr, err)
 	}
 	s := &Server{
 		Emulator: e,
-		handler:  handler(e),
+		handler:  h,
 		ln:       ln,
-		srv:      &http.Server{Handler: handler(e), ReadHeaderTimeout: 10 * time.Second},
+		srv:      &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
 		done:     make(chan struct{}),
 	}
 	go func() {
@@ -62,7 +76,6 @@ func start(addr string, cfg Config, api string, handler func(*Emulator) http.Han
 			e.log.Error("HTTP server stopped", "err", err)
 		}
 	}()
-	e.log.Info(api+" emulator listening", "endpoint", s.Endpoint())
 	return s, nil
 }
 
@@ -73,8 +86,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // Endpoint returns "host:port", the value for HttpProfile.Endpoint.
 func (s *Server) Endpoint() string { return s.ln.Addr().String() }
 
-// Close stops the HTTP server and the emulator.
+// ServeECS serves the emulator's ECS API on a second listener at addr
+// (e.g. "127.0.0.1:0"), next to the API the Server was started for, and
+// returns its endpoint for NewECSClient. Both APIs share one emulator: its
+// VMs, addresses, SSH guests, cluster and state file. Close stops it too.
+func (s *Server) ServeECS(addr string) (string, error) {
+	x, err := serve(s.Emulator, addr, s.Emulator.ECS())
+	if err != nil {
+		return "", err
+	}
+	s.extraMu.Lock()
+	s.extra = append(s.extra, x)
+	s.extraMu.Unlock()
+	s.Emulator.log.Info("ECS endpoint listening", "endpoint", x.Endpoint())
+	return x.Endpoint(), nil
+}
+
+// Close stops the HTTP servers and the emulator.
 func (s *Server) Close() error {
+	s.extraMu.Lock()
+	extra := s.extra
+	s.extra = nil
+	s.extraMu.Unlock()
+	var errs []error
+	for _, x := range append(extra, s) {
+		errs = append(errs, x.stopHTTP())
+	}
+	return errors.Join(append(errs, s.Emulator.Close())...)
+}
+
+// stopHTTP stops the HTTP server (not the emulator).
+func (s *Server) stopHTTP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -82,7 +124,7 @@ func (s *Server) Close() error {
 		err = errors.Join(err, s.srv.Close())
 	}
 	<-s.done
-	return errors.Join(err, s.Emulator.Close())
+	return err
 }
 
 // ClientProfile returns the SDK client profile for talking to an emulator
