@@ -91,14 +91,14 @@ func (s *Server) Endpoint() string { return s.ln.Addr().String() }
 // returns its endpoint for NewECSClient. Both APIs share one emulator: its
 // VMs, addresses, SSH guests, cluster and state file. Close stops it too.
 func (s *Server) ServeECS(addr string) (string, error) {
-	x, err := serve(s.Emulator, addr, s.Emulator.ECS())
+	x, err := serve(s.Emulator, addr, s.ECS())
 	if err != nil {
 		return "", err
 	}
 	s.extraMu.Lock()
 	s.extra = append(s.extra, x)
 	s.extraMu.Unlock()
-	s.Emulator.log.Info("ECS endpoint listening", "endpoint", x.Endpoint())
+	s.log.Info("ECS endpoint listening", "endpoint", x.Endpoint())
 	return x.Endpoint(), nil
 }
 
