@@ -86,6 +86,10 @@ func parseACS3Authorization(h string) (acs3Auth, *apiError) {
 // checks follow the real gateway: syntax, timestamp, AccessKeyId, nonce,
 // then the signature.
 func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) {
+	if r.Header.Get("Authorization") == "" && r.URL.Query().Has("Signature") {
+		return "", errf(ecsCodeIncompleteSignature,
+			"The request signature does not conform to Aliyun standards: the emulator verifies %s (the SDK's default), not the v1 Signature parameter.", acs3Algorithm)
+	}
 	auth, aerr := parseACS3Authorization(r.Header.Get("Authorization"))
 	if aerr != nil {
 		return "", aerr
