@@ -38,39 +38,11 @@ func parseACS3Authorization(h string) (acs3Auth, *apiError) {
 	bad := func(why string) (acs3Auth, *apiError) {
 		return acs3Auth{}, errf(ecsCodeIncompleteSignature, "The request signature does not conform to Aliyun standards: %s.", why)
 	}
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return bad("the Authorization header is missing")
+	f, why := parseAuthorization(h, acs3Algorithm)
+	if why != "" {
+		return bad("Authorization: " + why)
 	}
-	alg, rest, ok := strings.Cut(h, " ")
-	if !ok || alg != acs3Algorithm {
-		return bad("only " + acs3Algorithm + " is supported")
-	}
-	var a acs3Auth
-	var signed string
-	for part := range strings.SplitSeq(rest, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return bad("malformed field " + part)
-		}
-		switch k {
-		case "Credential":
-			a.accessKeyID = v
-		case "SignedHeaders":
-			signed = v
-		case "Signature":
-			a.signature = v
-		}
-	}
-	if a.accessKeyID == "" || signed == "" || a.signature == "" {
-		return bad("Credential, SignedHeaders and Signature are required")
-	}
-	a.signedHeaders = strings.Split(signed, ";")
-	for _, sh := range a.signedHeaders {
-		if sh == "" || sh != strings.ToLower(sh) {
-			return bad("SignedHeaders must be lower case")
-		}
-	}
+	a := acs3Auth{accessKeyID: f.credential, signedHeaders: f.signedHeaders, signature: f.signature}
 	if !slices.IsSorted(a.signedHeaders) {
 		return bad("SignedHeaders must be sorted")
 	}
