@@ -546,12 +546,7 @@ func TestECSSSHEndToEndJoin(t *testing.T) {
 	insts := ecsWaitStatus(t, c, ids, ECSStatusRunning)
 	ip := dara.StringSliceValue(insts[0].VpcAttributes.PrivateIpAddress.IpAddress)[0]
 	conn := w.dial(t, ip, 2222)
-	join := `set -eu
-etc="${SIMVM_SANDBOX:-}/etc"
-echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
-kubeadm join 10.0.0.1:6443 --token "$(cat "$etc/kubeadm/token")" --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
-`
-	if _, errOut, status := sshRun(t, conn, "sh -s", join); status != 0 {
+	if _, errOut, status := sshRun(t, conn, "sh -s", joinWithDefaults); status != 0 {
 		t.Fatalf("join: %d %s", status, errOut)
 	}
 	want := ECSProviderID(ecsRegion, ids[0]) // the alicloud provider's "<region>.<instance-id>"
