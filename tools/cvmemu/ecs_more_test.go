@@ -590,3 +590,78 @@ func TestECSHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestECSClassicRPCForm: Action and Version as parameters instead of the
+// SDK's x-acs-* headers, in the query or a form body, over GET or POST.
+func TestECSClassicRPCForm(t *testing.T) {
+	s := startECS(t, testConfig())
+	send := func(method, query, form string) (int, map[string]any) {
+		t.Helper()
+		var body io.Reader = http.NoBody
+		if form != "" {
+			body = strings.NewReader(form)
+		}
+		req, err := http.NewRequest(method, "http://"+s.Endpoint()+"/?"+query, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if form != "" {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		req.Host = s.Endpoint()
+		req.Header.Set("x-acs-date", time.Now().UTC().Format("2006-01-02T15:04:05Z"))
+		req.Header.Set("x-acs-signature-nonce", newUUID())
+		req.Header.Set("x-acs-content-sha256", sha256Hex([]byte(form)))
+		signed := []string{"host", "x-acs-content-sha256", "x-acs-date", "x-acs-signature-nonce"}
+		req.Header.Set("Authorization", acs3Algorithm+" Credential="+testSecretID+",SignedHeaders="+strings.Join(signed, ";")+
+			",Signature="+acs3Signature(testKey, req, signed, sha256Hex([]byte(form))))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out
+	}
+	status, out := send(http.MethodPost, "Action=RunInstances&Version=2014-05-26&RegionId="+ecsRegion,
+		"ZoneId="+ecsZone+"&InstanceType="+ecsType+"&ImageId=img&Amount=2&Tag.1.Key=k&Tag.1.Value=v")
+	if status != http.StatusOK {
+		t.Fatalf("RunInstances with a form body: %d %v", status, out)
+	}
+	status, out = send(http.MethodGet, "Action=DescribeInstances&Version=2014-05-26&RegionId="+ecsRegion+"&Tag.1.Key=k", "")
+	if status != http.StatusOK || out["TotalCount"] != float64(2) {
+		t.Fatalf("DescribeInstances over GET: %d %v", status, out)
+	}
+	status, out = send(http.MethodGet, "Action=DescribeInstances&Version=2016-01-01&RegionId="+ecsRegion, "")
+	if status != http.StatusBadRequest || out["Code"] != ecsCodeInvalidVersion {
+		t.Fatalf("wrong Version: %d %v", status, out)
+	}
+	status, out = send(http.MethodGet, "Action=DescribeInstances&Version=2014-05-26", "")
+	if status != http.StatusBadRequest || out["Code"] != ecsCodeMissingParameter || !strings.Contains(out["Message"].(string), "RegionId") {
+		t.Fatalf("missing RegionId: %d %v", status, out)
+	}
+	status, out = send(http.MethodGet, "Action=DescribeInstances&Version=2014-05-26&RegionId=mars-1", "")
+	if status != http.StatusOK {
+		// Without Config.Regions every region is accepted (and empty).
+		t.Fatalf("any region: %d %v", status, out)
+	}
+	status, out = send(http.MethodPost, "Action=DeleteInstances&Version=2014-05-26&RegionId="+ecsRegion, "InstanceId.2=i-x")
+	if status != http.StatusBadRequest || out["Code"] != ecsCodeInvalidParameter {
+		t.Fatalf("InstanceId.2 without .1: %d %v", status, out)
+	}
+}
+
+func TestECSRegions(t *testing.T) {
+	cfg := testConfig()
+	cfg.Regions = []string{ecsRegion}
+	s := startECS(t, cfg)
+	c, err := NewECSClient(s.Endpoint(), testSecretID, testKey, "cn-beijing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DescribeInstances(&ecs.DescribeInstancesRequest{RegionId: dara.String("cn-beijing")})
+	wantECSErr(t, err, ecsCodeRegionNotFound, http.StatusNotFound)
+}
