@@ -119,13 +119,16 @@ type VMInfo struct {
 	ID, Account, Region, Zone string
 	InstanceType, ImageID     string
 	Name                      string
-	State                     string // as the VM's API reports it (CVM RUNNING, ECS Running, ...)
-	PrivateIP                 string // empty until RUNNING
-	SSHAddr                   string // host:port of the VM's SSH server, if any
-	Sandbox                   string // the VM's sandbox directory, if it has a guest
-	Tags                      map[string]string
-	ClientToken               string
-	CreatedAt                 time.Time
+	// State is the core's state, the same for both APIs (StateRunning,
+	// ...); APIStatus is how the VM's own API reports it (CVM RUNNING,
+	// ECS Running, Stopping, ...).
+	State, APIStatus string
+	PrivateIP        string // empty until RUNNING
+	SSHAddr          string // host:port of the VM's SSH server, if any
+	Sandbox          string // the VM's sandbox directory, if it has a guest
+	Tags             map[string]string
+	ClientToken      string
+	CreatedAt        time.Time
 	// NodeName and ProviderID are what the VM reported joining as.
 	NodeName, ProviderID string
 }
@@ -137,9 +140,10 @@ func (e *Emulator) infoLocked(v *vm) VMInfo {
 		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
 		NodeName: v.nodeName, ProviderID: v.providerID,
 	}
+	info.APIStatus = v.state
 	if v.api == apiECS {
 		info.API = "ecs"
-		info.State = ecsStatusOf(v)
+		info.APIStatus = ecsStatusOf(v)
 	}
 	if v.guest != nil {
 		info.SSHAddr = v.guest.Addr()

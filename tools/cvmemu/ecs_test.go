@@ -272,6 +272,13 @@ func TestECSAndCVMShareOneCore(t *testing.T) {
 	if len(infos) != 2 || infos[0].API != "cvm" || infos[1].API != "ecs" {
 		t.Fatalf("ListVMs = %+v", infos)
 	}
+	// State is the core's, whatever the API (dev tools compare it with
+	// StateTerminating etc.); APIStatus is the API's own word.
+	ecsInfo := infos[1]
+	if !slices.Contains([]string{StatePending, StateRunning}, ecsInfo.State) ||
+		!slices.Contains([]string{ECSStatusPending, ECSStatusStarting, ECSStatusRunning}, ecsInfo.APIStatus) {
+		t.Errorf("ECS VM State %q, APIStatus %q", ecsInfo.State, ecsInfo.APIStatus)
+	}
 	if got := DefaultGuestEnv(infos[1])["PROVIDER_ID"]; got != fmt.Sprintf("%s.%s", ecsRegion, ecsIDs[0]) {
 		t.Errorf("ECS provider ID = %q", got)
 	}
