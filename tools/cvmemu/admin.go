@@ -243,6 +243,9 @@ func (e *Emulator) SetStockOuts(s []StockOut) {
 }
 
 // SetRateLimit sets the requests/second limit of an action; 0 removes it.
+// Actions are named as on the wire; RunInstances and DescribeInstances are
+// the same name for CVM and ECS, so one setting covers both front ends
+// (per account, as all rate limits).
 func (e *Emulator) SetRateLimit(action string, perSecond float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -267,7 +270,8 @@ func (e *Emulator) SetTerminateDelay(d time.Duration) {
 	e.terminateDelay = max(d, 0)
 }
 
-// SetFaults sets the standing faults of an action (zero value: none).
+// SetFaults sets the standing faults of an action (zero value: none); as
+// for SetRateLimit, RunInstances and DescribeInstances cover both APIs.
 func (e *Emulator) SetFaults(action string, f ActionFaults) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -55,6 +55,7 @@ const (
 	ecsCodeInvalidTimeStampFormat  = "InvalidTimeStamp.Format"
 	ecsCodeInvalidTimeStampExpired = "InvalidTimeStamp.Expired"
 	ecsCodeSignatureNonceUsed      = "SignatureNonceUsed"
+	ecsCodeMissingNonce            = "MissingSignatureNonce"
 	ecsCodeSecurityTokenMalformed  = "InvalidSecurityToken.Malformed"
 
 	ECSCodeThrottling             = "Throttling.User"

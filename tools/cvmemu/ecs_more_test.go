@@ -300,6 +300,16 @@ func TestECSDescribeInstanceStatusAndTagResources(t *testing.T) {
 		t.Fatalf("DescribeInstanceStatus lists %v (total %d), want %v", got, dara.Int32Value(resp.Body.TotalCount), ids[:2])
 	}
 
+	for status, want := range map[string]int32{ECSStatusRunning: 3, ECSStatusPending: 0} {
+		body, err := c.DescribeInstances(&ecs.DescribeInstancesRequest{RegionId: dara.String(ecsRegion), Status: dara.String(status)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dara.Int32Value(body.Body.TotalCount); got != want {
+			t.Errorf("Status=%s counts %d, want %d", status, got, want)
+		}
+	}
+
 	tagReq := func(rt string, ids []string, kv ...string) error {
 		req := &ecs.TagResourcesRequest{RegionId: dara.String(ecsRegion), ResourceType: dara.String(rt), ResourceId: dara.StringSlice(ids)}
 		for i := 0; i < len(kv); i += 2 {
@@ -471,6 +481,7 @@ func TestECSReplayAndTampering(t *testing.T) {
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), acs3Algorithm, "ACS3-HMAC-SM3", 1))
 		}, http.StatusBadRequest, ecsCodeIncompleteSignature},
 		{"bad date", func(r *http.Request) { r.Header.Set("x-acs-date", "yesterday") }, http.StatusBadRequest, ecsCodeInvalidTimeStampFormat},
+		{"no nonce", func(r *http.Request) { r.Header.Del("x-acs-signature-nonce") }, http.StatusBadRequest, ecsCodeMissingNonce},
 		{"sts token", func(r *http.Request) { r.Header.Set("x-acs-security-token", "tok") }, http.StatusBadRequest, ecsCodeSecurityTokenMalformed},
 	}
 	for _, tc := range cases {

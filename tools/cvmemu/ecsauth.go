@@ -77,6 +77,10 @@ func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) 
 			"Specified time stamp or date value is expired: %s, server time %s, allowed skew %s.",
 			date, now.UTC().Format("2006-01-02T15:04:05Z"), e.cfg.MaxClockSkew)
 	}
+	nonce := r.Header.Get("x-acs-signature-nonce")
+	if nonce == "" {
+		return "", errf(ecsCodeMissingNonce, "SignatureNonce (x-acs-signature-nonce) is mandatory for this action.")
+	}
 	secret, ok := e.cfg.Credentials[auth.accessKeyID]
 	if !ok {
 		return "", errf(ecsCodeAccessKeyNotFound, "Specified access key is not found.")
@@ -93,7 +97,7 @@ func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) 
 	}
 	// The nonce is spent only by a correctly signed request, so a forged
 	// one cannot burn a client's nonces.
-	if !e.spendNonce(auth.accessKeyID+"/"+r.Header.Get("x-acs-signature-nonce"), ts) {
+	if !e.spendNonce(auth.accessKeyID+"/"+nonce, ts) {
 		return "", errf(ecsCodeSignatureNonceUsed, "Specified signature nonce was used already.")
 	}
 	return auth.accessKeyID, nil
