@@ -2,12 +2,14 @@ package cvmemu
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The ECS front end: the Alibaba Cloud ECS API (version 2014-05-26) in RPC
@@ -177,6 +179,10 @@ func (f ecsFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 		f.e.writeJSON(w, reqID, http.StatusOK, result, `{"RequestId":"`+reqID+`","Code":"InternalError","Message":"response encoding failed"}`)
 		return
 	}
+	if aerr.rateLimit > 0 {
+		w.Header().Set("x-ratelimit-user-api", fmt.Sprintf("Limit:%g,Remain:0,TimeLeft:%d,Reset:%d",
+			aerr.rateLimit, aerr.retryIn.Milliseconds(), time.Now().Add(aerr.retryIn).UnixMilli()))
+	}
 	body := ecsError{
 		RequestID: reqID,
 		HostID:    "ecs.aliyuncs.com",
@@ -187,8 +193,10 @@ func (f ecsFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 	f.e.writeJSON(w, reqID, statusOf(aerr), body, `{"RequestId":"`+reqID+`","Code":"InternalError","Message":"response encoding failed"}`)
 }
 
-func (f ecsFront) throttled(observed int, limit float64) *apiError {
-	return errf(ECSCodeThrottling, "Request was denied due to user flow control (%d requests in the last second, limit %g/s).", observed, limit)
+func (f ecsFront) throttled(observed int, limit float64, wait time.Duration) *apiError {
+	aerr := errf(ECSCodeThrottling, "Request was denied due to user flow control (%d requests in the last second, limit %g/s).", observed, limit)
+	aerr.rateLimit, aerr.retryIn = limit, wait
+	return aerr
 }
 
 var ecsActions = map[string]actionFunc{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -67,8 +68,19 @@ func TestECSFaultKnobs(t *testing.T) {
 		}
 		_, err := ecsDescribe(c, nil)
 		wantECSErr(t, err, ECSCodeThrottling, http.StatusBadRequest)
-		if got := s.Stats().Throttled[ActionDescribeInstances]; got != 1 {
-			t.Errorf("Throttled = %d, want 1", got)
+		// The time until the next token is in the gateway's
+		// x-ratelimit-user-api header (the SDK's ThrottlingError.RetryAfter):
+		// about 1000s at this rate.
+		_, header, out := ecsRaw(t, s, http.MethodGet, "Action=DescribeInstances&Version=2014-05-26&RegionId="+ecsRegion, "")
+		h := header.Get("x-ratelimit-user-api")
+		var limit float64
+		var left, reset int64
+		if _, err := fmt.Sscanf(h, "Limit:%g,Remain:0,TimeLeft:%d,Reset:%d", &limit, &left, &reset); err != nil ||
+			out["Code"] != ECSCodeThrottling || left < 900_000 || left > 1_000_000 {
+			t.Errorf("throttled answer: %v, x-ratelimit-user-api %q (%v)", out, h, err)
+		}
+		if got := s.Stats().Throttled[ActionDescribeInstances]; got != 2 {
+			t.Errorf("Throttled = %d, want 2", got)
 		}
 	})
 	t.Run("stock-out", func(t *testing.T) {
@@ -602,40 +614,49 @@ func TestECSHold(t *testing.T) {
 	}
 }
 
+// ecsRaw sends a request signed as the SDK signs, with the parameters in
+// query and, if not empty, a form body; it returns the HTTP status, the
+// headers and the decoded JSON answer.
+func ecsRaw(t *testing.T, s *Server, method, query, form string) (int, http.Header, map[string]any) {
+	t.Helper()
+	var body io.Reader = http.NoBody
+	if form != "" {
+		body = strings.NewReader(form)
+	}
+	req, err := http.NewRequest(method, "http://"+s.Endpoint()+"/?"+query, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != "" {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.Host = s.Endpoint()
+	req.Header.Set("x-acs-date", time.Now().UTC().Format("2006-01-02T15:04:05Z"))
+	req.Header.Set("x-acs-signature-nonce", newUUID())
+	req.Header.Set("x-acs-content-sha256", sha256Hex([]byte(form)))
+	signed := []string{"host", "x-acs-content-sha256", "x-acs-date", "x-acs-signature-nonce"}
+	req.Header.Set("Authorization", acs3Algorithm+" Credential="+testSecretID+",SignedHeaders="+strings.Join(signed, ";")+
+		",Signature="+acs3Signature(testKey, req, signed, sha256Hex([]byte(form))))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
 // TestECSClassicRPCForm: Action and Version as parameters instead of the
 // SDK's x-acs-* headers, in the query or a form body, over GET or POST.
 func TestECSClassicRPCForm(t *testing.T) {
 	s := startECS(t, testConfig())
 	send := func(method, query, form string) (int, map[string]any) {
 		t.Helper()
-		var body io.Reader = http.NoBody
-		if form != "" {
-			body = strings.NewReader(form)
-		}
-		req, err := http.NewRequest(method, "http://"+s.Endpoint()+"/?"+query, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if form != "" {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		req.Host = s.Endpoint()
-		req.Header.Set("x-acs-date", time.Now().UTC().Format("2006-01-02T15:04:05Z"))
-		req.Header.Set("x-acs-signature-nonce", newUUID())
-		req.Header.Set("x-acs-content-sha256", sha256Hex([]byte(form)))
-		signed := []string{"host", "x-acs-content-sha256", "x-acs-date", "x-acs-signature-nonce"}
-		req.Header.Set("Authorization", acs3Algorithm+" Credential="+testSecretID+",SignedHeaders="+strings.Join(signed, ";")+
-			",Signature="+acs3Signature(testKey, req, signed, sha256Hex([]byte(form))))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, out
+		status, _, out := ecsRaw(t, s, method, query, form)
+		return status, out
 	}
 	status, out := send(http.MethodPost, "Action=RunInstances&Version=2014-05-26&RegionId="+ecsRegion,
 		"ZoneId="+ecsZone+"&InstanceType="+ecsType+"&ImageId=img&Amount=2&Tag.1.Key=k&Tag.1.Value=v")

@@ -238,8 +238,9 @@ type frontEnd interface {
 	actions() map[string]actionFunc
 	// write answers the client.
 	write(w http.ResponseWriter, reqID string, result any, aerr *apiError)
-	// throttled is the error for a request over its rate limit.
-	throttled(observed int, limit float64) *apiError
+	// throttled is the error for a request over its rate limit; a token
+	// is back after wait.
+	throttled(observed int, limit float64, wait time.Duration) *apiError
 }
 
 type errorBody struct {
@@ -372,7 +373,7 @@ func (e *Emulator) rateCheck(fe frontEnd, c *call, limit bool) *apiError {
 		}
 		if !b.allow(now) {
 			e.counters.throttled[c.action]++
-			return fe.throttled(observed, rate)
+			return fe.throttled(observed, rate, b.wait())
 		}
 	}
 	return nil
@@ -399,7 +400,7 @@ func (f cvmFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 		`{"Response":{"Error":{"Code":"InternalError","Message":"response encoding failed"},"RequestId":"`+reqID+`"}}`)
 }
 
-func (f cvmFront) throttled(observed int, limit float64) *apiError {
+func (f cvmFront) throttled(observed int, limit float64, _ time.Duration) *apiError {
 	return errf(CodeRequestLimitExceeded,
 		"Your current request times equals to `%d` in a second, which exceeds the frequency limit `%g` for a second. Please reduce the frequency of calls.",
 		observed, limit)
