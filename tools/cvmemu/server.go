@@ -149,7 +149,9 @@ func NewClient(endpoint, secretID, secretKey, region string) (*cvm.Client, error
 
 // NewECSClient returns an official SDK ECS client for an ECS emulator at
 // endpoint ("host:port"): plain HTTP, the SDK's default ACS3-HMAC-SHA256
-// signature, no retries (tests see every answer).
+// signature, no retries (tests see every answer). Like every client of the
+// SDK it is not safe for concurrent use (each RPC call writes a field of
+// the client): give each goroutine its own.
 func NewECSClient(endpoint, accessKeyID, accessKeySecret, region string) (*ecs.Client, error) {
 	c, err := ecs.NewClient(&openapi.Config{
 		AccessKeyId:     dara.String(accessKeyID),
