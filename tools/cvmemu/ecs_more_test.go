@@ -697,3 +697,42 @@ func TestECSRegions(t *testing.T) {
 	_, err = c.DescribeInstances(&ecs.DescribeInstancesRequest{RegionId: dara.String("cn-beijing")})
 	wantECSErr(t, err, ecsCodeRegionNotFound, http.StatusNotFound)
 }
+
+// TestECSConcurrentTokenRetries: clients racing with one ClientToken get
+// one set of instances between them.
+func TestECSConcurrentTokenRetries(t *testing.T) {
+	s := startECS(t, testConfig())
+	const n = 8
+	results := make(chan []string, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		c := ecsClient(t, s, testSecretID, testKey) // SDK clients are not safe for concurrent use
+		wg.Go(func() {
+			ids, err := ecsRun(c, ecsRunOpts{amount: 3, token: "race"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			results <- ids
+		})
+	}
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var first []string
+	for ids := range results {
+		if first == nil {
+			first = ids
+		}
+		if !slices.Equal(ids, first) {
+			t.Fatalf("answers differ: %v and %v", ids, first)
+		}
+	}
+	if st := s.Stats(); st.VMsCreated != 3 || st.ClientTokenReplays["acct1/race"] != n-1 {
+		t.Fatalf("created %d VMs, replays %v", st.VMsCreated, st.ClientTokenReplays)
+	}
+}
