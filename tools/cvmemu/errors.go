@@ -1,6 +1,9 @@
 package cvmemu
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Error codes answered by the emulator. They are the codes the real API uses
 // (see tencentcloud/cvm/v20170312/errors.go and the common error code list),
@@ -46,14 +49,27 @@ const (
 	CodeZoneSoldOutForType        = "ResourceInsufficient.ZoneSoldOutForSpecifiedInstance"
 )
 
-// apiError is an error answered in the Tencent Cloud error shape.
+// apiError is an API error, rendered in its front end's error shape.
 type apiError struct {
 	Code    string
 	Message string
+	// Status is the HTTP status of the ECS front end's answer; 0 derives
+	// it from the code. The CVM front end always answers 200.
+	Status int
+	// rateLimit, for an ECS throttling error, is the limit (requests per
+	// second) and how long until the next request is admitted, sent in
+	// x-ratelimit-user-api as the real gateway does (the SDK's
+	// ThrottlingError.RetryAfter).
+	rateLimit float64
+	retryIn   time.Duration
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 func errf(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (f *Fault) apiError() *apiError {
+	return &apiError{Code: f.Code, Message: f.Message, Status: f.HTTPStatus}
 }
