@@ -115,6 +115,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Patch("/nodegroups/{id}", h.patchGroup)
 		r.Delete("/nodegroups/{id}", h.deleteGroup)
 		r.Post("/nodegroups/{id}/scale", h.scaleGroup)
+		r.Post("/nodegroups/{id}/adopt", h.adopt)
 		r.Get("/instances", h.listInstances)
 		r.Get("/instances/{id}", h.getInstance)
 		r.Post("/instances/{id}/retry", h.instanceAction(lifecyclev1.InstanceAction_ACTION_RETRY, http.StatusOK))
