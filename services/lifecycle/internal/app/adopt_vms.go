@@ -429,4 +429,3 @@ func validateAdopt(req AdoptRequest) error {
 	}
 	return nil
 }
-
