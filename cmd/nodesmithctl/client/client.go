@@ -12,11 +12,11 @@ import (
 
 // Sentinel errors an *APIError matches with errors.Is, by HTTP status.
 var (
-	ErrBadRequest   = errors.New("bad request")          // 400, 413, 415
-	ErrUnauthorized = errors.New("unauthorized")         // 401
-	ErrForbidden    = errors.New("forbidden")            // 403
-	ErrNotFound     = errors.New("not found")            // 404
-	ErrConflict     = errors.New("conflict")             // 409, 412
+	ErrBadRequest   = errors.New("bad request")         // 400, 413, 415
+	ErrUnauthorized = errors.New("unauthorized")        // 401
+	ErrForbidden    = errors.New("forbidden")           // 403
+	ErrNotFound     = errors.New("not found")           // 404
+	ErrConflict     = errors.New("conflict")            // 409, 412
 	ErrUnavailable  = errors.New("service unavailable") // 429, 502, 503, 504
 )
 
