@@ -6,7 +6,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
 )
 
 func newConfigCommand(env *Env) *cobra.Command {
@@ -154,7 +153,6 @@ func (e *Env) completeContexts(_ *cobra.Command, args []string, _ string) ([]str
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
-
 
 // exactArgs is cobra.ExactArgs as a usage error.
 func exactArgs(n int) cobra.PositionalArgs {

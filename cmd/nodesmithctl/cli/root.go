@@ -4,9 +4,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -80,15 +84,26 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict,
 
 // builtin lists the commands of this package.
 func builtin() []func(*Env) *cobra.Command {
-	return []func(*Env) *cobra.Command{}
+	return []func(*Env) *cobra.Command{
+		newConfigCommand, newGetCommand, newDescribeCommand, newApplyCommand,
+		newScaleCommand, newRetryCommand, newDeleteCommand, newDrainCommand, newWatchCommand,
+	}
 }
 
 // Main runs nodesmithctl with args and returns its exit code; errors go to
-// errOut.
+// errOut. SIGINT and SIGTERM cancel the command (a watch ends quietly).
 func Main(args []string, in io.Reader, out, errOut io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, in, out, errOut)
+}
+
+// Run runs nodesmithctl with args under ctx and returns its exit code;
+// errors go to errOut as "error: ...".
+func Run(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
 	root := NewRootCommand(in, out, errOut)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintln(errOut, "error:", err)
 	}

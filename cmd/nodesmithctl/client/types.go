@@ -103,6 +103,7 @@ type Instance struct {
 	NextRetryAt    string     `json:"nextRetryAt,omitempty"`
 	LastError      *ErrorInfo `json:"lastError,omitempty"`
 	Revision       uint64     `json:"revision"`
+	TraceID        string     `json:"traceID,omitempty"`
 
 	History        []Transition `json:"history,omitempty"`
 	HookOutputTail *string      `json:"hookOutputTail,omitempty"`

@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"context"
+	"strings"
 	"encoding/json"
 	"testing"
 
@@ -55,16 +56,16 @@ func TestDeleteInstanceGracefullyIsDeleteNodes(t *testing.T) {
 	}
 
 	// Read-only tokens may not; unknown instances are 404; lifecycle's
-	// refusal (the group at its minimum) is a 409 with its message.
+	// refusal (the group at its minimum) is a 400 with its message.
 	if r := f.do(t, call{method: "POST", path: "/api/v1/instances/i-2/delete", token: readOnlyToken}); r.status != 403 {
 		t.Errorf("read-only token: %d, want 403", r.status)
 	}
 	if r := f.do(t, call{method: "POST", path: "/api/v1/instances/nope/delete", token: adminToken}); r.status != 404 {
 		t.Errorf("unknown instance: %d, want 404", r.status)
 	}
-	f.lc.FailNext(domain.Errorf(domain.CodeFailedPrecondition, "node group web is at its minimum size 1"))
+	f.lc.FailNext(domain.Errorf(domain.CodeOutOfRange, "deleting 1 nodes would take \"web\" below its min size 1 (target 1)"))
 	r = f.do(t, call{method: "POST", path: "/api/v1/instances/i-1/delete", token: adminToken})
-	if e := errorBody(t, r); r.status != 409 || e.Message != "node group web is at its minimum size 1" {
-		t.Errorf("refused delete: %d %+v, want 409 with lifecycle's message", r.status, e)
+	if e := errorBody(t, r); r.status != 400 || e.Code != "out_of_range" || !strings.Contains(e.Message, "below its min size") {
+		t.Errorf("refused delete: %d %+v, want 400 out_of_range with lifecycle's message", r.status, e)
 	}
 }
