@@ -120,6 +120,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Get("/instances/{id}", h.getInstance)
 		r.Post("/instances/{id}/retry", h.instanceAction(lifecyclev1.InstanceAction_ACTION_RETRY, http.StatusOK))
 		r.Delete("/instances/{id}", h.instanceAction(lifecyclev1.InstanceAction_ACTION_FORCE_DELETE, http.StatusAccepted))
+		r.Post("/instances/{id}/delete", h.deleteInstanceGracefully)
 		r.Post("/reconciler/release-orphans", h.releaseOrphans)
 		r.Get("/templates", h.listTemplates)
 		r.Get("/templates/{name}", h.getTemplate)

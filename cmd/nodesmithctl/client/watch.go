@@ -1,0 +1,170 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The watch stream: GET /api/v1/watch[?group=G] as server-sent events.
+// Events (type: data):
+//
+//	snapshot:      {"groups":[<Group>...]}, first and after a resync
+//	group:         <Group>, when its target, bounds or counts change
+//	transition:    <TransitionEntry>
+//	deleted-group: {"id":"G"}
+//	bye:           {}, the server shuts down
+const (
+	EventSnapshot     = "snapshot"
+	EventGroup        = "group"
+	EventTransition   = "transition"
+	EventDeletedGroup = "deleted-group"
+	EventBye          = "bye"
+)
+
+// Event is one server-sent event.
+type Event struct {
+	ID   string
+	Type string
+	Data json.RawMessage
+}
+
+// Snapshot is the data of a snapshot event.
+type Snapshot struct {
+	Groups []Group `json:"groups"`
+}
+
+// DeletedGroup is the data of a deleted-group event.
+type DeletedGroup struct {
+	ID string `json:"id"`
+}
+
+// ErrStreamEnded is returned by Watch when the server ended the stream
+// (its bye event, or the connection closed).
+var ErrStreamEnded = errors.New("the server ended the watch stream")
+
+// ErrStopWatch, returned by a Watch callback, ends Watch with a nil error.
+var ErrStopWatch = errors.New("stop watching")
+
+// maxEventBytes bounds one event (a snapshot of many groups).
+const maxEventBytes = 16 << 20
+
+// Watch streams the gateway's events (of one group when group is set) to
+// fn until ctx ends (ctx's error), fn returns an error (that error, or nil
+// for ErrStopWatch), or the server ends the stream (ErrStreamEnded after
+// fn saw a bye event).
+func (c *Client) Watch(ctx context.Context, group string, fn func(Event) error) error {
+	path := "/watch"
+	if group != "" {
+		path += "?group=" + url.QueryEscape(group)
+	}
+	req, err := c.newRequest(ctx, request{method: http.MethodGet, path: path, header: map[string]string{"Accept": "text/event-stream"}})
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return apiError(resp.StatusCode, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return fmt.Errorf("GET %s: the server answered %q, not an event stream (is the gateway older than the watch endpoint?)", req.URL.Path, ct)
+	}
+	err = readEvents(resp.Body, fn)
+	switch {
+	case errors.Is(err, ErrStopWatch):
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return err
+}
+
+// readEvents parses server-sent events from r
+// (https://html.spec.whatwg.org/multipage/server-sent-events.html).
+func readEvents(r io.Reader, fn func(Event) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var ev Event
+	var data strings.Builder
+	hasData := false
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return ErrStreamEnded
+			}
+			return fmt.Errorf("reading the watch stream: %w", err)
+		}
+		if line == "" { // dispatch
+			if hasData {
+				if ev.Type == "" {
+					ev.Type = "message"
+				}
+				ev.Data = json.RawMessage(data.String())
+				if err := fn(ev); err != nil {
+					return err
+				}
+				if ev.Type == EventBye {
+					return ErrStreamEnded
+				}
+			}
+			ev, hasData = Event{ID: ev.ID}, false
+			data.Reset()
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue // comment (keepalive)
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "event":
+			ev.Type = value
+		case "data":
+			if hasData {
+				data.WriteByte('\n')
+			}
+			if data.Len()+len(value) > maxEventBytes {
+				return fmt.Errorf("watch stream: an event exceeds %d bytes", maxEventBytes)
+			}
+			data.WriteString(value)
+			hasData = true
+		case "id":
+			if !strings.ContainsRune(value, 0) {
+				ev.ID = value
+			}
+		}
+	}
+}
+
+// readLine reads one line ending in \n or \r\n (a lone \r, which the
+// gateway never sends, is not a line end here), at most maxEventBytes long.
+func readLine(br *bufio.Reader) (string, error) {
+	var sb strings.Builder
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if err != nil {
+			if sb.Len() > 0 && errors.Is(err, io.EOF) {
+				return "", io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+		sb.Write(chunk)
+		if sb.Len() > maxEventBytes {
+			return "", fmt.Errorf("a line exceeds %d bytes", maxEventBytes)
+		}
+		if !isPrefix {
+			return sb.String(), nil
+		}
+	}
+}
