@@ -6,6 +6,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.16
+	github.com/nodesmith/nodesmith/cmd/nodesmithctl v0.0.0
 	github.com/nodesmith/nodesmith/libs v0.0.0
 	github.com/nodesmith/nodesmith/proto v0.0.0
 	github.com/nodesmith/nodesmith/services/api-gateway v0.0.0
@@ -118,6 +119,7 @@ require (
 )
 
 replace (
+	github.com/nodesmith/nodesmith/cmd/nodesmithctl => ../cmd/nodesmithctl
 	github.com/nodesmith/nodesmith/libs => ../libs
 	github.com/nodesmith/nodesmith/proto => ../proto
 	github.com/nodesmith/nodesmith/services/api-gateway => ../services/api-gateway
