@@ -212,6 +212,15 @@ func TestMigrateFromPrototype(t *testing.T) {
 	if created != 0 {
 		t.Fatalf("%d RunInstances calls after the adoption", created)
 	}
+	// Tagged with nodesmith's cluster, group and instance tags (the Tag
+	// service's AttachResourcesTag), so the reconciler's inventory sees
+	// them with their records.
+	for _, id := range ids {
+		info, _ := emu.VM(id)
+		if info.Tags["nodesmith:cluster"] == "" || info.Tags["nodesmith:group"] != "proto-workers" || info.Tags["nodesmith:instance"] == "" {
+			t.Errorf("VM %s tags %v", id, info.Tags)
+		}
+	}
 
 	// 5. Scale down: CA deletes one Node; the before_delete hook runs and
 	// the VM is terminated.

@@ -297,6 +297,8 @@ func (e *Emulator) handle(w http.ResponseWriter, r *http.Request, reqID string) 
 		result, aerr = e.describeInstancesStatus(c)
 	case ActionTerminateInstances:
 		result, aerr = e.terminateInstances(c)
+	case ActionAttachResourcesTag:
+		result, aerr = e.attachResourcesTag(c)
 	}
 	if aerr != nil {
 		log.Debug("request failed", "code", aerr.Code, "msg", aerr.Message)
@@ -350,8 +352,8 @@ func (e *Emulator) admit(w http.ResponseWriter, r *http.Request, reqID string) (
 	if aerr != nil {
 		return nil, aerr
 	}
-	if v := r.Header.Get("X-TC-Version"); v != APIVersion {
-		return nil, errf(CodeNoSuchVersion, "The API version `%s` does not exist; the emulator serves %s.", v, APIVersion)
+	if v, want := r.Header.Get("X-TC-Version"), versionOf(r.Header.Get("X-TC-Action")); v != want {
+		return nil, errf(CodeNoSuchVersion, "The API version `%s` does not exist; the emulator serves %s.", v, want)
 	}
 	action := r.Header.Get("X-TC-Action")
 	if !slices.Contains(Actions, action) {
