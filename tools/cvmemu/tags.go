@@ -140,4 +140,3 @@ func setTag(tags []tag, key, value string) []tag {
 	}
 	return append(tags, tag{Key: key, Value: value})
 }
-
