@@ -160,8 +160,13 @@ type candidate struct {
 // request, unknown group, OutOfRange beyond the max size, Unavailable when
 // the cloud adapter or the store does not answer (nothing or only some VMs
 // adopted: run it again).
-func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) ([]AdoptOutcome, Revisions, error) {
-	var revs Revisions
+func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
+	defer func() {
+		a.obs.Op("AdoptVMs", domain.CodeOf(err))
+		if err != nil {
+			a.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
+		}
+	}()
 	if err := validateAdopt(req); err != nil {
 		return nil, revs, err
 	}
