@@ -49,6 +49,10 @@ type DeletedGroup struct {
 // (its bye event, or the connection closed).
 var ErrStreamEnded = errors.New("the server ended the watch stream")
 
+// ErrNotEventStream is returned by Watch when the server answered with
+// something else than an event stream.
+var ErrNotEventStream = errors.New("not an event stream")
+
 // ErrStopWatch, returned by a Watch callback, ends Watch with a nil error.
 var ErrStopWatch = errors.New("stop watching")
 
@@ -78,7 +82,7 @@ func (c *Client) Watch(ctx context.Context, group string, fn func(Event) error) 
 		return apiError(resp.StatusCode, body)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return fmt.Errorf("GET %s: the server answered %q, not an event stream (is the gateway older than the watch endpoint?)", req.URL.Path, ct)
+		return fmt.Errorf("GET %s: the server answered %q: %w (is the gateway older than the watch endpoint?)", req.URL.Path, ct, ErrNotEventStream)
 	}
 	err = readEvents(resp.Body, fn)
 	switch {
