@@ -305,4 +305,3 @@ func tokenFile(t testing.TB, token string) string {
 	}
 	return p
 }
-
