@@ -152,6 +152,11 @@ type ReadModel struct {
 	// bucket becomes synced; it exists only while someone waits, so the
 	// initial load of many thousand records allocates no channels.
 	changed chan struct{}
+	// watches are the subscribers to changes (readmodel_watch.go);
+	// reloading marks a bucket being loaded again after a reset, whose
+	// changes are not published one by one.
+	watches   map[*Watch]struct{}
+	reloading [numBuckets]bool
 }
 
 // NewReadModel returns an empty, unsynced read model.
@@ -190,19 +195,27 @@ func (m *ReadModel) PutGroup(key string, rev uint64, rec *statev1.NodeGroup) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.groups[key]; old != nil && old.view.Revision > rev {
+	old := m.groups[key]
+	if old != nil && old.view.Revision > rev {
 		return // a resync replayed an older value
 	}
 	m.groups[key] = &groupEntry{view: GroupView{Record: rec, Revision: rev, Debug: groupDebug(key, rec)}}
 	m.advance(BucketGroups, rev)
+	if m.watched(BucketGroups) && (old == nil || old.view.Revision < rev) {
+		m.publishGroup(key)
+	}
 }
 
 // DeleteGroup applies a delete or purge of key at rev.
 func (m *ReadModel) DeleteGroup(key string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, existed := m.groups[key]
 	delete(m.groups, key)
 	m.advance(BucketGroups, rev)
+	if existed && m.watched(BucketGroups) {
+		m.publish(WatchEvent{Kind: WatchGroupDeleted, GroupID: key})
+	}
 }
 
 // PutInstance applies an instance record written at rev under key.
@@ -230,7 +243,8 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.instances[key]; old != nil {
+	old := m.instances[key]
+	if old != nil {
 		if old.view.Revision > rev {
 			return
 		}
@@ -247,16 +261,23 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 	m.byNodeName.add(e.nodeName, e)
 	m.byID.add(id, e)
 	m.advance(BucketInstances, rev)
+	if m.watched(BucketInstances) && (old == nil || old.view.Revision < rev) {
+		m.publishInstance(old, e)
+	}
 }
 
 // DeleteInstance applies a delete or purge of key at rev.
 func (m *ReadModel) DeleteInstance(key string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.instances[key]; old != nil {
+	old := m.instances[key]
+	if old != nil {
 		m.unindex(old)
 	}
 	m.advance(BucketInstances, rev)
+	if old != nil && m.watched(BucketInstances) {
+		m.publishGroup(old.group)
+	}
 }
 
 // unindex removes e from every map. Called with mu held for writing.
@@ -288,18 +309,21 @@ func (m *ReadModel) Skip(b Bucket, rev uint64) {
 func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	pruned := false
 	switch {
 	case seen == nil:
 	case b == BucketGroups:
 		for k := range m.groups {
 			if _, ok := seen[k]; !ok {
 				delete(m.groups, k)
+				pruned = true
 			}
 		}
 	case b == BucketInstances:
 		for k, e := range m.instances {
 			if _, ok := seen[k]; !ok {
 				m.unindex(e)
+				pruned = true
 			}
 		}
 	case b == BucketCatalog:
@@ -312,6 +336,12 @@ func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 	if !m.synced[b] {
 		m.synced[b] = true
 		m.notify()
+	}
+	if pruned || m.reloading[b] {
+		// Deletes missed while the watch was down, or a whole bucket
+		// loaded again: the watches start over from a snapshot.
+		m.reloading[b] = false
+		m.resyncAll()
 	}
 }
 
@@ -461,14 +491,12 @@ func (m *ReadModel) GroupInstances(group string, buf []InstanceView) []InstanceV
 func (m *ReadModel) GroupCounts(group string) (counts map[domain.InstanceState]int, creationFailed int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	counts = map[domain.InstanceState]int{}
 	for _, e := range m.byGroup[group] {
-		counts[e.view.State()]++
 		if e.view.Record.GetCreationFailed() {
 			creationFailed++
 		}
 	}
-	return counts, creationFailed
+	return m.groupCountsLocked(group), creationFailed
 }
 
 // Counts counts all instances per state.
