@@ -159,10 +159,5 @@ func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error { return usagef(cobra.ExactArgs(n)(cmd, args)) }
 }
 
-// maxArgs is cobra.MaximumNArgs as a usage error.
-func maxArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error { return usagef(cobra.MaximumNArgs(n)(cmd, args)) }
-}
-
 // noArgs is cobra.NoArgs as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error { return usagef(cobra.NoArgs(cmd, args)) }

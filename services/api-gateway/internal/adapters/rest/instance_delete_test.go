@@ -2,8 +2,8 @@ package rest_test
 
 import (
 	"context"
-	"strings"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
