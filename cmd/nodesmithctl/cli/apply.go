@@ -279,6 +279,12 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 		if found {
 			ce.Now = client.ResourceVersion(now)
 		}
+		if ce.Now == readAt && readAt != "" {
+			// Not a newer version: the gateway refused the write for
+			// another precondition (e.g. a group the configuration file
+			// owns); its message says which.
+			return "", err
+		}
 		return "", ce
 	case cond.IfNoneMatch && errors.Is(err, client.ErrConflict) && isAlreadyExists(err):
 		return "", &ConflictError{Kind: d.Kind, Name: d.Name, Created: true}

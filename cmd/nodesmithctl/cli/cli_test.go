@@ -111,6 +111,12 @@ func TestApplyErrors(t *testing.T) {
 	if code != cli.ExitError || !strings.Contains(errOut, `unknown field "bogus"`) || !strings.Contains(errOut, "<stdin>: document 1") {
 		t.Fatalf("server refusal: exit %d %s", code, errOut)
 	}
+	// A 412 that is not about a newer version keeps the gateway's message.
+	f.put("nodegroups", "from-config", map[string]any{"minSize": 1.0})
+	code, _, errOut = f.ctl(t, adminToken, "kind: NodeGroup\nname: from-config\nspec: {minSize: 2}\n", "apply", "-f", "-")
+	if code != cli.ExitConflict || !strings.Contains(errOut, "defined in the configuration file") || strings.Contains(errOut, "changed since") {
+		t.Fatalf("refused for another precondition: exit %d %s", code, errOut)
+	}
 	// Read-only tokens cannot write: exit 5.
 	if code, _, errOut := f.ctl(t, readerToken, "kind: Hook\nname: h\nspec: {script: x}\n", "apply", "-f", "-"); code != cli.ExitUnauthorized || !strings.Contains(errOut, "read-only") {
 		t.Fatalf("read-only apply: exit %d %s", code, errOut)

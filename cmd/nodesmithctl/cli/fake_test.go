@@ -211,6 +211,10 @@ func (f *fakeGateway) servePut(w http.ResponseWriter, r *http.Request, collectio
 	}
 	cur := f.objects[collection][name]
 	switch {
+	case name == "from-config" && cur != nil:
+		p.status = 412
+		writeErr(w, 412, "failed_precondition", fmt.Sprintf("node group %q is defined in the configuration file; change it there", name), nil)
+		return
 	case ifMatch == "" && cur != nil:
 		p.status = 409
 		writeErr(w, 409, "already_exists", fmt.Sprintf("%q already exists", name), nil)
