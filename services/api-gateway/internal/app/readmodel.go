@@ -7,9 +7,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
@@ -134,10 +137,13 @@ func (ix multiIndex) get(k string, liveOnly bool) *instanceEntry {
 // indexes CA's calls need. It is safe for concurrent use: readers share an
 // RWMutex and never wait for the network; the KV watcher is the only writer.
 type ReadModel struct {
-	mu           sync.RWMutex
-	groups       map[string]*groupEntry
-	instances    map[string]*instanceEntry            // by KV key
-	byGroup      map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	mu        sync.RWMutex
+	groups    map[string]*groupEntry
+	instances map[string]*instanceEntry            // by KV key
+	byGroup   map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	// stateCounts counts each group's instances per state, kept with
+	// byGroup so counts cost nothing per change or read.
+	stateCounts  map[string]map[domain.InstanceState]int
 	byProviderID multiIndex
 	byNodeName   multiIndex
 	byID         multiIndex
@@ -165,6 +171,7 @@ func NewReadModel() *ReadModel {
 		groups:       map[string]*groupEntry{},
 		instances:    map[string]*instanceEntry{},
 		byGroup:      map[string]map[string]*instanceEntry{},
+		stateCounts:  map[string]map[domain.InstanceState]int{},
 		byProviderID: multiIndex{},
 		byNodeName:   multiIndex{},
 		byID:         multiIndex{},
@@ -257,6 +264,7 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 		m.byGroup[group] = byKey
 	}
 	byKey[key] = e
+	m.count(group, e.view.State(), 1)
 	m.byProviderID.add(reported, e)
 	m.byNodeName.add(e.nodeName, e)
 	m.byID.add(id, e)
@@ -284,6 +292,9 @@ func (m *ReadModel) DeleteInstance(key string, rev uint64) {
 func (m *ReadModel) unindex(e *instanceEntry) {
 	delete(m.instances, e.view.Key)
 	if byKey := m.byGroup[e.group]; byKey != nil {
+		if byKey[e.view.Key] == e {
+			m.count(e.group, e.view.State(), -1)
+		}
 		delete(byKey, e.view.Key)
 		if len(byKey) == 0 {
 			delete(m.byGroup, e.group)
@@ -292,6 +303,32 @@ func (m *ReadModel) unindex(e *instanceEntry) {
 	m.byProviderID.remove(e.view.ReportedID, e)
 	m.byNodeName.remove(e.nodeName, e)
 	m.byID.remove(e.view.Record.GetId(), e)
+}
+
+// count adds delta to group's count of state. Called with mu held for
+// writing.
+func (m *ReadModel) count(group string, state domain.InstanceState, delta int) {
+	c := m.stateCounts[group]
+	if c == nil {
+		c = map[domain.InstanceState]int{}
+		m.stateCounts[group] = c
+	}
+	if c[state] += delta; c[state] <= 0 {
+		delete(c, state)
+		if len(c) == 0 {
+			delete(m.stateCounts, group)
+		}
+	}
+}
+
+// groupCountsLocked returns a copy of the group's instance counts per
+// state. Called with mu held.
+func (m *ReadModel) groupCountsLocked(group string) map[domain.InstanceState]int {
+	counts := maps.Clone(m.stateCounts[group])
+	if counts == nil {
+		counts = map[domain.InstanceState]int{}
+	}
+	return counts
 }
 
 // Skip advances b's revision past a value that could not be applied (an
@@ -570,4 +607,47 @@ func groupDebug(key string, g *statev1.NodeGroup) string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// publishInstance publishes to the watches (readmodel_watch.go) what
+// changed from old (nil: none) to e: the transitions added to its
+// history, then its group's counts if its state changed. Called with mu
+// held for writing.
+func (m *ReadModel) publishInstance(old, e *instanceEntry) {
+	var before []*statev1.Transition
+	if old != nil {
+		before = old.view.Record.GetHistory()
+	}
+	for _, t := range addedTransitions(before, e.view.Record.GetHistory()) {
+		m.publish(WatchEvent{Kind: WatchTransition, GroupID: e.group, Transition: TransitionView{
+			Instance: e.view.Record.GetId(), Group: e.group, Transition: t,
+		}})
+	}
+	if old == nil || old.view.State() != e.view.State() {
+		m.publishGroup(e.group)
+	}
+}
+
+// addedTransitions returns the entries of after (an instance's new
+// history) that before (its previous one) did not hold. Histories only
+// grow at the end and are trimmed at the front, so the new entries follow
+// the last old one; if that one was trimmed away too, they are those
+// recorded after it.
+func addedTransitions(before, after []*statev1.Transition) []*statev1.Transition {
+	if len(before) == 0 {
+		return after
+	}
+	last := before[len(before)-1]
+	for i := len(after) - 1; i >= 0; i-- {
+		if proto.Equal(after[i], last) {
+			return after[i+1:]
+		}
+	}
+	at := last.GetAt().AsTime()
+	for i, t := range after {
+		if t.GetAt().AsTime().After(at) {
+			return after[i:]
+		}
+	}
+	return nil
 }

@@ -5,11 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 )
 
 // WatchEventKind says what a WatchEvent reports.
@@ -132,16 +128,6 @@ func (m *ReadModel) snapshotLocked(group string) []GroupSnapshot {
 	return out
 }
 
-// groupCountsLocked counts the group's instances per state. Called with mu
-// held.
-func (m *ReadModel) groupCountsLocked(group string) map[domain.InstanceState]int {
-	counts := map[domain.InstanceState]int{}
-	for _, e := range m.byGroup[group] {
-		counts[e.view.State()]++
-	}
-	return counts
-}
-
 // watched reports whether changes of bucket b are to be published now:
 // someone watches, and b is not being reloaded after a reset (its records
 // arrive again from scratch then; the watches get a snapshot once it is
@@ -183,24 +169,6 @@ func (m *ReadModel) publishGroup(id string) {
 	m.publish(WatchEvent{Kind: WatchGroup, GroupID: id, Group: g.view, Counts: m.groupCountsLocked(id)})
 }
 
-// publishInstance publishes what changed from old (nil: none) to e: the
-// transitions added to its history, then its group's counts if its state
-// changed. Called with mu held for writing.
-func (m *ReadModel) publishInstance(old, e *instanceEntry) {
-	var before []*statev1.Transition
-	if old != nil {
-		before = old.view.Record.GetHistory()
-	}
-	for _, t := range addedTransitions(before, e.view.Record.GetHistory()) {
-		m.publish(WatchEvent{Kind: WatchTransition, GroupID: e.group, Transition: TransitionView{
-			Instance: e.view.Record.GetId(), Group: e.group, Transition: t,
-		}})
-	}
-	if old == nil || old.view.State() != e.view.State() {
-		m.publishGroup(e.group)
-	}
-}
-
 // resyncAll makes every watch resync, for changes that are not reported
 // one by one (records pruned after a watch was re-established, a bucket
 // reloaded after a reset). Called with mu held for writing.
@@ -212,28 +180,4 @@ func (m *ReadModel) resyncAll() {
 		default:
 		}
 	}
-}
-
-// addedTransitions returns the entries of after (an instance's new
-// history) that before (its previous one) did not hold. Histories only
-// grow at the end and are trimmed at the front, so the new entries follow
-// the last old one; if that one was trimmed away too, they are those
-// recorded after it.
-func addedTransitions(before, after []*statev1.Transition) []*statev1.Transition {
-	if len(before) == 0 {
-		return after
-	}
-	last := before[len(before)-1]
-	for i := len(after) - 1; i >= 0; i-- {
-		if proto.Equal(after[i], last) {
-			return after[i+1:]
-		}
-	}
-	at := last.GetAt().AsTime()
-	for i, t := range after {
-		if t.GetAt().AsTime().After(at) {
-			return after[i:]
-		}
-	}
-	return nil
 }

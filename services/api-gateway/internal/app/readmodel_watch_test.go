@@ -2,6 +2,9 @@ package app
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,5 +254,53 @@ func TestAddedTransitions(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The per-state counts kept with every change equal a recount, whatever
+// the sequence of puts, state changes, replays, deletes, prunes and resets.
+func TestGroupCountsFollowChanges(t *testing.T) {
+	m := syncedModel()
+	states := []statev1.InstanceState{statePending, stateCreating, stateRunning, stateDeleting, stateDeleted}
+	rng := rand.New(rand.NewPCG(1, 2))
+	recount := func(group string) map[domain.InstanceState]int {
+		out := map[domain.InstanceState]int{}
+		for _, v := range m.GroupInstances(group, nil) {
+			out[v.State()]++
+		}
+		return out
+	}
+	rev := uint64(0)
+	for step := range 3000 {
+		group := []string{"web", "gpu"}[rng.IntN(2)]
+		key := fmt.Sprintf("%s.i-%d", group, rng.IntN(20))
+		rev++
+		switch op := rng.IntN(20); {
+		case op < 14:
+			// Occasionally a record names another group than its key.
+			g := group
+			if op == 0 {
+				g = "other"
+			}
+			_, id, _ := strings.Cut(key, ".")
+			m.PutInstance(key, rev, testInstance(g, id, states[rng.IntN(len(states))]))
+		case op < 18:
+			m.DeleteInstance(key, rev)
+		case op < 19:
+			seen := map[string]struct{}{}
+			for _, v := range m.Instances(func(InstanceView) bool { return rng.IntN(4) > 0 }) {
+				seen[v.Key] = struct{}{}
+			}
+			m.MarkSynced(BucketInstances, seen)
+		default:
+			m.ResetBucket(BucketInstances)
+			m.MarkSynced(BucketInstances, nil)
+		}
+		for _, g := range []string{"web", "gpu", "other"} {
+			got, _ := m.GroupCounts(g)
+			if want := recount(g); !maps.Equal(got, want) {
+				t.Fatalf("step %d, group %s: counts %v, recount %v", step, g, got, want)
+			}
+		}
 	}
 }

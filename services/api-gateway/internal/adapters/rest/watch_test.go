@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +23,9 @@ import (
 	"github.com/nodesmith/nodesmith/libs/providerid"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 )
 
 // sseEvent is one parsed server-sent event; comment holds a comment line's
@@ -105,9 +109,19 @@ func watchServer(t *testing.T, f *fixture) *httptest.Server {
 	return srv
 }
 
+// watchResponse is the head of a watch response, and the body of an
+// error.
+type watchResponse struct {
+	status int
+	proto  string
+	header http.Header
+	body   []byte
+}
+
 // openWatch starts GET path on srv with token and returns the response
-// (the caller checks the status) and the stream of its body.
-func openWatch(t *testing.T, srv *httptest.Server, path, token string) (*http.Response, *sseStream) {
+// (the caller checks the status) and, for 200, the stream of its body
+// (closed at the test's end).
+func openWatch(t *testing.T, srv *httptest.Server, path, token string) (watchResponse, *sseStream) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -121,10 +135,12 @@ func openWatch(t *testing.T, srv *httptest.Server, path, token string) (*http.Re
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
+	head := watchResponse{status: resp.StatusCode, proto: resp.Proto, header: resp.Header}
 	if resp.StatusCode != http.StatusOK {
-		return resp, nil
+		head.body, _ = io.ReadAll(resp.Body)
+		return head, nil
 	}
-	return resp, readSSE(resp.Body)
+	return head, readSSE(resp.Body)
 }
 
 func decode[T any](t *testing.T, data string) T {
@@ -161,10 +177,10 @@ func TestWatchStream(t *testing.T) {
 	f.answerSetTarget()
 	srv := watchServer(t, f)
 	resp, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", resp.StatusCode)
+	if resp.status != http.StatusOK {
+		t.Fatalf("status %d", resp.status)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	if ct := resp.header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type = %q", ct)
 	}
 	var raw strings.Builder
@@ -274,8 +290,8 @@ func TestWatchGroupFilter(t *testing.T) {
 	}
 
 	resp, _ := openWatch(t, srv, "/api/v1/watch?group=nope", readOnlyToken)
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"not_found"`) {
-		t.Errorf("unknown group: %d %s", resp.StatusCode, b)
+	if resp.status != http.StatusNotFound || !strings.Contains(string(resp.body), `"not_found"`) {
+		t.Errorf("unknown group: %d %s", resp.status, resp.body)
 	}
 }
 
@@ -285,14 +301,14 @@ func TestWatchGroupFilter(t *testing.T) {
 func TestWatchAuth(t *testing.T) {
 	f := newFixture(t)
 	srv := watchServer(t, f)
-	if resp, _ := openWatch(t, srv, "/api/v1/watch", readOnlyToken); resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("unsynced: status %d", resp.StatusCode)
+	if resp, _ := openWatch(t, srv, "/api/v1/watch", readOnlyToken); resp.status != http.StatusServiceUnavailable {
+		t.Errorf("unsynced: status %d", resp.status)
 	}
 	f.seed()
 	for token, want := range map[string]int{"": 401, "not-a-real-token-at-all": 401, readOnlyToken: 200, adminToken: 200} {
 		resp, _ := openWatch(t, srv, "/api/v1/watch", token)
-		if resp.StatusCode != want {
-			t.Errorf("token %q: status %d, want %d", token, resp.StatusCode, want)
+		if resp.status != want {
+			t.Errorf("token %q: status %d, want %d", token, resp.status, want)
 		}
 	}
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/watch", nil)
@@ -329,13 +345,12 @@ func TestWatchCap(t *testing.T) {
 		readSSE(resp.Body)
 	}
 	resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken)
-	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("past the cap: status %d", resp.StatusCode)
+	if resp.status != http.StatusTooManyRequests {
+		t.Fatalf("past the cap: status %d", resp.status)
 	}
-	body, _ := io.ReadAll(resp.Body)
 	var e rest.ErrorBody
-	if json.Unmarshal(body, &e) != nil || e.Code != "resource_exhausted" || e.Details["maxWatchers"] != float64(2) {
-		t.Fatalf("past the cap: body %s", body)
+	if json.Unmarshal(resp.body, &e) != nil || e.Code != "resource_exhausted" || e.Details["maxWatchers"] != float64(2) {
+		t.Fatalf("past the cap: body %s", resp.body)
 	}
 	cancels[0]()
 	// The handler notices the client left and frees the slot.
@@ -346,8 +361,8 @@ func TestWatchCap(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken); resp.StatusCode != http.StatusOK {
-		t.Fatalf("after a stream closed: status %d", resp.StatusCode)
+	if resp, _ := openWatch(t, srv, "/api/v1/watch", adminToken); resp.status != http.StatusOK {
+		t.Fatalf("after a stream closed: status %d", resp.status)
 	}
 	cancels[1]()
 }
@@ -451,8 +466,8 @@ func TestWatchOutlivesServerTimeouts(t *testing.T) {
 			}
 			t.Cleanup(srv.Close)
 			resp, s := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
-			if wantMajor := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != wantMajor {
-				t.Fatalf("served over %s", resp.Proto)
+			if want := map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2]; resp.proto != want {
+				t.Fatalf("served over %s, want %s", resp.proto, want)
 			}
 			s.next(t)
 			// 50 keepalives take at least a second: five times the
@@ -532,4 +547,43 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) flo
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// A token removed from its file ends the streams it opened (checked at
+// each keepalive); other tokens' streams go on.
+func TestWatchEndsWhenTokenRevoked(t *testing.T) {
+	const kept = "kept-reader-token-0123456789"
+	file := filepath.Join(t.TempDir(), "readonly-tokens")
+	if err := os.WriteFile(file, []byte(readOnlyToken+"\n"+kept+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rm := app.NewReadModel()
+	svc := app.NewService(rm, &natsreq.Fake{}, app.Config{OpTimeout: 2 * time.Second, GPULabel: "gpu"}, nil)
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{ReadOnlyTokenFile: file}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{rm: rm, h: rest.NewHandler(svc, auth, rest.Options{WatchKeepalive: 20 * time.Millisecond})}
+	f.seed()
+	srv := watchServer(t, f)
+	_, revoked := openWatch(t, srv, "/api/v1/watch", readOnlyToken)
+	_, other := openWatch(t, srv, "/api/v1/watch", kept)
+	revoked.next(t)
+	other.next(t)
+
+	if err := os.WriteFile(file, []byte(kept+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-revoked.done:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("revoked stream ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's stream is still open")
+	}
+	f.putGroup("web", 4)
+	if ev := other.next(t); ev.event != rest.EventGroup {
+		t.Fatalf("the other stream: %+v", ev)
+	}
 }
