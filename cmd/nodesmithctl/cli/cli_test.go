@@ -294,3 +294,33 @@ func TestConfigContexts(t *testing.T) {
 		t.Fatal("the token was written into the config file")
 	}
 }
+
+// Shell completion offers kinds, then the gateway's names; the completion
+// scripts are generated.
+func TestCompletion(t *testing.T) {
+	f := newFakeGateway(t)
+	seedInstances(f)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "get", ""}, []string{"groups", "instances", "templates"}},
+		{[]string{"__complete", "get", "groups", ""}, []string{"web", "batch"}},
+		{[]string{"__complete", "describe", "instance", ""}, []string{"web-1", "web-2"}},
+		{[]string{"__complete", "scale", ""}, []string{"web", "batch"}},
+		{[]string{"__complete", "drain", ""}, []string{"web-3"}},
+	} {
+		code, out, errOut := f.ctl(t, readerToken, "", tc.args...)
+		if code != 0 {
+			t.Fatalf("%v: %d %s", tc.args, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w+"\n") {
+				t.Errorf("%v: %q not offered:\n%s", tc.args, w, out)
+			}
+		}
+	}
+	if code, out, _ := f.ctl(t, readerToken, "", "completion", "bash"); code != 0 || !strings.Contains(out, "__start_nodesmithctl") {
+		t.Fatalf("completion bash: %d", code)
+	}
+}

@@ -63,7 +63,7 @@ returned by the API.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			return usagef(cobra.RangeArgs(1, 2)(cmd, args))
 		},
-		ValidArgs: []string{resGroups, resInstances, resTemplates, resAccounts, resHooks},
+		ValidArgsFunction: env.completeKindThenName([]string{resGroups, resInstances, resTemplates, resAccounts, resHooks}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := parseResource(args[0])
 			if err != nil {
