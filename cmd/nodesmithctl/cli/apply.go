@@ -63,8 +63,10 @@ version read just before writing. The status of a document is ignored.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := requestContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
 			return applyDocuments(ctx, c, env.Out, docs)
 		},
 	}
@@ -224,15 +226,17 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == client.ErrConflict }
 
 // applyDocuments writes docs, ordered by kind (what groups refer to
-// first), and reports each; it goes on after a failed document and
-// returns every failure.
+// first), each within client.DefaultTimeout, and reports each; it goes on
+// after a failed document and returns every failure.
 func applyDocuments(ctx context.Context, c *client.Client, out io.Writer, docs []applyDoc) error {
 	slices.SortStableFunc(docs, func(a, b applyDoc) int {
 		return slices.Index(client.Kinds, a.Kind) - slices.Index(client.Kinds, b.Kind)
 	})
 	var errs []error
 	for _, d := range docs {
-		verb, err := applyOne(ctx, c, d)
+		dctx, cancel := context.WithTimeout(ctx, client.DefaultTimeout)
+		verb, err := applyOne(dctx, c, d)
+		cancel()
 		if err != nil {
 			var ce *ConflictError
 			if !errors.As(err, &ce) {
