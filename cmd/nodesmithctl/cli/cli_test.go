@@ -293,6 +293,18 @@ func TestConfigContexts(t *testing.T) {
 	if strings.Contains(string(b), readerToken) {
 		t.Fatal("the token was written into the config file")
 	}
+	// A relative path on the command line is relative to the working
+	// directory, stored absolute.
+	t.Chdir(filepath.Dir(tok))
+	if code, _, errOut := run("config", "set-context", "rel", "--server", f.srv.URL, "--token-file", filepath.Base(tok)); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := run("--context", "rel", "get", "groups"); code != 0 {
+		t.Fatalf("relative token file: %s", errOut)
+	}
+	if b, _ := os.ReadFile(cfg); !strings.Contains(string(b), "token-file: "+tok) {
+		t.Fatalf("relative token file stored as:\n%s", b)
+	}
 }
 
 // Shell completion offers kinds, then the gateway's names; the completion

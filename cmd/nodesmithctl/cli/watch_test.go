@@ -115,7 +115,7 @@ func TestWatchTimeout(t *testing.T) {
 		s.send("snapshot", map[string]any{"groups": []client.Group{group("web", 3, map[string]int{"RUNNING": 1, "CREATING": 2})}})
 		<-r.Context().Done()
 	}
-	code, out, errOut := f.ctl(t, readerToken, "", "watch", "--until-stable", "--timeout", "300ms")
+	code, out, errOut := f.ctl(t, readerToken, "", "watch", "--until-stable", "--timeout", "1500ms")
 	if code != cli.ExitTimeout || !strings.Contains(errOut, "web (1/3 running, 2 provisioning, 0 deleting)") {
 		t.Fatalf("watch timeout: exit %d\n%s%s", code, out, errOut)
 	}
