@@ -66,7 +66,7 @@ func TestApplyStaleResourceVersionIsRefused(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("get: %d %s", code, errOut)
 	}
-	if !strings.Contains(yml, "resourceVersion: \"2\"") || !strings.Contains(yml, "kind: NodeGroup") || !strings.Contains(yml, "maxSize: 10") {
+	if !strings.HasPrefix(yml, "kind: NodeGroup\nname: web\nmetadata:\n  resourceVersion: \"2\"\nspec:\n") || !strings.Contains(yml, "maxSize: 10") || !strings.Contains(yml, "\nstatus:\n") {
 		t.Fatalf("get -o yaml:\n%s", yml)
 	}
 	// The file as read applies cleanly (get -o yaml round-trips)...
