@@ -20,6 +20,7 @@ import (
 
 func newApplyCommand(env *Env) *cobra.Command {
 	var files []string
+	var dropWriteOnly bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update node groups, instance templates, cloud accounts and hooks from YAML",
@@ -38,7 +39,11 @@ A document with metadata.resourceVersion (as get -o yaml prints it) is
 written only if the object is still at that version: if someone changed it
 since it was read, apply refuses (exit code 4) and says so; get it again and
 re-apply. A document without one creates the object, or replaces it at the
-version read just before writing. The status of a document is ignored.`,
+version read just before writing. The status of a document is ignored.
+
+The API never returns write-only fields. Replacing a stored template with a
+document that omits the parameters, secretParameters or hookEnv it holds
+(as one made by get does) is refused unless --drop-write-only.`,
 		Example: `  nodesmithctl apply -f groups.yaml
   nodesmithctl get groups web -o yaml > web.yaml   # edit, then
   nodesmithctl apply -f web.yaml
@@ -59,6 +64,9 @@ version read just before writing. The status of a document is ignored.`,
 			if len(docs) == 0 {
 				return usagef(errors.New("no documents to apply"))
 			}
+			for i := range docs {
+				docs[i].dropWriteOnly = dropWriteOnly
+			}
 			c, err := env.client()
 			if err != nil {
 				return err
@@ -71,6 +79,7 @@ version read just before writing. The status of a document is ignored.`,
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file to apply (- for standard input); repeatable")
+	cmd.Flags().BoolVar(&dropWriteOnly, "drop-write-only", false, "replace templates even if the document omits write-only fields they hold (parameters, secretParameters, hookEnv)")
 	return cmd
 }
 
@@ -81,6 +90,9 @@ type applyDoc struct {
 	ResourceVersion string
 	Spec            json.RawMessage
 	source          string // file:index, for messages
+	// dropWriteOnly allows replacing a template without the write-only
+	// fields it holds.
+	dropWriteOnly bool
 }
 
 // rawDoc is a document as written.
@@ -267,6 +279,11 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 			cond.IfNoneMatch = true
 		}
 	}
+	if d.Kind == client.KindInstanceTemplate && !d.dropWriteOnly {
+		if err := keepsWriteOnly(ctx, c, d); err != nil {
+			return "", err
+		}
+	}
 	res, err := c.Put(ctx, d.Kind, d.Name, d.Spec, cond)
 	switch {
 	case err == nil:
@@ -301,4 +318,36 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 func isAlreadyExists(err error) bool {
 	var ae *client.APIError
 	return errors.As(err, &ae) && ae.Code == "already_exists"
+}
+
+// keepsWriteOnly refuses to replace a stored template whose write-only
+// fields (provider parameters, secret parameters, hook environment) the
+// document omits: the API never returns them, so a document made from get
+// lacks them, and a PUT replaces the whole template.
+func keepsWriteOnly(ctx context.Context, c *client.Client, d applyDoc) error {
+	cur, _, err := c.GetTemplate(ctx, d.Name)
+	if errors.Is(err, client.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(d.Spec, &spec); err != nil {
+		return usagef(fmt.Errorf("%s: spec: %w", d.source, err))
+	}
+	var missing []string
+	for _, f := range []struct {
+		key    string
+		stored bool
+	}{{"parameters", cur.HasParameters}, {"secretParameters", len(cur.SecretParameters) > 0}, {"hookEnv", len(cur.HookEnv) > 0}} {
+		if _, given := spec[f.key]; f.stored && !given {
+			missing = append(missing, f.key)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return (fmt.Errorf("%s %q (%s): the stored template has %s, which the API never returns and this document omits: applying it would drop them. Give them in the spec (from your source file), or pass --drop-write-only",
+		d.Kind, d.Name, d.source, strings.Join(missing, ", ")))
 }

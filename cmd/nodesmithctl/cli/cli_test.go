@@ -336,3 +336,23 @@ func TestCompletion(t *testing.T) {
 		t.Fatalf("completion bash: %d", code)
 	}
 }
+
+// A template document without the write-only fields the stored template
+// holds (as get prints it) is not applied: it would drop them.
+func TestApplyKeepsWriteOnlyFields(t *testing.T) {
+	f := newFakeGateway(t)
+	f.put("templates", "small", map[string]any{"account": "prod", "parameters": map[string]any{"ImageId": "img-1"}, "hookEnv": map[string]any{"JOIN": "s3cret"}})
+	_, yml, _ := f.ctl(t, readerToken, "", "get", "templates", "small", "-o", "yaml")
+	f.puts = nil
+	code, _, errOut := f.ctl(t, adminToken, yml, "apply", "-f", "-")
+	if code != cli.ExitError || !strings.Contains(errOut, "parameters, hookEnv") || !strings.Contains(errOut, "--drop-write-only") || len(f.puts) != 0 {
+		t.Fatalf("apply without the write-only fields: exit %d %s (puts %v)", code, errOut, f.puts)
+	}
+	withThem := strings.Replace(yml, "spec:\n", "spec:\n  parameters: {ImageId: img-2}\n  hookEnv: {JOIN: s3cret}\n", 1)
+	if code, out, errOut := f.ctl(t, adminToken, withThem, "apply", "-f", "-"); code != 0 || out != "instancetemplate/small configured\n" {
+		t.Fatalf("apply with them: exit %d %s%s", code, out, errOut)
+	}
+	if code, _, errOut := f.ctl(t, adminToken, "kind: InstanceTemplate\nname: small\nspec: {account: prod}\n", "apply", "-f", "-", "--drop-write-only"); code != 0 {
+		t.Fatalf("--drop-write-only: exit %d %s", code, errOut)
+	}
+}

@@ -119,6 +119,13 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 		t.Name = name
 		t.Account, _ = o.spec["account"].(string)
 		t.InstanceType, _ = o.spec["instanceType"].(string)
+		_, t.HasParameters = o.spec["parameters"]
+		if env, ok := o.spec["hookEnv"].(map[string]any); ok {
+			t.HookEnv = map[string]string{}
+			for k := range env {
+				t.HookEnv[k] = "(sealed)"
+			}
+		}
 		return t
 	case "accounts":
 		return client.Account{Name: name, Source: "api", Regions: []string{}, Templates: []string{}, Groups: []string{}}
