@@ -43,7 +43,9 @@ version read just before writing. The status of a document is ignored.
 
 The API never returns write-only fields. Replacing a stored template with a
 document that omits the parameters, secretParameters or hookEnv it holds
-(as one made by get does) is refused unless --drop-write-only.`,
+(as one made by get does), or a group with one that omits its unnamed
+inline template's parameters or unnamed inline hooks, is refused unless
+--drop-write-only.`,
 		Example: `  nodesmithctl apply -f groups.yaml
   nodesmithctl get groups web -o yaml > web.yaml   # edit, then
   nodesmithctl apply -f web.yaml
@@ -79,7 +81,7 @@ document that omits the parameters, secretParameters or hookEnv it holds
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file to apply (- for standard input); repeatable")
-	cmd.Flags().BoolVar(&dropWriteOnly, "drop-write-only", false, "replace templates even if the document omits write-only fields they hold (parameters, secretParameters, hookEnv)")
+	cmd.Flags().BoolVar(&dropWriteOnly, "drop-write-only", false, "replace templates and groups even if the document omits write-only parts they hold (template parameters, secretParameters, hookEnv; a group's unnamed inline template parameters and hooks)")
 	return cmd
 }
 
@@ -279,7 +281,7 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 			cond.IfNoneMatch = true
 		}
 	}
-	if d.Kind == client.KindInstanceTemplate && !d.dropWriteOnly {
+	if !d.dropWriteOnly {
 		if err := keepsWriteOnly(ctx, c, d); err != nil {
 			return "", err
 		}
@@ -320,34 +322,63 @@ func isAlreadyExists(err error) bool {
 	return errors.As(err, &ae) && ae.Code == "already_exists"
 }
 
-// keepsWriteOnly refuses to replace a stored template whose write-only
-// fields (provider parameters, secret parameters, hook environment) the
-// document omits: the API never returns them, so a document made from get
-// lacks them, and a PUT replaces the whole template.
+// keepsWriteOnly refuses to replace a stored object whose write-only parts
+// the document omits: the API never returns them, so a document made from
+// get lacks them, and a PUT replaces the whole object. For templates:
+// provider parameters, secret parameters, hook environment; for groups:
+// an unnamed inline template's parameters and unnamed inline hooks (named
+// ones get prints as references).
 func keepsWriteOnly(ctx context.Context, c *client.Client, d applyDoc) error {
-	cur, _, err := c.GetTemplate(ctx, d.Name)
-	if errors.Is(err, client.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	var spec map[string]json.RawMessage
 	if err := json.Unmarshal(d.Spec, &spec); err != nil {
 		return usagef(fmt.Errorf("%s: spec: %w", d.source, err))
 	}
 	var missing []string
-	for _, f := range []struct {
-		key    string
-		stored bool
-	}{{"parameters", cur.HasParameters}, {"secretParameters", len(cur.SecretParameters) > 0}, {"hookEnv", len(cur.HookEnv) > 0}} {
-		if _, given := spec[f.key]; f.stored && !given {
-			missing = append(missing, f.key)
+	switch d.Kind {
+	case client.KindInstanceTemplate:
+		cur, _, err := c.GetTemplate(ctx, d.Name)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range []struct {
+			key    string
+			stored bool
+		}{{"parameters", cur.HasParameters}, {"secretParameters", len(cur.SecretParameters) > 0}, {"hookEnv", len(cur.HookEnv) > 0}} {
+			if _, given := spec[f.key]; f.stored && !given {
+				missing = append(missing, f.key)
+			}
+		}
+	case client.KindNodeGroup:
+		cur, _, err := c.GetGroup(ctx, d.Name)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if t := cur.InstanceTemplate; t != nil && t.Name == "" {
+			var it map[string]json.RawMessage
+			_ = json.Unmarshal(spec["instanceTemplate"], &it)
+			if _, given := it["parameters"]; !given {
+				missing = append(missing, "instanceTemplate.parameters")
+			}
+		}
+		var hooks map[string]json.RawMessage
+		_ = json.Unmarshal(spec["hooks"], &hooks)
+		for _, phase := range []string{"afterCreated", "beforeDelete"} {
+			if h, ok := cur.Hooks[phase]; ok && h.Name == "" && h.HasScript {
+				if _, given := hooks[phase]; !given {
+					missing = append(missing, "hooks."+phase)
+				}
+			}
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	return (fmt.Errorf("%s %q (%s): the stored template has %s, which the API never returns and this document omits: applying it would drop them. Give them in the spec (from your source file), or pass --drop-write-only",
-		d.Kind, d.Name, d.source, strings.Join(missing, ", ")))
+	return fmt.Errorf("%s %q (%s): the stored object has %s, which the API never returns and this document omits: applying it would drop them. Give them in the spec (from your source file), or pass --drop-write-only",
+		d.Kind, d.Name, d.source, strings.Join(missing, ", "))
 }

@@ -356,3 +356,19 @@ func TestApplyKeepsWriteOnlyFields(t *testing.T) {
 		t.Fatalf("--drop-write-only: exit %d %s", code, errOut)
 	}
 }
+
+// The same for a group's unnamed inline template and hooks.
+func TestApplyKeepsGroupsInlineWriteOnlyParts(t *testing.T) {
+	f := newFakeGateway(t)
+	f.put("nodegroups", "inline", map[string]any{"minSize": 0.0, "maxSize": 3.0, "targetSize": 0.0,
+		"instanceTemplate": map[string]any{"provider": "tencentcloud", "parameters": map[string]any{"ImageId": "img-1"}},
+		"hooks":            map[string]any{"afterCreated": map[string]any{"script": "join"}, "beforeDelete": map[string]any{"name": "drain", "script": "drain"}}})
+	_, yml, _ := f.ctl(t, readerToken, "", "get", "groups", "inline", "-o", "yaml")
+	code, _, errOut := f.ctl(t, adminToken, yml, "apply", "-f", "-")
+	if code != cli.ExitError || !strings.Contains(errOut, "instanceTemplate.parameters, hooks.afterCreated") || strings.Contains(errOut, "beforeDelete") {
+		t.Fatalf("apply without the inline parts: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := f.ctl(t, adminToken, yml, "apply", "-f", "-", "--drop-write-only"); code != 0 {
+		t.Fatalf("--drop-write-only: exit %d %s", code, errOut)
+	}
+}

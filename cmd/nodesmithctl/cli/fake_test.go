@@ -97,7 +97,17 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 		g.MinSize, g.MaxSize, g.TargetSize = num("minSize"), num("maxSize"), num("targetSize")
 		if it, ok := o.spec["instanceTemplate"].(map[string]any); ok {
 			name, _ := it["name"].(string)
-			g.InstanceTemplate = &client.InstanceTemplate{Name: name}
+			provider, _ := it["provider"].(string)
+			g.InstanceTemplate = &client.InstanceTemplate{Name: name, Provider: provider}
+		}
+		if hooks, ok := o.spec["hooks"].(map[string]any); ok {
+			g.Hooks = map[string]client.Hook{}
+			for phase, h := range hooks {
+				hm, _ := h.(map[string]any)
+				name, _ := hm["name"].(string)
+				script, _ := hm["script"].(string)
+				g.Hooks[phase] = client.Hook{Name: name, HasScript: script != ""}
+			}
 		}
 		if nt, ok := o.spec["nodeTemplate"].(map[string]any); ok {
 			labels := map[string]string{}
