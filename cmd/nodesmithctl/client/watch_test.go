@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func collect(t *testing.T, stream string) ([]Event, error) {
@@ -85,5 +86,24 @@ func TestWatch(t *testing.T) {
 	err = c.Watch(context.Background(), "old", func(Event) error { return nil })
 	if !errors.Is(err, ErrNotEventStream) {
 		t.Fatalf("JSON answer: %v, want ErrNotEventStream", err)
+	}
+}
+
+// A stream that goes silent (no event, no keepalive) ends with
+// ErrStreamIdle; one that keeps talking does not.
+func TestWatchIdleTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("event: snapshot\ndata: {\"groups\":[]}\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then silence
+	}))
+	defer srv.Close()
+	c, _ := New(Config{Server: srv.URL, Token: "t"})
+	c.WatchIdleTimeout = 200 * time.Millisecond
+	events := 0
+	err := c.Watch(context.Background(), "", func(Event) error { events++; return nil })
+	if !errors.Is(err, ErrStreamIdle) || events != 1 {
+		t.Fatalf("silent stream: %v after %d events, want ErrStreamIdle after 1", err, events)
 	}
 }
