@@ -23,7 +23,8 @@ const (
 )
 
 // WatchEvent is one change of the read model, as of the moment it was
-// applied.
+// applied. Every watch gets the same value: callers must not modify what
+// it refers to.
 type WatchEvent struct {
 	Kind WatchEventKind
 	// GroupID is the group the change belongs to (every kind).

@@ -166,7 +166,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Put("/hooks/{name}", h.putHook)
 		r.Delete("/hooks/{name}", h.deleteCatalog(app.KindHooks))
 		r.Get("/transitions", h.listTransitions)
-		r.Get("/watch", h.watch)
+		r.Get("/watch", h.watch) // watchRoute
 		r.Get("/status", h.status)
 		r.Get("/openapi.json", h.openAPI)
 	})
@@ -316,7 +316,11 @@ func (h *handler) observe(next http.Handler) http.Handler {
 			span.SetName(method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		if route != watchRoute {
+			// A watch stream's duration is how long its client stayed,
+			// not latency: it would only fill the +Inf bucket.
+			h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		}
 		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
 	})
 }

@@ -35,6 +35,9 @@ import (
 // Ids are per connection and Last-Event-ID is ignored: a reconnecting
 // client starts from a fresh snapshot.
 
+// watchRoute is the route pattern of the watch stream.
+const watchRoute = "/api/v1/watch"
+
 // Watch defaults.
 const (
 	DefaultMaxWatchers    = 100
