@@ -188,6 +188,9 @@ func TestGetTablesAndFilters(t *testing.T) {
 	if strings.Contains(out, "web-") {
 		t.Fatalf("get instances -l pool=batch lists web's:\n%s", out)
 	}
+	if code, out, errOut := f.ctl(t, readerToken, "", "get", "instances", "--state", "DELETED"); code != 0 || out != "" || errOut != "No instances found.\n" {
+		t.Fatalf("nothing matching: %d %q %q", code, out, errOut)
+	}
 	_, out, _ = f.ctl(t, readerToken, "", "get", "instances", "-o", "wide")
 	if !strings.Contains(out, "LAST-ERROR") || !strings.Contains(out, "HOOK_FAILED: exit 1") {
 		t.Fatalf("get instances -o wide:\n%s", out)
