@@ -156,6 +156,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Get("/templates", h.listTemplates)
 		r.Get("/templates/{name}", h.getTemplate)
 		r.Put("/templates/{name}", h.putTemplate)
+		r.Patch("/templates/{name}", h.patchTemplate)
 		r.Delete("/templates/{name}", h.deleteCatalog(app.KindTemplates))
 		r.Get("/accounts", h.listAccounts)
 		r.Get("/accounts/{name}", h.getAccount)
