@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
-	github.com/nodesmith/nodesmith/cmd/nodesmithctl v0.0.0
 	github.com/nodesmith/nodesmith/libs v0.0.0
 	github.com/nodesmith/nodesmith/proto v0.0.0
 	github.com/nodesmith/nodesmith/services/api-gateway v0.0.0
@@ -26,6 +25,13 @@ require (
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.34.2
 	k8s.io/apimachinery v0.34.2
+)
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag v1.1.0 // indirect
 )
 
 require (
@@ -76,7 +82,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
-	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
@@ -85,12 +90,10 @@ require (
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/nodesmith/nodesmith/cmd/nodesmithctl v0.0.0
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag v1.1.0 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -122,7 +125,6 @@ require (
 )
 
 replace (
-	github.com/nodesmith/nodesmith/cmd/nodesmithctl => ../cmd/nodesmithctl
 	github.com/nodesmith/nodesmith/libs => ../libs
 	github.com/nodesmith/nodesmith/proto => ../proto
 	github.com/nodesmith/nodesmith/services/api-gateway => ../services/api-gateway
@@ -133,3 +135,5 @@ replace (
 )
 
 replace github.com/nodesmith/nodesmith/tools/kube => ../tools/kube
+
+replace github.com/nodesmith/nodesmith/cmd/nodesmithctl => ../cmd/nodesmithctl

@@ -14,8 +14,9 @@ func newScaleCommand(env *Env) *cobra.Command {
 		Long: `Set a node group's target size (within its bounds). Lifecycle creates or
 deletes instances to reach it; follow it with nodesmithctl watch --group GROUP.
 Cluster Autoscaler may change the target again afterwards.`,
-		Example: `  nodesmithctl scale web --to 5 && nodesmithctl watch --group web --until-stable --timeout 10m`,
-		Args:    exactArgs(1),
+		Example:           `  nodesmithctl scale web --to 5 && nodesmithctl watch --group web --until-stable --timeout 10m`,
+		Args:              exactArgs(1),
+		ValidArgsFunction: env.completeFirst(resGroups),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to < 0 {
 				return usagef(fmt.Errorf("--to N is required (a non-negative target size)"))
@@ -40,9 +41,10 @@ Cluster Autoscaler may change the target again afterwards.`,
 
 func newRetryCommand(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "retry INSTANCE",
-		Short: "Retry an instance's current step now (clears its backoff and creation failure)",
-		Args:  exactArgs(1),
+		Use:               "retry INSTANCE",
+		Short:             "Retry an instance's current step now (clears its backoff and creation failure)",
+		Args:              exactArgs(1),
+		ValidArgsFunction: env.completeFirst(resInstances),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := env.client()
 			if err != nil {
@@ -75,7 +77,8 @@ target drops by one too, except at its minimum size, where lifecycle
 creates a replacement.`,
 		Example: `  nodesmithctl delete web-7f3k
   nodesmithctl delete web-7f3k --force`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: env.completeFirst(resInstances),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return deleteInstance(cmd, env, args[0], force)
 		},
@@ -92,7 +95,8 @@ func newDrainCommand(env *Env) *cobra.Command {
 its node, then its VM is terminated and its group's target drops by one.
 nodesmith has no cordon-only operation: the before_delete hook is where a
 node is cordoned and drained.`,
-		Args: exactArgs(1),
+		Args:              exactArgs(1),
+		ValidArgsFunction: env.completeFirst(resInstances),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return deleteInstance(cmd, env, args[0], false)
 		},

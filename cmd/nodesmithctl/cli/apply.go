@@ -20,6 +20,7 @@ import (
 
 func newApplyCommand(env *Env) *cobra.Command {
 	var files []string
+	var dropWriteOnly bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|-",
 		Short: "Create or update node groups, instance templates, cloud accounts and hooks from YAML",
@@ -38,7 +39,13 @@ A document with metadata.resourceVersion (as get -o yaml prints it) is
 written only if the object is still at that version: if someone changed it
 since it was read, apply refuses (exit code 4) and says so; get it again and
 re-apply. A document without one creates the object, or replaces it at the
-version read just before writing. The status of a document is ignored.`,
+version read just before writing. The status of a document is ignored.
+
+The API never returns write-only fields. Replacing a stored template with a
+document that omits the parameters, secretParameters or hookEnv it holds
+(as one made by get does), or a group with one that omits its unnamed
+inline template's parameters or unnamed inline hooks, is refused unless
+--drop-write-only.`,
 		Example: `  nodesmithctl apply -f groups.yaml
   nodesmithctl get groups web -o yaml > web.yaml   # edit, then
   nodesmithctl apply -f web.yaml
@@ -59,16 +66,22 @@ version read just before writing. The status of a document is ignored.`,
 			if len(docs) == 0 {
 				return usagef(errors.New("no documents to apply"))
 			}
+			for i := range docs {
+				docs[i].dropWriteOnly = dropWriteOnly
+			}
 			c, err := env.client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := requestContext(cmd)
-			defer cancel()
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
 			return applyDocuments(ctx, c, env.Out, docs)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file to apply (- for standard input); repeatable")
+	cmd.Flags().BoolVar(&dropWriteOnly, "drop-write-only", false, "replace templates and groups even if the document omits write-only parts they hold (template parameters, secretParameters, hookEnv; a group's unnamed inline template parameters and hooks)")
 	return cmd
 }
 
@@ -79,6 +92,9 @@ type applyDoc struct {
 	ResourceVersion string
 	Spec            json.RawMessage
 	source          string // file:index, for messages
+	// dropWriteOnly allows replacing a template without the write-only
+	// fields it holds.
+	dropWriteOnly bool
 }
 
 // rawDoc is a document as written.
@@ -224,15 +240,17 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == client.ErrConflict }
 
 // applyDocuments writes docs, ordered by kind (what groups refer to
-// first), and reports each; it goes on after a failed document and
-// returns every failure.
+// first), each within client.DefaultTimeout, and reports each; it goes on
+// after a failed document and returns every failure.
 func applyDocuments(ctx context.Context, c *client.Client, out io.Writer, docs []applyDoc) error {
 	slices.SortStableFunc(docs, func(a, b applyDoc) int {
 		return slices.Index(client.Kinds, a.Kind) - slices.Index(client.Kinds, b.Kind)
 	})
 	var errs []error
 	for _, d := range docs {
-		verb, err := applyOne(ctx, c, d)
+		dctx, cancel := context.WithTimeout(ctx, client.DefaultTimeout)
+		verb, err := applyOne(dctx, c, d)
+		cancel()
 		if err != nil {
 			var ce *ConflictError
 			if !errors.As(err, &ce) {
@@ -263,6 +281,11 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 			cond.IfNoneMatch = true
 		}
 	}
+	if !d.dropWriteOnly {
+		if err := keepsWriteOnly(ctx, c, d); err != nil {
+			return "", err
+		}
+	}
 	res, err := c.Put(ctx, d.Kind, d.Name, d.Spec, cond)
 	switch {
 	case err == nil:
@@ -279,6 +302,12 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 		if found {
 			ce.Now = client.ResourceVersion(now)
 		}
+		if ce.Now == readAt && readAt != "" {
+			// Not a newer version: the gateway refused the write for
+			// another precondition (e.g. a group the configuration file
+			// owns); its message says which.
+			return "", err
+		}
 		return "", ce
 	case cond.IfNoneMatch && errors.Is(err, client.ErrConflict) && isAlreadyExists(err):
 		return "", &ConflictError{Kind: d.Kind, Name: d.Name, Created: true}
@@ -291,4 +320,65 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 func isAlreadyExists(err error) bool {
 	var ae *client.APIError
 	return errors.As(err, &ae) && ae.Code == "already_exists"
+}
+
+// keepsWriteOnly refuses to replace a stored object whose write-only parts
+// the document omits: the API never returns them, so a document made from
+// get lacks them, and a PUT replaces the whole object. For templates:
+// provider parameters, secret parameters, hook environment; for groups:
+// an unnamed inline template's parameters and unnamed inline hooks (named
+// ones get prints as references).
+func keepsWriteOnly(ctx context.Context, c *client.Client, d applyDoc) error {
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(d.Spec, &spec); err != nil {
+		return usagef(fmt.Errorf("%s: spec: %w", d.source, err))
+	}
+	var missing []string
+	switch d.Kind {
+	case client.KindInstanceTemplate:
+		cur, _, err := c.GetTemplate(ctx, d.Name)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range []struct {
+			key    string
+			stored bool
+		}{{"parameters", cur.HasParameters}, {"secretParameters", len(cur.SecretParameters) > 0}, {"hookEnv", len(cur.HookEnv) > 0}} {
+			if _, given := spec[f.key]; f.stored && !given {
+				missing = append(missing, f.key)
+			}
+		}
+	case client.KindNodeGroup:
+		cur, _, err := c.GetGroup(ctx, d.Name)
+		if errors.Is(err, client.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if t := cur.InstanceTemplate; t != nil && t.Name == "" {
+			var it map[string]json.RawMessage
+			_ = json.Unmarshal(spec["instanceTemplate"], &it)
+			if _, given := it["parameters"]; !given {
+				missing = append(missing, "instanceTemplate.parameters")
+			}
+		}
+		var hooks map[string]json.RawMessage
+		_ = json.Unmarshal(spec["hooks"], &hooks)
+		for _, phase := range []string{"afterCreated", "beforeDelete"} {
+			if h, ok := cur.Hooks[phase]; ok && h.Name == "" && h.HasScript {
+				if _, given := hooks[phase]; !given {
+					missing = append(missing, "hooks."+phase)
+				}
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s %q (%s): the stored object has %s, which the API never returns and this document omits: applying it would drop them. Give them in the spec (from your source file), or pass --drop-write-only",
+		d.Kind, d.Name, d.source, strings.Join(missing, ", "))
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -93,11 +95,18 @@ token; the token itself is never stored in the configuration.`,
 			if env.Server != "" {
 				c.Server = env.Server
 			}
+			// Paths on the command line are relative to the working
+			// directory; the file's are relative to the file: store them
+			// absolute.
 			if env.TokenFile != "" {
-				c.TokenFile = env.TokenFile
+				if c.TokenFile, err = absPath(env.TokenFile); err != nil {
+					return err
+				}
 			}
 			if env.CAFile != "" {
-				c.CertificateAuthority = env.CAFile
+				if c.CertificateAuthority, err = absPath(env.CAFile); err != nil {
+					return err
+				}
 			}
 			f.Set(c)
 			if current || f.CurrentContext == "" {
@@ -159,10 +168,14 @@ func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error { return usagef(cobra.ExactArgs(n)(cmd, args)) }
 }
 
-// maxArgs is cobra.MaximumNArgs as a usage error.
-func maxArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error { return usagef(cobra.MaximumNArgs(n)(cmd, args)) }
-}
-
 // noArgs is cobra.NoArgs as a usage error.
 func noArgs(cmd *cobra.Command, args []string) error { return usagef(cobra.NoArgs(cmd, args)) }
+
+// absPath makes p absolute, keeping a leading "~/" (the home directory
+// wherever the file is used).
+func absPath(p string) (string, error) {
+	if strings.HasPrefix(p, "~/") || filepath.IsAbs(p) {
+		return p, nil
+	}
+	return filepath.Abs(p)
+}

@@ -24,7 +24,8 @@ describe group shows a group's bounds, template, hooks, instances per state,
 its instances and their recent transitions.`,
 		Example: `  nodesmithctl describe instance web-7f3k
   nodesmithctl describe group web`,
-		Args: exactArgs(2),
+		Args:              exactArgs(2),
+		ValidArgsFunction: env.completeKindThenName([]string{"instance", "group"}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := parseResource(args[0])
 			if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +81,24 @@ func (e *Env) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if plaintextRemote(t.Server) {
+		fmt.Fprintf(e.ErrOut, "warning: %s is plain http: the bearer token crosses the network unencrypted (use https)\n", t.Server)
+	}
 	return client.New(client.Config{Server: t.Server, Token: token, CAFile: t.CAFile, UserAgent: "nodesmithctl"})
+}
+
+// plaintextRemote reports an http:// server that is not on this machine.
+func plaintextRemote(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 // requestContext bounds one command's requests (not watch streams).

@@ -57,11 +57,16 @@ func ExitCode(err error) int {
 }
 
 // isCobraUsage recognises the errors cobra itself returns for a bad
-// command line (it has no typed errors for them).
+// command line (it has no typed errors for them); never an answer of the
+// API.
 func isCobraUsage(err error) bool {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		return false
+	}
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "requires at most", "required flag", "if any flags in the group"} {
-		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "required flag", "if any flags in the group"} {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}

@@ -63,7 +63,7 @@ returned by the API.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			return usagef(cobra.RangeArgs(1, 2)(cmd, args))
 		},
-		ValidArgs: []string{resGroups, resInstances, resTemplates, resAccounts, resHooks},
+		ValidArgsFunction: env.completeKindThenName([]string{resGroups, resInstances, resTemplates, resAccounts, resHooks}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := parseResource(args[0])
 			if err != nil {
@@ -183,6 +183,12 @@ func (g *getter) table() *tabwriter.Writer {
 	return tabwriter.NewWriter(g.env.Out, 0, 4, 3, ' ', 0)
 }
 
+// none says, on standard error, that nothing matched (kubectl style).
+func (g *getter) none(what string) error {
+	_, err := fmt.Fprintf(g.env.ErrOut, "No %s found.\n", what)
+	return err
+}
+
 func (g *getter) structured() bool { return g.o.output == outJSON || g.o.output == outYAML }
 
 func groupLabels(gr client.Group) map[string]string {
@@ -218,6 +224,9 @@ func (g *getter) groups(ctx context.Context, name string) error {
 			docs = append(docs, groupDocument(gr))
 		}
 		return printDocuments(g.env.Out, g.o.output, docs, name != "")
+	}
+	if len(groups) == 0 {
+		return g.none("node groups")
 	}
 	tw := g.table()
 	head := "NAME\tMIN\tMAX\tTARGET\tRUNNING\tPROVISIONING\tDELETING\tTEMPLATE"
@@ -290,6 +299,9 @@ func (g *getter) instances(ctx context.Context, name string) error {
 				Metadata: &Metadata{ResourceVersion: strconv.FormatUint(in.Revision, 10)}, Status: in})
 		}
 		return printDocuments(g.env.Out, g.o.output, docs, name != "")
+	}
+	if len(insts) == 0 {
+		return g.none("instances")
 	}
 	tw := g.table()
 	head := "ID\tGROUP\tSTATE\tNODE\tCLOUD-ID\tAGE"
@@ -366,6 +378,9 @@ func (g *getter) templates(ctx context.Context, name string) error {
 		}
 		return printDocuments(g.env.Out, g.o.output, docs, name != "")
 	}
+	if len(items) == 0 {
+		return g.none("instance templates")
+	}
 	tw := g.table()
 	head := "NAME\tPROVIDER\tACCOUNT\tREGION\tZONE\tINSTANCE-TYPE\tGROUPS\tSOURCE"
 	if g.o.output == outWide {
@@ -431,6 +446,9 @@ func (g *getter) accounts(ctx context.Context, name string) error {
 		}
 		return printDocuments(g.env.Out, g.o.output, docs, name != "")
 	}
+	if len(items) == 0 {
+		return g.none("cloud accounts")
+	}
 	tw := g.table()
 	head := "NAME\tPROVIDER\tREGIONS\tCREDENTIALS\tGROUPS\tSOURCE"
 	if g.o.output == outWide {
@@ -478,6 +496,9 @@ func (g *getter) hooks(ctx context.Context, name string) error {
 			docs = append(docs, d)
 		}
 		return printDocuments(g.env.Out, g.o.output, docs, name != "")
+	}
+	if len(items) == 0 {
+		return g.none("hooks")
 	}
 	tw := g.table()
 	head := "NAME\tPHASE\tTIMEOUT\tON-FAILURE\tGROUPS\tSOURCE"

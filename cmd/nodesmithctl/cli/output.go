@@ -70,7 +70,7 @@ func printDocuments(w io.Writer, format string, docs []Document, single bool) er
 		return err
 	}
 	for i, d := range docs {
-		b, err := yaml.Marshal(d)
+		b, err := documentYAML(d)
 		if err != nil {
 			return err
 		}
@@ -84,6 +84,30 @@ func printDocuments(w io.Writer, format string, docs []Document, single bool) er
 		}
 	}
 	return nil
+}
+
+// documentYAML renders d with its top-level keys in reading order (kind,
+// name, metadata, spec, status) rather than sorted.
+func documentYAML(d Document) ([]byte, error) {
+	var out []byte
+	for _, kv := range []struct {
+		key string
+		v   any
+		set bool
+	}{
+		{"kind", d.Kind, true}, {"name", d.Name, true}, {"metadata", d.Metadata, d.Metadata != nil},
+		{"spec", d.Spec, len(d.Spec) > 0}, {"status", d.Status, d.Status != nil},
+	} {
+		if !kv.set {
+			continue
+		}
+		b, err := yaml.Marshal(map[string]any{kv.key: kv.v})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	return out, nil
 }
 
 func rawJSON(v any) json.RawMessage {

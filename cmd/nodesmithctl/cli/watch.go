@@ -108,7 +108,7 @@ func runWatch(ctx context.Context, c *client.Client, out io.Writer, o watchOptio
 			return err
 		}
 		var ae *client.APIError
-		if errors.As(err, &ae) {
+		if errors.As(err, &ae) || errors.Is(err, client.ErrNotEventStream) {
 			return err // refused: retrying will not help
 		}
 		if events > 0 {

@@ -94,6 +94,10 @@ type Config struct {
 
 // Client talks to one gateway. It is safe for concurrent use.
 type Client struct {
+	// WatchIdleTimeout ends a watch stream silent for that long
+	// (DefaultWatchIdleTimeout when zero). Set it before use.
+	WatchIdleTimeout time.Duration
+
 	base      *url.URL
 	http      *http.Client
 	token     string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // The watch stream: GET /api/v1/watch[?group=G] as server-sent events.
@@ -49,6 +50,33 @@ type DeletedGroup struct {
 // (its bye event, or the connection closed).
 var ErrStreamEnded = errors.New("the server ended the watch stream")
 
+// DefaultWatchIdleTimeout is how long a watch stream may stay silent
+// (three of the server's 15 s keepalives) before Watch gives up on it.
+const DefaultWatchIdleTimeout = 45 * time.Second
+
+// ErrStreamIdle is returned by Watch when the stream stayed silent for
+// the idle timeout.
+var ErrStreamIdle = errors.New("the watch stream went silent")
+
+// idleReader pushes the idle timer back whenever data arrives.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	d     time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.d)
+	}
+	return n, err
+}
+
+// ErrNotEventStream is returned by Watch when the server answered with
+// something else than an event stream.
+var ErrNotEventStream = errors.New("not an event stream")
+
 // ErrStopWatch, returned by a Watch callback, ends Watch with a nil error.
 var ErrStopWatch = errors.New("stop watching")
 
@@ -64,7 +92,17 @@ func (c *Client) Watch(ctx context.Context, group string, fn func(Event) error) 
 	if group != "" {
 		path += "?group=" + url.QueryEscape(group)
 	}
-	req, err := c.newRequest(ctx, request{method: http.MethodGet, path: path, header: map[string]string{"Accept": "text/event-stream"}})
+	// The server writes at least a keepalive every 15 s: a stream silent
+	// for WatchIdleTimeout is dead (a lost peer, a cut network) and ends.
+	streamCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := c.WatchIdleTimeout
+	if idle <= 0 {
+		idle = DefaultWatchIdleTimeout
+	}
+	timer := time.AfterFunc(idle, func() { cancel(fmt.Errorf("%w: nothing received for %s", ErrStreamIdle, idle)) })
+	defer timer.Stop()
+	req, err := c.newRequest(streamCtx, request{method: http.MethodGet, path: path, header: map[string]string{"Accept": "text/event-stream"}})
 	if err != nil {
 		return err
 	}
@@ -78,14 +116,16 @@ func (c *Client) Watch(ctx context.Context, group string, fn func(Event) error) 
 		return apiError(resp.StatusCode, body)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return fmt.Errorf("GET %s: the server answered %q, not an event stream (is the gateway older than the watch endpoint?)", req.URL.Path, ct)
+		return fmt.Errorf("GET %s: the server answered %q: %w (is the gateway older than the watch endpoint?)", req.URL.Path, ct, ErrNotEventStream)
 	}
-	err = readEvents(resp.Body, fn)
+	err = readEvents(idleReader{r: resp.Body, timer: timer, d: idle}, fn)
 	switch {
 	case errors.Is(err, ErrStopWatch):
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case context.Cause(streamCtx) != nil && !errors.Is(context.Cause(streamCtx), context.Canceled):
+		return context.Cause(streamCtx)
 	}
 	return err
 }

@@ -64,6 +64,9 @@ type Config struct {
 	// RESTRateBurst how many it may make at once.
 	RESTRateLimit float64
 	RESTRateBurst int
+	// RESTMaxWatchers bounds the open GET /api/v1/watch streams on this
+	// replica; past it a watch gets 429.
+	RESTMaxWatchers int
 
 	// AdminTokenFile and ReadOnlyTokenFile hold REST bearer tokens, one per
 	// line; re-read when they change.
@@ -118,6 +121,7 @@ func DefaultConfig() Config {
 		GRPCMaxConcurrentStreams: 256,
 		RESTRateLimit:            10,
 		RESTRateBurst:            40,
+		RESTMaxWatchers:          rest.DefaultMaxWatchers,
 		RESTMaxBodyBytes:         rest.DefaultMaxBodyBytes,
 		LifecycleTimeout:         4 * time.Second,
 		LifecycleAttemptTimeout:  1500 * time.Millisecond,
@@ -147,6 +151,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.RESTInsecure, "rest-insecure", c.RESTInsecure, "serve REST without TLS (development only; bearer tokens travel in plaintext)")
 	fs.Float64Var(&c.RESTRateLimit, "rest-rate-limit", c.RESTRateLimit, "requests per second each REST bearer token may make on this replica (token bucket; 0 disables)")
 	fs.IntVar(&c.RESTRateBurst, "rest-rate-burst", c.RESTRateBurst, "requests a REST bearer token may make at once before --rest-rate-limit applies")
+	fs.IntVar(&c.RESTMaxWatchers, "rest-max-watchers", c.RESTMaxWatchers, "most open GET /api/v1/watch event streams on this replica; more get 429")
 	fs.StringVar(&c.AdminTokenFile, "rest-admin-token-file", c.AdminTokenFile, "file of REST admin bearer tokens, one per line (also "+EnvAdminTokens+")")
 	fs.StringVar(&c.ReadOnlyTokenFile, "rest-readonly-token-file", c.ReadOnlyTokenFile, "file of REST read-only bearer tokens, one per line (also "+EnvReadOnlyTokens+")")
 	fs.Int64Var(&c.RESTMaxBodyBytes, "rest-max-body-bytes", c.RESTMaxBodyBytes, "largest REST request body accepted, in bytes")
@@ -242,6 +247,9 @@ func (c Config) Validate() error {
 	}
 	if c.RESTRateLimit > 0 && c.RESTRateBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rest-rate-burst must be at least 1, got %d", c.RESTRateBurst))
+	}
+	if c.RESTMaxWatchers < 1 {
+		errs = append(errs, fmt.Errorf("--rest-max-watchers must be at least 1, got %d", c.RESTMaxWatchers))
 	}
 	if c.GRPCMaxRecvMsgBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--grpc-max-recv-msg-bytes must be at least 1MiB, got %d", c.GRPCMaxRecvMsgBytes))

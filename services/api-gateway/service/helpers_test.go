@@ -32,6 +32,9 @@ type gateway struct {
 	addrs     service.Addrs
 	env       *natstest.Env
 	lifecycle *fakelifecycle.Responder
+	// stop ends service.Run (graceful shutdown); the test's cleanup
+	// checks that it returned.
+	stop func()
 }
 
 // startGateway seeds the buckets, starts a fake lifecycle and the gateway
@@ -92,7 +95,7 @@ func startGatewayWith(t *testing.T, mutate func(*service.Config), mutateDeps fun
 	})
 	select {
 	case a := <-ready:
-		return &gateway{addrs: a, env: env, lifecycle: lc}
+		return &gateway{addrs: a, env: env, lifecycle: lc, stop: stop}
 	case err := <-done:
 		t.Fatalf("service.Run: %v", err)
 	case <-time.After(30 * time.Second):

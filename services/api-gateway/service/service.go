@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -229,9 +230,13 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		if restTLS != nil {
 			restL = tls.NewListener(restL, restTLS)
 		}
+		// Closed when the REST server starts shutting down: watch streams
+		// say bye and end instead of holding the shutdown for its grace.
+		restShutdown := make(chan struct{})
 		api := rest.NewHandler(svc, auth, rest.Options{
 			MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey,
 			RateLimit: cfg.RESTRateLimit, RateBurst: cfg.RESTRateBurst,
+			MaxWatchers: cfg.RESTMaxWatchers, Shutdown: restShutdown,
 		})
 		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
 			otelhttp.WithTracerProvider(tp),
@@ -239,6 +244,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			// Metrics come from the admin API's own Prometheus collectors.
 			otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
 		), log)
+		restSrv.RegisterOnShutdown(sync.OnceFunc(func() { close(restShutdown) }))
 	}
 	if cfg.HealthAddr != "" {
 		if healthL, err = listen(cfg.HealthAddr); err != nil {

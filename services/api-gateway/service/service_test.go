@@ -74,6 +74,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative rate", func(c *service.Config) { c.RESTRateLimit = -1 }, "--rest-rate-limit"},
 		{"rate without burst", func(c *service.Config) { c.RESTRateBurst = 0 }, "--rest-rate-burst"},
 		{"rate limit off", func(c *service.Config) { c.RESTRateLimit, c.RESTRateBurst = 0, 0 }, ""},
+		{"no watchers", func(c *service.Config) { c.RESTMaxWatchers = 0 }, "--rest-max-watchers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,6 +397,9 @@ func TestDefaults(t *testing.T) {
 	cfg := service.DefaultConfig()
 	if !slices.Equal(cfg.GRPCAllowedClients, []string{service.DefaultAllowedClient}) || service.DefaultAllowedClient != "spiffe://cluster.local/ns/nodesmith/sa/cluster-autoscaler" {
 		t.Errorf("default allowed clients %q", cfg.GRPCAllowedClients)
+	}
+	if cfg.RESTMaxWatchers != 100 {
+		t.Errorf("default --rest-max-watchers %d", cfg.RESTMaxWatchers)
 	}
 	if cfg.GRPCMaxConcurrentStreams != 256 || cfg.RESTRateLimit != 10 || cfg.RESTRateBurst != 40 || cfg.RESTInsecure {
 		t.Errorf("defaults: streams %d rate %v burst %d rest-insecure %v", cfg.GRPCMaxConcurrentStreams, cfg.RESTRateLimit, cfg.RESTRateBurst, cfg.RESTInsecure)

@@ -7,9 +7,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
@@ -134,10 +137,13 @@ func (ix multiIndex) get(k string, liveOnly bool) *instanceEntry {
 // indexes CA's calls need. It is safe for concurrent use: readers share an
 // RWMutex and never wait for the network; the KV watcher is the only writer.
 type ReadModel struct {
-	mu           sync.RWMutex
-	groups       map[string]*groupEntry
-	instances    map[string]*instanceEntry            // by KV key
-	byGroup      map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	mu        sync.RWMutex
+	groups    map[string]*groupEntry
+	instances map[string]*instanceEntry            // by KV key
+	byGroup   map[string]map[string]*instanceEntry // group id -> KV key -> entry
+	// stateCounts counts each group's instances per state, kept with
+	// byGroup so counts cost nothing per change or read.
+	stateCounts  map[string]map[domain.InstanceState]int
 	byProviderID multiIndex
 	byNodeName   multiIndex
 	byID         multiIndex
@@ -152,6 +158,11 @@ type ReadModel struct {
 	// bucket becomes synced; it exists only while someone waits, so the
 	// initial load of many thousand records allocates no channels.
 	changed chan struct{}
+	// watches are the subscribers to changes (readmodel_watch.go);
+	// reloading marks a bucket being loaded again after a reset, whose
+	// changes are not published one by one.
+	watches   map[*Watch]struct{}
+	reloading [numBuckets]bool
 }
 
 // NewReadModel returns an empty, unsynced read model.
@@ -160,6 +171,7 @@ func NewReadModel() *ReadModel {
 		groups:       map[string]*groupEntry{},
 		instances:    map[string]*instanceEntry{},
 		byGroup:      map[string]map[string]*instanceEntry{},
+		stateCounts:  map[string]map[domain.InstanceState]int{},
 		byProviderID: multiIndex{},
 		byNodeName:   multiIndex{},
 		byID:         multiIndex{},
@@ -190,19 +202,27 @@ func (m *ReadModel) PutGroup(key string, rev uint64, rec *statev1.NodeGroup) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.groups[key]; old != nil && old.view.Revision > rev {
+	old := m.groups[key]
+	if old != nil && old.view.Revision > rev {
 		return // a resync replayed an older value
 	}
 	m.groups[key] = &groupEntry{view: GroupView{Record: rec, Revision: rev, Debug: groupDebug(key, rec)}}
 	m.advance(BucketGroups, rev)
+	if m.watched(BucketGroups) && (old == nil || old.view.Revision < rev) {
+		m.publishGroup(key)
+	}
 }
 
 // DeleteGroup applies a delete or purge of key at rev.
 func (m *ReadModel) DeleteGroup(key string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, existed := m.groups[key]
 	delete(m.groups, key)
 	m.advance(BucketGroups, rev)
+	if existed && m.watched(BucketGroups) {
+		m.publish(WatchEvent{Kind: WatchGroupDeleted, GroupID: key})
+	}
 }
 
 // PutInstance applies an instance record written at rev under key.
@@ -230,7 +250,8 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.instances[key]; old != nil {
+	old := m.instances[key]
+	if old != nil {
 		if old.view.Revision > rev {
 			return
 		}
@@ -243,26 +264,37 @@ func (m *ReadModel) PutInstance(key string, rev uint64, rec *statev1.Instance) {
 		m.byGroup[group] = byKey
 	}
 	byKey[key] = e
+	m.count(group, e.view.State(), 1)
 	m.byProviderID.add(reported, e)
 	m.byNodeName.add(e.nodeName, e)
 	m.byID.add(id, e)
 	m.advance(BucketInstances, rev)
+	if m.watched(BucketInstances) && (old == nil || old.view.Revision < rev) {
+		m.publishInstance(old, e)
+	}
 }
 
 // DeleteInstance applies a delete or purge of key at rev.
 func (m *ReadModel) DeleteInstance(key string, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old := m.instances[key]; old != nil {
+	old := m.instances[key]
+	if old != nil {
 		m.unindex(old)
 	}
 	m.advance(BucketInstances, rev)
+	if old != nil && m.watched(BucketInstances) {
+		m.publishGroup(old.group)
+	}
 }
 
 // unindex removes e from every map. Called with mu held for writing.
 func (m *ReadModel) unindex(e *instanceEntry) {
 	delete(m.instances, e.view.Key)
 	if byKey := m.byGroup[e.group]; byKey != nil {
+		if byKey[e.view.Key] == e {
+			m.count(e.group, e.view.State(), -1)
+		}
 		delete(byKey, e.view.Key)
 		if len(byKey) == 0 {
 			delete(m.byGroup, e.group)
@@ -271,6 +303,32 @@ func (m *ReadModel) unindex(e *instanceEntry) {
 	m.byProviderID.remove(e.view.ReportedID, e)
 	m.byNodeName.remove(e.nodeName, e)
 	m.byID.remove(e.view.Record.GetId(), e)
+}
+
+// count adds delta to group's count of state. Called with mu held for
+// writing.
+func (m *ReadModel) count(group string, state domain.InstanceState, delta int) {
+	c := m.stateCounts[group]
+	if c == nil {
+		c = map[domain.InstanceState]int{}
+		m.stateCounts[group] = c
+	}
+	if c[state] += delta; c[state] <= 0 {
+		delete(c, state)
+		if len(c) == 0 {
+			delete(m.stateCounts, group)
+		}
+	}
+}
+
+// groupCountsLocked returns a copy of the group's instance counts per
+// state. Called with mu held.
+func (m *ReadModel) groupCountsLocked(group string) map[domain.InstanceState]int {
+	counts := maps.Clone(m.stateCounts[group])
+	if counts == nil {
+		counts = map[domain.InstanceState]int{}
+	}
+	return counts
 }
 
 // Skip advances b's revision past a value that could not be applied (an
@@ -288,18 +346,21 @@ func (m *ReadModel) Skip(b Bucket, rev uint64) {
 func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	pruned := false
 	switch {
 	case seen == nil:
 	case b == BucketGroups:
 		for k := range m.groups {
 			if _, ok := seen[k]; !ok {
 				delete(m.groups, k)
+				pruned = true
 			}
 		}
 	case b == BucketInstances:
 		for k, e := range m.instances {
 			if _, ok := seen[k]; !ok {
 				m.unindex(e)
+				pruned = true
 			}
 		}
 	case b == BucketCatalog:
@@ -312,6 +373,12 @@ func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 	if !m.synced[b] {
 		m.synced[b] = true
 		m.notify()
+	}
+	if pruned || m.reloading[b] {
+		// Deletes missed while the watch was down, or a whole bucket
+		// loaded again: the watches start over from a snapshot.
+		m.reloading[b] = false
+		m.resyncAll()
 	}
 }
 
@@ -461,14 +528,12 @@ func (m *ReadModel) GroupInstances(group string, buf []InstanceView) []InstanceV
 func (m *ReadModel) GroupCounts(group string) (counts map[domain.InstanceState]int, creationFailed int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	counts = map[domain.InstanceState]int{}
 	for _, e := range m.byGroup[group] {
-		counts[e.view.State()]++
 		if e.view.Record.GetCreationFailed() {
 			creationFailed++
 		}
 	}
-	return counts, creationFailed
+	return m.groupCountsLocked(group), creationFailed
 }
 
 // Counts counts all instances per state.
@@ -542,4 +607,47 @@ func groupDebug(key string, g *statev1.NodeGroup) string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// publishInstance publishes to the watches (readmodel_watch.go) what
+// changed from old (nil: none) to e: the transitions added to its
+// history, then its group's counts if its state changed. Called with mu
+// held for writing.
+func (m *ReadModel) publishInstance(old, e *instanceEntry) {
+	var before []*statev1.Transition
+	if old != nil {
+		before = old.view.Record.GetHistory()
+	}
+	for _, t := range addedTransitions(before, e.view.Record.GetHistory()) {
+		m.publish(WatchEvent{Kind: WatchTransition, GroupID: e.group, Transition: TransitionView{
+			Instance: e.view.Record.GetId(), Group: e.group, Transition: t,
+		}})
+	}
+	if old == nil || old.view.State() != e.view.State() {
+		m.publishGroup(e.group)
+	}
+}
+
+// addedTransitions returns the entries of after (an instance's new
+// history) that before (its previous one) did not hold. Histories only
+// grow at the end and are trimmed at the front, so the new entries follow
+// the last old one; if that one was trimmed away too, they are those
+// recorded after it.
+func addedTransitions(before, after []*statev1.Transition) []*statev1.Transition {
+	if len(before) == 0 {
+		return after
+	}
+	last := before[len(before)-1]
+	for i := len(after) - 1; i >= 0; i-- {
+		if proto.Equal(after[i], last) {
+			return after[i+1:]
+		}
+	}
+	at := last.GetAt().AsTime()
+	for i, t := range after {
+		if t.GetAt().AsTime().After(at) {
+			return after[i:]
+		}
+	}
+	return nil
 }

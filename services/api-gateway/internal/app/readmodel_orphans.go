@@ -61,5 +61,6 @@ func (m *ReadModel) ResetBucket(b Bucket) {
 		clear(m.catalog)
 	}
 	m.rev[b] = 0
+	m.reloading[b] = true
 	m.notify()
 }

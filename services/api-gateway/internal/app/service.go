@@ -359,6 +359,23 @@ func (s *Service) GroupCounts(id string) map[domain.InstanceState]int {
 	return c
 }
 
+// Watch subscribes to the changes of group (every group when empty; an
+// unknown group is NotFound) with a buffer of buffer changes, and returns
+// the snapshot they start from (see ReadModel.Watch). The caller must
+// Close the Watch.
+func (s *Service) Watch(group string, buffer int) (*Watch, []GroupSnapshot, error) {
+	if err := s.ready(); err != nil {
+		return nil, nil, err
+	}
+	if group != "" {
+		if _, ok := s.rm.Group(group); !ok {
+			return nil, nil, domain.Errorf(domain.CodeNotFound, "node group %q not found", group)
+		}
+	}
+	w, snap := s.rm.Watch(group, buffer)
+	return w, snap, nil
+}
+
 // PutGroup creates or replaces a group definition (operators). With
 // expectedRevision zero it only creates (AlreadyExists if the group
 // exists) unless upsert; otherwise it replaces the group only if its

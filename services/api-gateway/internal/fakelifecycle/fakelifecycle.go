@@ -33,6 +33,7 @@ type Responder struct {
 	nc        *nats.Conn
 	groups    jetstream.KeyValue
 	instances jetstream.KeyValue
+	catalog   jetstream.KeyValue
 	sub       *nats.Subscription
 
 	mu       sync.Mutex
@@ -72,7 +73,11 @@ func NewStore(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) (*Resp
 	if err != nil {
 		return nil, fmt.Errorf("opening instances bucket: %w", err)
 	}
-	return &Responder{nc: nc, groups: g, instances: i, outcomes: map[string]*lifecyclev1.Reply{}}, nil
+	c, err := js.KeyValue(ctx, messaging.BucketCatalog)
+	if err != nil {
+		return nil, fmt.Errorf("opening catalog bucket: %w", err)
+	}
+	return &Responder{nc: nc, groups: g, instances: i, catalog: c, outcomes: map[string]*lifecyclev1.Reply{}}, nil
 }
 
 // Stop unsubscribes and waits until the server knows, so a request sent
@@ -143,6 +148,28 @@ func (r *Responder) PutInstance(ctx context.Context, in *statev1.Instance) (uint
 	return r.instances.Put(ctx, messaging.InstanceKey(in.GetGroup(), in.GetId()), b)
 }
 
+// PutCatalogEntry writes e as lifecycle would and returns the revision.
+func (r *Responder) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry) (uint64, error) {
+	b, err := proto.Marshal(e)
+	if err != nil {
+		return 0, err
+	}
+	return r.catalog.Put(ctx, catalogKey(e), b)
+}
+
+// catalogKey is an entry's key in the catalog bucket ("" for none).
+func catalogKey(e *statev1.CatalogEntry) string {
+	switch x := e.GetEntry().(type) {
+	case *statev1.CatalogEntry_Template:
+		return messaging.CatalogKey("templates", x.Template.GetName())
+	case *statev1.CatalogEntry_Account:
+		return messaging.CatalogKey("accounts", x.Account.GetName())
+	case *statev1.CatalogEntry_Hook:
+		return messaging.CatalogKey("hooks", x.Hook.GetName())
+	}
+	return ""
+}
+
 type opError struct {
 	code codes.Code
 	msg  string
@@ -194,7 +221,11 @@ func (r *Responder) answer(data []byte) (reply *lifecyclev1.Reply, drop bool) {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var err error
-		reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
+		if pc := req.GetPutCatalogEntry(); pc != nil {
+			reply.CatalogRevision, err = r.putCatalogEntry(ctx, pc)
+		} else {
+			reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
+		}
 		cancel()
 		var oe *opError
 		switch {
@@ -455,9 +486,89 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		instancesRev, err = r.saveInstance(ctx, in, to, "operator action")
 		return 0, instancesRev, err
 
+	case *lifecyclev1.Request_PutGroup:
+		return r.putGroup(ctx, op.PutGroup)
+
 	case *lifecyclev1.Request_ReleaseOrphans:
 		// The fake has no reconciler: nothing is held, nothing to write.
 		return 0, 0, nil
 	}
 	return 0, 0, fail(codes.Unimplemented, "operation %T not supported by the fake", req.GetOp())
+}
+
+// putGroup creates or replaces a group with lifecycle's rules: groups from
+// the configuration file are refused, a replace keeps the runtime target
+// (clamped into the new bounds), and the revision check is a
+// compare-and-set on the bucket.
+func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (groupsRev, instancesRev uint64, err error) {
+	if op.GetGroup() == nil {
+		return 0, 0, fail(codes.InvalidArgument, "no group")
+	}
+	g := proto.Clone(op.GetGroup()).(*statev1.NodeGroup)
+	g.Source = "api"
+	cur, err := r.group(ctx, g.GetId())
+	var oe *opError
+	exists := err == nil
+	if err != nil && (!errors.As(err, &oe) || oe.code != codes.NotFound) {
+		return 0, 0, err
+	}
+	switch {
+	case exists && cur.g.GetSource() == "config":
+		return 0, 0, fail(codes.FailedPrecondition, "node group %q is defined in the configuration file; change it there", g.GetId())
+	case exists && op.GetExpectedRevision() == 0 && !op.GetUpsert():
+		return 0, 0, fail(codes.AlreadyExists, "node group %q already exists", g.GetId())
+	case exists && op.GetExpectedRevision() != 0 && op.GetExpectedRevision() != cur.rev:
+		return 0, 0, fail(codes.Aborted, "node group %q changed: revision %d, expected %d", g.GetId(), cur.rev, op.GetExpectedRevision())
+	case !exists && op.GetExpectedRevision() != 0:
+		return 0, 0, fail(codes.NotFound, "node group %q not found", g.GetId())
+	}
+	if !exists {
+		g.UpdatedAt = timestamppb.Now()
+		b, _ := proto.Marshal(g)
+		rev, err := r.groups.Create(ctx, g.GetId(), b)
+		return rev, 0, err
+	}
+	g.TargetSize = min(max(cur.g.GetTargetSize(), g.GetMinSize()), g.GetMaxSize())
+	rev, err := r.saveGroup(ctx, groupRec{g: g, rev: cur.rev})
+	return rev, 0, err
+}
+
+// putCatalogEntry creates or replaces a catalog entry with lifecycle's
+// revision rules (compare-and-set on the bucket); entries from the
+// configuration file are refused.
+func (r *Responder) putCatalogEntry(ctx context.Context, op *lifecyclev1.PutCatalogEntry) (uint64, error) {
+	if op.GetEntry() == nil {
+		return 0, fail(codes.InvalidArgument, "no entry")
+	}
+	e := proto.Clone(op.GetEntry()).(*statev1.CatalogEntry)
+	key := catalogKey(e)
+	if key == "" {
+		return 0, fail(codes.InvalidArgument, "the entry holds no template, account or hook")
+	}
+	e.Source, e.UpdatedAt = "api", timestamppb.Now()
+	b, _ := proto.Marshal(e)
+	cur, err := r.catalog.Get(ctx, key)
+	exists := err == nil
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, err
+	}
+	if exists {
+		old := &statev1.CatalogEntry{}
+		if err := proto.Unmarshal(cur.Value(), old); err != nil {
+			return 0, err
+		}
+		switch {
+		case old.GetSource() == "config":
+			return 0, fail(codes.FailedPrecondition, "%s is defined in the configuration file; change it there", key)
+		case op.GetExpectedRevision() == 0 && !op.GetUpsert():
+			return 0, fail(codes.AlreadyExists, "%s already exists", key)
+		case op.GetExpectedRevision() != 0 && op.GetExpectedRevision() != cur.Revision():
+			return 0, fail(codes.Aborted, "%s changed: revision %d, expected %d", key, cur.Revision(), op.GetExpectedRevision())
+		}
+		return r.catalog.Update(ctx, key, b, cur.Revision())
+	}
+	if op.GetExpectedRevision() != 0 {
+		return 0, fail(codes.NotFound, "%s not found", key)
+	}
+	return r.catalog.Create(ctx, key, b)
 }

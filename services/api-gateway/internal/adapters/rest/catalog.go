@@ -267,11 +267,15 @@ func (h *handler) listTransitions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := TransitionList{Items: make([]TransitionEntry, 0, len(all))}
 	for _, v := range all {
-		t := v.Transition
-		out.Items = append(out.Items, TransitionEntry{
-			Instance: v.Instance, Group: v.Group,
-			Transition: Transition{From: stateName(t.GetFrom()), To: stateName(t.GetTo()), Reason: t.GetReason(), At: ts(t.GetAt())},
-		})
+		out.Items = append(out.Items, transitionJSON(v))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func transitionJSON(v app.TransitionView) TransitionEntry {
+	t := v.Transition
+	return TransitionEntry{
+		Instance: v.Instance, Group: v.Group,
+		Transition: Transition{From: stateName(t.GetFrom()), To: stateName(t.GetTo()), Reason: t.GetReason(), At: ts(t.GetAt())},
+	}
 }

@@ -160,6 +160,9 @@ type GroupList struct {
 
 // StatusView summarises the gateway's view.
 type StatusView struct {
+	// Role is what the caller's token may do: "read-only" or "admin" (the
+	// status page shows its write controls to admins only).
+	Role      string            `json:"role"`
 	Synced    bool              `json:"synced"`
 	Revisions map[string]uint64 `json:"revisions"`
 	Groups    []GroupStatus     `json:"groups"`

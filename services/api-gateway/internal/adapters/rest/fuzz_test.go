@@ -1,10 +1,12 @@
 package rest_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzAdminAPI sends arbitrary methods, paths, queries and bodies. The
@@ -38,6 +40,7 @@ func FuzzAdminAPI(f *testing.F) {
 		{"PUT", "/api/v1/hooks/join", `{"script":"kubeadm join","timeout":"5m","env":{"A":"b"},"onFailure":"BLOCK"}`},
 		{"DELETE", "/api/v1/templates/big", ""},
 		{"PUT", "/api/v1/nodegroups/by-name", `{"minSize":0,"maxSize":2,"instanceTemplate":{"name":"big"},"hooks":{"afterCreated":{"name":"join"}}}`},
+		{"GET", "/api/v1/watch?group=web", ""},
 	}
 	for _, s := range seeds {
 		for i, m := range methods {
@@ -57,7 +60,11 @@ func FuzzAdminAPI(f *testing.F) {
 				panic(p)
 			}
 		}()
-		req := httptest.NewRequest(methods[int(method)%len(methods)], path, strings.NewReader(body))
+		// The watch stream lasts until its client leaves: this one
+		// leaves after a second.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, methods[int(method)%len(methods)], path, strings.NewReader(body))
 		if tok := tokens[int(token)%len(tokens)]; tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
 		}

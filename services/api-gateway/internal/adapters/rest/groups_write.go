@@ -1,8 +1,6 @@
 package rest
 
 import (
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,18 +86,9 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/merge-patch+json") && !strings.HasPrefix(ct, "application/json") {
-		h.writeError(w, r, newError(http.StatusUnsupportedMediaType, domain.CodeInvalidArgument, "PATCH takes application/merge-patch+json"))
-		return
-	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readMergePatch(r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			h.writeError(w, r, newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes"))
-			return
-		}
-		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "reading body: "+err.Error()))
+		h.writeError(w, r, err)
 		return
 	}
 	cur, err := h.svc.Group(id)

@@ -296,7 +296,7 @@ func mergePatch(doc, patch any) any {
 }
 
 // applyPatch merges patch into base and decodes the result strictly.
-func applyPatch(base *GroupSpec, patch []byte) (*GroupSpec, error) {
+func applyPatch[T any](base *T, patch []byte) (*T, error) {
 	var p any
 	if err := json.Unmarshal(patch, &p); err != nil {
 		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "malformed JSON merge patch")
@@ -318,7 +318,7 @@ func applyPatch(base *GroupSpec, patch []byte) (*GroupSpec, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(merged))
 	dec.DisallowUnknownFields()
-	var out GroupSpec
+	var out T
 	if err := dec.Decode(&out); err != nil {
 		var typ *json.UnmarshalTypeError
 		if errors.As(err, &typ) {

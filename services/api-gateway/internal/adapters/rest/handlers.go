@@ -72,8 +72,13 @@ type ScaleRequest struct {
 }
 
 func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
+	rev, anyRev, present, err := ifMatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	var req ScaleRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err = decodeJSON(r, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -86,8 +91,28 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "id")
+	if present && !anyRev {
+		// Checked against the revision this gateway sees: lifecycle's
+		// SetTargetSize takes none. It stops a client that read the group
+		// (a form, an apply) from setting a target on a group changed
+		// since, not two scale calls racing each other.
+		cur, err := h.svc.Group(id)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if cur.Revision != rev {
+			h.writeError(w, r, newError(http.StatusPreconditionFailed, domain.CodeAborted,
+				fmt.Sprintf("node group %q changed: revision %d, expected %d", id, cur.Revision, rev)).with("header", "If-Match"))
+			return
+		}
+	}
 	g, err := h.svc.SetTargetSize(r.Context(), id, int32(*req.TargetSize))
 	if err != nil {
+		// A target the group's bounds refuse names the field.
+		if c := domain.CodeOf(err); c == domain.CodeInvalidArgument || c == domain.CodeOutOfRange {
+			err = newError(httpStatus(c), c, domain.MessageOf(err)).with("field", "targetSize")
+		}
 		h.writeError(w, r, err)
 		return
 	}
@@ -206,9 +231,10 @@ func (h *handler) releaseOrphans(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, orphanRelease{Released: true})
 }
 
-func (h *handler) status(w http.ResponseWriter, _ *http.Request) {
+func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 	st := h.svc.Status()
 	out := StatusView{
+		Role:      roleFrom(r).String(),
 		Synced:    st.Stats.GroupsSynced && st.Stats.InstancesSynced,
 		Revisions: map[string]uint64{"groups": st.Stats.GroupsRevision, "instances": st.Stats.InstancesRev},
 		Groups:    make([]GroupStatus, 0, len(st.Groups)),

@@ -44,13 +44,23 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with options set by mutate.
+func newFixtureWith(t testing.TB, mutate func(*rest.Options)) *fixture {
+	t.Helper()
 	f := &fixture{rm: app.NewReadModel(), lc: &natsreq.Fake{}}
 	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second, GPULabel: "gpu"}, nil)
 	auth, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{adminToken}, ReadOnlyTokens: []string{readOnlyToken}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.h = rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: 1024})
+	o := rest.Options{MaxBodyBytes: 1024}
+	if mutate != nil {
+		mutate(&o)
+	}
+	f.h = rest.NewHandler(svc, auth, o)
 	return f
 }
 

@@ -44,6 +44,21 @@ type Options struct {
 	// disables the limit. Past it a request gets 429 with Retry-After.
 	RateLimit float64
 	RateBurst int
+	// MaxWatchers bounds the open GET /watch streams (DefaultMaxWatchers
+	// when zero); past it a watch gets 429.
+	MaxWatchers int
+	// WatchBuffer is how many changes a watch stream may fall behind
+	// before it gets a fresh snapshot instead (DefaultWatchBuffer when
+	// zero).
+	WatchBuffer int
+	// WatchKeepalive is the interval of the streams' keepalive comments
+	// (DefaultWatchKeepalive when zero).
+	WatchKeepalive time.Duration
+	// Shutdown, closed when the server starts shutting down, makes the
+	// open watch streams send a bye event and end (so a graceful shutdown
+	// need not wait for their clients to leave). Register its closing with
+	// http.Server.RegisterOnShutdown.
+	Shutdown <-chan struct{}
 }
 
 type handler struct {
@@ -54,6 +69,12 @@ type handler struct {
 	metrics *metrics
 	secrets *sealed.Key
 	limiter *tokenLimiter
+
+	watchers       *watchers
+	watchBuffer    int
+	watchKeepalive time.Duration
+	watchMetrics   *watchMetrics
+	shutdown       <-chan struct{}
 }
 
 type metrics struct {
@@ -97,8 +118,19 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if o.MaxWatchers <= 0 {
+		o.MaxWatchers = DefaultMaxWatchers
+	}
+	if o.WatchBuffer <= 0 {
+		o.WatchBuffer = DefaultWatchBuffer
+	}
+	if o.WatchKeepalive <= 0 {
+		o.WatchKeepalive = DefaultWatchKeepalive
+	}
 	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry), secrets: o.SecretsKey,
-		limiter: newTokenLimiter(o.RateLimit, o.RateBurst)}
+		limiter:  newTokenLimiter(o.RateLimit, o.RateBurst),
+		watchers: &watchers{max: int64(o.MaxWatchers)}, watchBuffer: o.WatchBuffer, watchKeepalive: o.WatchKeepalive,
+		watchMetrics: newWatchMetrics(o.Registry), shutdown: o.Shutdown}
 
 	r := chi.NewRouter()
 	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)
@@ -125,6 +157,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Get("/templates", h.listTemplates)
 		r.Get("/templates/{name}", h.getTemplate)
 		r.Put("/templates/{name}", h.putTemplate)
+		r.Patch("/templates/{name}", h.patchTemplate)
 		r.Delete("/templates/{name}", h.deleteCatalog(app.KindTemplates))
 		r.Get("/accounts", h.listAccounts)
 		r.Get("/accounts/{name}", h.getAccount)
@@ -135,6 +168,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Put("/hooks/{name}", h.putHook)
 		r.Delete("/hooks/{name}", h.deleteCatalog(app.KindHooks))
 		r.Get("/transitions", h.listTransitions)
+		r.Get("/watch", h.watch) // watchRoute
 		r.Get("/status", h.status)
 		r.Get("/openapi.json", h.openAPI)
 	})
@@ -154,6 +188,10 @@ func Routes(hnd http.Handler) []Route {
 }
 
 type roleKey struct{}
+
+// reauthKey carries a func reporting whether the request's token is still
+// valid (tokens files are re-read): long streams check it now and then.
+type reauthKey struct{}
 
 func roleFrom(r *http.Request) Role {
 	role, _ := r.Context().Value(roleKey{}).(Role)
@@ -189,7 +227,9 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			h.writeError(w, r, newError(http.StatusForbidden, domain.CodePermissionDenied, "this token is read-only").with("role", role.String()))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
+		ctx := context.WithValue(r.Context(), roleKey{}, role)
+		ctx = context.WithValue(ctx, reauthKey{}, func() bool { return h.auth.Authenticate(token) != RoleNone })
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -240,6 +280,10 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (flushes and
+// deadlines of the watch stream).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {
 		s.status = http.StatusOK
@@ -274,7 +318,11 @@ func (h *handler) observe(next http.Handler) http.Handler {
 			span.SetName(method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		if route != watchRoute {
+			// A watch stream's duration is how long its client stayed,
+			// not latency: it would only fill the +Inf bucket.
+			h.metrics.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		}
 		h.metrics.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
 	})
 }

@@ -96,3 +96,26 @@ func TestHandler(t *testing.T) {
 		t.Errorf("redirect = %d %q", rec.Code, rec.Header().Get("Location"))
 	}
 }
+
+// Every request, writes included, goes through one fetch call that sends
+// the token in the Authorization header, to a URL relative to the page
+// (its own origin), with no cookies: nothing ambient a forged cross-site
+// request could use, and the token never in a URL.
+func TestRequestsCarryOnlyTheBearerHeader(t *testing.T) {
+	b, err := static.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := string(b)
+	if n := strings.Count(js, "fetch("); n != 1 {
+		t.Errorf("app.js calls fetch %d times, want once (in call)", n)
+	}
+	for _, want := range []string{"credentials: 'omit'", "new URL('../api/v1/' + path, location.href)", "Authorization: 'Bearer ' + token()", "headers['If-Match']"} {
+		if !strings.Contains(js, want) {
+			t.Errorf("app.js lacks %q", want)
+		}
+	}
+	if regexp.MustCompile(`[?&]token=|credentials: '(include|same-origin)'|XMLHttpRequest|\.sendBeacon`).MatchString(js) {
+		t.Error("app.js sends the token in a URL, with cookies, or outside call")
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
@@ -28,7 +29,7 @@ import (
 )
 
 // Provider is the name commands use for Tencent Cloud.
-const Provider = "tencentcloud"
+const Provider = cloudspec.Tencent
 
 // CVM API actions.
 const (
@@ -109,7 +110,7 @@ func New(o Options) *Cloud {
 // each retried failure are recorded on it.
 func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
 	ctx, span := telemetry.Tracer().Start(ctx, "cvm "+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("rpc.system", "tencentcloud"),
+		attribute.String("rpc.system", Provider),
 		attribute.String("rpc.service", "cvm"),
 		attribute.String("rpc.method", action),
 		attribute.String("cloud.provider", Provider),

@@ -1,5 +1,11 @@
 // nodesmith status page: reads the admin API with a bearer token kept in
-// this tab's sessionStorage and redraws every few seconds. Data only ever
+// this tab's sessionStorage and redraws every few seconds. With an admin
+// token (GET /status names the caller's role) it also edits node groups,
+// templates and accounts and retries or force-deletes instances: every
+// edit form keeps the ETag it was loaded with and sends it as If-Match, so
+// a change made by someone else meanwhile is refused (412), not
+// overwritten. Writes carry the token in the Authorization header (never
+// a cookie: no ambient credentials to forge requests with). Data only ever
 // reaches the page through textContent (never as HTML), and the page's
 // Content-Security-Policy allows no inline script or style.
 'use strict';
@@ -10,10 +16,22 @@
   const LIVE = ['PENDING', 'CREATING', 'CREATED', 'JOINED', 'RUNNING', 'PENDING_DELETION', 'DELETING'];
   const STATES = LIVE.concat(['DELETED']);
   const INSTANCE_LIMIT = 1000;
+  const CONFLICT = 'Not saved: it was changed by someone else since you opened it. Reload it to see the current version, then edit again.';
   const TRANSITION_LIMIT = 50;
 
   let timer = null;
   let paused = false;
+  // role is what the token may do, from GET /status: write controls are
+  // drawn for "admin" only (the API refuses writes from other tokens
+  // anyway).
+  let role = '';
+  // editing is the open edit form: {kind, id, form, etag, data}.
+  let editing = null;
+  // instancesByID is the last instance list, for the confirmation texts.
+  let instancesByID = new Map();
+
+  const isAdmin = () => role === 'admin';
+  const enc = encodeURIComponent;
 
   const $ = (id) => document.getElementById(id);
 
@@ -40,33 +58,57 @@
   const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
 
   class APIError extends Error {
-    constructor(status, message) {
+    constructor(status, message, field) {
       super(message);
       this.status = status;
+      this.field = field || '';
     }
   }
 
-  // The API lives next to /ui/, also behind a path prefix.
-  async function api(path) {
+  // call sends one request to the API next to /ui/ (also behind a path
+  // prefix: the URL is relative to the page, so always this origin) and
+  // returns {data, etag}. Errors become APIError with the body's message
+  // and the field (or header, or parameter) it names.
+  async function call(method, path, opts) {
+    const o = opts || {};
+    const headers = { Authorization: 'Bearer ' + token(), Accept: 'application/json' };
+    let body;
+    if (o.body !== undefined) {
+      headers['Content-Type'] = o.type || 'application/json';
+      body = JSON.stringify(o.body);
+    }
+    if (o.ifMatch) {
+      headers['If-Match'] = o.ifMatch;
+    }
     const resp = await fetch(new URL('../api/v1/' + path, location.href), {
-      headers: { Authorization: 'Bearer ' + token(), Accept: 'application/json' },
+      method: method,
+      headers: headers,
+      body: body,
       cache: 'no-store',
       credentials: 'omit',
       redirect: 'error',
     });
     if (!resp.ok) {
       let msg = resp.status + ' ' + resp.statusText;
+      let field = '';
       try {
-        const body = await resp.json();
-        if (body && body.message) {
-          msg = body.message;
+        const b = await resp.json();
+        if (b && b.message) {
+          msg = b.message;
         }
+        const d = (b && b.details) || {};
+        field = d.field || d.header || d.parameter || '';
       } catch (e) {
         // not JSON: keep the status line
       }
-      throw new APIError(resp.status, msg);
+      throw new APIError(resp.status, msg, String(field));
     }
-    return resp.json();
+    const data = resp.status === 204 ? null : await resp.json();
+    return { data: data, etag: resp.headers.get('ETag') || '' };
+  }
+
+  async function api(path) {
+    return (await call('GET', path)).data;
   }
 
   function el(tag, text, cls) {
@@ -95,6 +137,26 @@
     const td = el('td', n || 0, 'num');
     if (!n) {
       td.classList.add('zero');
+    }
+    return td;
+  }
+
+  // actionButton is a write control; one listener (start) handles them all,
+  // so redrawn rows need no wiring.
+  function actionButton(label, action, id, cls) {
+    const b = el('button', label, cls);
+    b.type = 'button';
+    b.dataset.action = action;
+    b.dataset.id = id;
+    return b;
+  }
+
+  function actionsCell(...buttons) {
+    const td = el('td', null, 'actions');
+    for (const b of buttons) {
+      if (b) {
+        td.appendChild(b);
+      }
     }
     return td;
   }
@@ -144,21 +206,35 @@
       const t = g.instanceTemplate || {};
       const tpl = [t.name, t.instanceType, t.zone || t.region].filter(Boolean).join(' · ');
       const counts = g.instances || {};
-      return row([
+      const cells = [
         el('td', g.id), num(g.minSize), num(g.maxSize), num(g.targetSize), el('td', tpl, 'wrap'),
         ...STATES.map((s) => num(counts[s])),
         num(failed[g.id]),
-      ], { group: g.id });
+      ];
+      if (isAdmin()) {
+        cells.push(actionsCell(actionButton('Edit', 'edit-group', g.id)));
+      }
+      return row(cells, { group: g.id });
     }));
   }
 
   function renderInstances(list) {
     const items = list.items;
-    fill('instances', items.map((i) => row([
-      el('td', i.id), el('td', i.group), stateCell(i.state), when(i.createdAt), when(i.stateSince),
-      el('td', i.nodeName || i.privateIP || ''), el('td', i.providerID),
-      el('td', i.lastError ? i.lastError.code : ''),
-    ], { instance: i.id })));
+    instancesByID = new Map(items.map((i) => [i.id, i]));
+    fill('instances', items.map((i) => {
+      const cells = [
+        el('td', i.id), el('td', i.group), stateCell(i.state), when(i.createdAt), when(i.stateSince),
+        el('td', i.nodeName || i.privateIP || ''), el('td', i.providerID),
+        el('td', i.lastError ? i.lastError.code : ''),
+      ];
+      if (isAdmin()) {
+        cells.push(actionsCell(
+          (i.creationFailed || i.nextRetryAt) ? actionButton('Retry', 'retry', i.id) : null,
+          actionButton('Force delete', 'force-delete', i.id, 'danger'),
+        ));
+      }
+      return row(cells, { instance: i.id });
+    }));
     $('instances-note').textContent = list.continue
       ? '(the first ' + items.length + ' live instances)'
       : '(' + items.length + ' live)';
@@ -170,6 +246,49 @@
       el('td', i.lastError.message, 'msg'), when(i.lastError.at),
     ], { instance: i.id })));
     $('errors-none').hidden = failing.length > 0;
+  }
+
+  function renderTemplates(list) {
+    fill('templates', list.items.map((t) => {
+      const cells = [
+        el('td', t.name), el('td', t.account), el('td', t.region), el('td', t.zone), el('td', t.instanceType),
+        el('td', t.hourlyPrice ? t.hourlyPrice : '', 'num'), el('td', (t.groups || []).join(', '), 'wrap'), el('td', t.source),
+      ];
+      if (isAdmin()) {
+        // Entries from the configuration file change there; inline
+        // templates change with their group.
+        cells.push(actionsCell(t.source === 'api' ? actionButton('Edit', 'edit-template', t.name) : null));
+      }
+      return row(cells, { template: t.name });
+    }));
+  }
+
+  function renderAccounts(list) {
+    fill('accounts', list.items.map((a) => {
+      const creds = a.credentials || {};
+      const cells = [
+        el('td', a.name), el('td', a.provider), el('td', (a.regions || []).join(', '), 'wrap'),
+        el('td', creds.stored ? 'stored (sealed)' : 'from the cloud adapter'),
+        el('td', (a.templates || []).join(', '), 'wrap'), el('td', (a.groups || []).join(', '), 'wrap'), el('td', a.source),
+      ];
+      if (isAdmin()) {
+        cells.push(actionsCell(a.source === 'api' ? actionButton('Edit', 'edit-account', a.name) : null));
+      }
+      return row(cells, { account: a.name });
+    }));
+  }
+
+  function renderRole() {
+    const admin = isAdmin();
+    document.body.dataset.role = role;
+    $('role').hidden = !admin;
+    $('role').textContent = admin ? 'admin' : '';
+    for (const th of document.querySelectorAll('th.admin')) {
+      th.hidden = !admin;
+    }
+    if (!admin) {
+      closeEditor();
+    }
   }
 
   function renderTransitions(list) {
@@ -214,6 +333,8 @@
   }
 
   function showLogin(message) {
+    role = '';
+    closeEditor();
     $('content').hidden = true;
     $('login').hidden = false;
     $('signout').hidden = true;
@@ -227,6 +348,365 @@
   function showError(message) {
     $('error').textContent = message;
     $('error').hidden = false;
+  }
+
+  // ---- writes (admin tokens only) ----
+
+  // notice reports the outcome of a write until the next one.
+  function notice(message, bad) {
+    $('notice').textContent = message || '';
+    $('notice').className = 'banner ' + (bad ? 'error' : 'ok');
+    $('notice').hidden = !message;
+  }
+
+  function formError(form, message, field) {
+    const p = form.querySelector('.form-error');
+    for (const i of form.querySelectorAll('.invalid')) {
+      i.classList.remove('invalid');
+      i.removeAttribute('aria-invalid');
+    }
+    p.hidden = !message;
+    p.textContent = message ? message + (field ? ' (field: ' + field + ')' : '') : '';
+    // The input the error names: "regions[0]" is the regions input,
+    // "instanceTemplate.zone" the zone input.
+    const name = field ? field.replace(/\[\d+\]$/, '').split('.').pop() : '';
+    const input = name && form.elements.namedItem(name);
+    if (input && input.classList) {
+      input.classList.add('invalid');
+      input.setAttribute('aria-invalid', 'true');
+    }
+  }
+
+  function closeEditor() {
+    editing = null;
+    opening++;
+    for (const f of document.querySelectorAll('form.edit')) {
+      f.hidden = true;
+      f.reset();
+      formError(f, '');
+      f.querySelector('[data-action="reload-editor"]').hidden = true;
+    }
+    $('editor').hidden = true;
+  }
+
+  const EDITORS = {
+    group: { form: 'group-form', path: (id) => 'nodegroups/' + enc(id), fill: fillGroup, save: saveGroup },
+    template: { form: 'template-form', path: (id) => 'templates/' + enc(id), fill: fillTemplate, save: saveTemplate },
+    account: { form: 'account-form', path: (id) => 'accounts/' + enc(id), fill: fillAccount, save: saveAccount },
+  };
+
+  // openEditor loads the entry afresh (its ETag is what the form's write
+  // is conditional on) and shows its form. Only the last one asked for
+  // opens, however the loads finish.
+  let opening = 0;
+
+  async function openEditor(kind, id) {
+    const ed = EDITORS[kind];
+    const ticket = ++opening;
+    notice('');
+    let r;
+    try {
+      r = await call('GET', ed.path(id));
+      if (!r.etag) {
+        throw new Error('the API gave no ETag, so a change could not be made conditional on it');
+      }
+    } catch (e) {
+      if (ticket === opening) {
+        notice('Could not load ' + kind + ' ' + id + ': ' + e.message, true);
+      }
+      return;
+    }
+    if (ticket !== opening) {
+      return;
+    }
+    closeEditor();
+    const form = $(ed.form);
+    editing = { kind: kind, id: id, form: form, etag: r.etag, data: r.data };
+    form.querySelector('[data-field="title"]').textContent = id;
+    ed.fill(form, editing.data);
+    form.hidden = false;
+    $('editor').hidden = false;
+    form.scrollIntoView({ block: 'nearest' });
+  }
+
+  function setValue(form, name, v) {
+    form.elements.namedItem(name).value = v === undefined || v === null ? '' : String(v);
+  }
+
+  function fillGroup(form, g) {
+    setValue(form, 'minSize', g.minSize);
+    setValue(form, 'maxSize', g.maxSize);
+    setValue(form, 'targetSize', g.targetSize);
+    const config = g.source === 'config';
+    form.elements.namedItem('minSize').disabled = config;
+    form.elements.namedItem('maxSize').disabled = config;
+    form.querySelector('[data-field="config-note"]').hidden = !config;
+  }
+
+  const TEMPLATE_TEXT = ['account', 'region', 'zone', 'instanceType', 'arch', 'os'];
+  const TEMPLATE_NUM = ['hourlyPrice', 'sshPort'];
+
+  function fillTemplate(form, t) {
+    for (const k of TEMPLATE_TEXT.concat(TEMPLATE_NUM)) {
+      setValue(form, k, t[k] || '');
+    }
+    setValue(form, 'parameters', '');
+    form.elements.namedItem('parameters').placeholder = t.hasParameters ? 'stored (not shown): leave empty to keep' : 'none stored';
+  }
+
+  function fillAccount(form, a) {
+    setValue(form, 'regions', (a.regions || []).join(', '));
+    setValue(form, 'secretId', '');
+    setValue(form, 'secretKey', '');
+    const c = a.credentials || {};
+    form.querySelector('[data-field="credentials"]').textContent = (a.provider || 'tencentcloud') + ' · credentials ' +
+      (c.stored ? 'stored in the catalog (sealed)' : 'from the cloud adapter (none stored here)');
+  }
+
+  // intField reads a whole number input; a bad one is a form error
+  // naming the field.
+  function intField(form, name) {
+    const s = form.elements.namedItem(name).value.trim();
+    const n = Number(s);
+    if (s === '' || !Number.isInteger(n) || n < 0) {
+      throw new APIError(0, name + ' must be a whole number, 0 or more', name);
+    }
+    return n;
+  }
+
+  // saveGroup changes the bounds (PATCH) and then the target (POST
+  // scale), each conditional on the ETag the form holds: the one it was
+  // loaded with, then the one the PATCH answered with.
+  async function saveGroup(form, ed) {
+    const g = ed.data;
+    const target = intField(form, 'targetSize');
+    const done = [];
+    if (g.source !== 'config') {
+      const min = intField(form, 'minSize');
+      const max = intField(form, 'maxSize');
+      if (min !== g.minSize || max !== g.maxSize) {
+        const r = await call('PATCH', 'nodegroups/' + enc(ed.id), {
+          body: { minSize: min, maxSize: max }, type: 'application/merge-patch+json', ifMatch: ed.etag,
+        });
+        ed.etag = r.etag;
+        ed.data = r.data;
+        done.push('bounds ' + min + '..' + max);
+      }
+    }
+    if (target !== ed.data.targetSize) {
+      try {
+        const r = await call('POST', 'nodegroups/' + enc(ed.id) + '/scale', { body: { targetSize: target }, ifMatch: ed.etag });
+        ed.etag = r.etag;
+        ed.data = r.data;
+      } catch (e) {
+        // The bounds may be saved already: say so with the error.
+        e.saved = done.join(', ');
+        throw e;
+      }
+      done.push('target ' + target);
+    }
+    return done.length ? 'Node group ' + ed.id + ': ' + done.join(', ') + '.' : 'Node group ' + ed.id + ': nothing changed.';
+  }
+
+  // saveTemplate sends a merge patch of the fields changed in the form:
+  // what the form cannot show (parameters, hook environment, secret
+  // parameters) stays as stored unless new parameters are given.
+  async function saveTemplate(form, ed) {
+    const t = ed.data;
+    const patch = {};
+    for (const k of TEMPLATE_TEXT) {
+      const v = form.elements.namedItem(k).value.trim();
+      if (v !== (t[k] || '')) {
+        patch[k] = v === '' ? null : v;
+      }
+    }
+    for (const k of TEMPLATE_NUM) {
+      const s = form.elements.namedItem(k).value.trim();
+      const v = s === '' ? 0 : Number(s);
+      if (!Number.isFinite(v) || v < 0) {
+        throw new APIError(0, k + ' must be a number, 0 or more', k);
+      }
+      if (v !== (t[k] || 0)) {
+        patch[k] = s === '' ? null : v;
+      }
+    }
+    const raw = form.elements.namedItem('parameters').value.trim();
+    if (raw !== '') {
+      let p;
+      try {
+        p = JSON.parse(raw);
+      } catch (e) {
+        throw new APIError(0, 'parameters must be a JSON object: ' + e.message, 'parameters');
+      }
+      if (!p || typeof p !== 'object' || Array.isArray(p)) {
+        throw new APIError(0, 'parameters must be a JSON object', 'parameters');
+      }
+      patch.parameters = p;
+    }
+    if (Object.keys(patch).length === 0) {
+      return 'Template ' + ed.id + ': nothing changed.';
+    }
+    const r = await call('PATCH', 'templates/' + enc(ed.id), { body: patch, type: 'application/merge-patch+json', ifMatch: ed.etag });
+    ed.etag = r.etag;
+    ed.data = r.data;
+    return 'Template ' + ed.id + ' saved.';
+  }
+
+  // sameOriginSecure: credentials leave the page only to its own origin
+  // (relative URL, CSP connect-src 'self'), and only over HTTPS unless
+  // the gateway is on this machine.
+  function sameOriginSecure() {
+    return location.protocol === 'https:' || ['localhost', '127.0.0.1', '[::1]'].includes(location.hostname);
+  }
+
+  // saveAccount replaces the account (PUT, conditional on the ETag). The
+  // stored credentials are never shown: empty fields keep them.
+  async function saveAccount(form, ed) {
+    const a = ed.data;
+    const regions = form.elements.namedItem('regions').value.split(',').map((r) => r.trim()).filter(Boolean);
+    const id = form.elements.namedItem('secretId').value.trim();
+    const key = form.elements.namedItem('secretKey').value.trim();
+    const body = { regions: regions };
+    if (a.provider) {
+      body.provider = a.provider;
+    }
+    if (id || key) {
+      if (!id || !key) {
+        throw new APIError(0, 'give both the secret id and the secret key to replace the credentials, or neither to keep them', id ? 'secretKey' : 'secretId');
+      }
+      if (!sameOriginSecure()) {
+        throw new APIError(0, 'credentials are sent over HTTPS only: open this page with https://', 'secretKey');
+      }
+      body.credentials = { secretId: id, secretKey: key };
+    }
+    const r = await call('PUT', 'accounts/' + enc(ed.id), { body: body, ifMatch: ed.etag });
+    ed.etag = r.etag;
+    ed.data = r.data;
+    return 'Account ' + ed.id + ' saved' + (body.credentials ? ' with new credentials.' : '.');
+  }
+
+  async function submitEditor(ev) {
+    ev.preventDefault();
+    const ed = editing;
+    if (!ed || ev.target !== ed.form) {
+      return;
+    }
+    const form = ed.form;
+    formError(form, '');
+    const buttons = form.querySelectorAll('button');
+    for (const b of buttons) {
+      b.disabled = true;
+    }
+    try {
+      const msg = await EDITORS[ed.kind].save(form, ed);
+      closeEditor();
+      notice(msg);
+      refresh();
+    } catch (e) {
+      const saved = e.saved ? 'Saved ' + e.saved + ', but the rest was not. ' : '';
+      if (!(e instanceof APIError)) {
+        formError(form, saved + 'Not saved: ' + e.message);
+      } else if (e.status === 412) {
+        formError(form, saved + CONFLICT + ' (' + e.message + ')');
+        form.querySelector('[data-action="reload-editor"]').hidden = false;
+        refresh(); // the tables show the other change now
+      } else if (e.status === 401) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        showLogin('The token was not accepted: ' + e.message);
+      } else {
+        formError(form, saved + 'Not saved: ' + e.message, e.field);
+      }
+    } finally {
+      for (const b of buttons) {
+        b.disabled = false;
+      }
+      // Secrets stay in the form no longer than one attempt.
+      if (form.id === 'account-form') {
+        setValue(form, 'secretId', '');
+        setValue(form, 'secretKey', '');
+      }
+    }
+  }
+
+  // confirmDialog asks in a modal dialog; it resolves true on OK. The
+  // buttons settle it directly (not the dialog's close event, which
+  // arrives later and could meet the next question).
+  let confirmResolve = null;
+
+  function confirmDialog(text, ok) {
+    settleConfirm(false);
+    $('confirm-text').textContent = text;
+    $('confirm-ok').textContent = ok;
+    return new Promise((resolve) => {
+      confirmResolve = resolve;
+      $('confirm').showModal();
+    });
+  }
+
+  function settleConfirm(answer) {
+    const resolve = confirmResolve;
+    confirmResolve = null;
+    if ($('confirm').open) {
+      $('confirm').close();
+    }
+    if (resolve) {
+      resolve(answer);
+    }
+  }
+
+  async function instanceAction(action, id) {
+    notice('');
+    const i = instancesByID.get(id) || { id: id };
+    try {
+      if (action === 'retry') {
+        await call('POST', 'instances/' + enc(id) + '/retry');
+        notice('Retry requested for instance ' + id + '.');
+      } else {
+        const cloud = i.cloudID ? 'cloud id ' + i.cloudID : 'no cloud VM recorded yet';
+        const ok = await confirmDialog('Force-delete instance ' + id + ' (' + cloud + ', group ' + (i.group || '?') + ')? ' +
+          'Its VM is terminated without the before-delete hook or draining the node.', 'Force delete ' + id);
+        if (!ok) {
+          return;
+        }
+        await call('DELETE', 'instances/' + enc(id));
+        notice('Force delete of instance ' + id + ' accepted.');
+      }
+    } catch (e) {
+      notice((action === 'retry' ? 'Retry of ' : 'Force delete of ') + id + ' failed: ' + e.message, true);
+      return;
+    }
+    refresh();
+  }
+
+  function onAction(ev) {
+    const b = ev.target.closest('button[data-action]');
+    if (!b) {
+      return;
+    }
+    const id = b.dataset.id || '';
+    switch (b.dataset.action) {
+      case 'edit-group':
+        openEditor('group', id);
+        break;
+      case 'edit-template':
+        openEditor('template', id);
+        break;
+      case 'edit-account':
+        openEditor('account', id);
+        break;
+      case 'close-editor':
+        closeEditor();
+        break;
+      case 'reload-editor':
+        if (editing) {
+          openEditor(editing.kind, editing.id);
+        }
+        break;
+      case 'retry':
+      case 'force-delete':
+        instanceAction(b.dataset.action, id);
+        break;
+    }
   }
 
   function schedule() {
@@ -252,16 +732,22 @@
       // /status answers even while the gateway loads; the others then
       // fail with 503, shown as an error until the next round.
       const status = await api('status');
+      role = status.role || '';
+      renderRole();
       renderStatus(status);
       renderOrphans(status);
-      const [groups, instances, transitions] = await Promise.all([
+      const [groups, instances, transitions, templates, accounts] = await Promise.all([
         api('nodegroups'),
         api('instances?limit=' + INSTANCE_LIMIT + '&state=' + LIVE.join(',')),
         api('transitions?limit=' + TRANSITION_LIMIT),
+        api('templates'),
+        api('accounts'),
       ]);
       renderGroups(groups, status);
       renderInstances(instances);
       renderTransitions(transitions);
+      renderTemplates(templates);
+      renderAccounts(accounts);
       $('content').hidden = false;
       $('error').hidden = true;
       $('refreshed').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · every ' + REFRESH_MS / 1000 + 's';
@@ -302,6 +788,18 @@
         clearTimeout(timer);
       } else {
         refresh();
+      }
+    });
+    document.addEventListener('click', onAction);
+    for (const f of document.querySelectorAll('form.edit')) {
+      f.addEventListener('submit', submitEditor);
+    }
+    $('confirm-ok').addEventListener('click', () => settleConfirm(true));
+    $('confirm-cancel').addEventListener('click', () => settleConfirm(false));
+    // Escape closes the dialog: that is a no.
+    $('confirm').addEventListener('close', () => {
+      if (!$('confirm').open) {
+        settleConfirm(false);
       }
     });
     document.addEventListener('visibilitychange', () => {

@@ -1,0 +1,127 @@
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// PATCH /templates/{name}: a JSON merge patch (RFC 7386) over the stored
+// template, write-only fields included. A client that can only read a
+// template (GET never shows its parameters, providerID template, hook
+// environment or secret parameters) can change what it sees without
+// dropping what it cannot see, which a PUT of what it read would do.
+
+// readMergePatch checks a PATCH's content type and reads its body.
+func readMergePatch(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/merge-patch+json") && !strings.HasPrefix(ct, "application/json") {
+		return nil, newError(http.StatusUnsupportedMediaType, domain.CodeInvalidArgument, "PATCH takes application/merge-patch+json")
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+		}
+		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "reading body: "+err.Error())
+	}
+	return body, nil
+}
+
+// templateSpecOf is the full spec of a stored template: the base a PATCH
+// merges into. It never leaves the process (sealed values stay tokens).
+func templateSpecOf(t *statev1.InstanceTemplate) *InstanceTemplateSpec {
+	spec := &InstanceTemplateSpec{
+		InstanceTemplate: templateJSON(t), ProviderIDTemplate: t.GetProviderIdTemplate(),
+		HookEnv: t.GetHookEnv(), SecretParameters: tokensJSON(t.GetSecretParameters()),
+	}
+	if p := t.GetParametersJson(); p != "" {
+		spec.Parameters = json.RawMessage(p)
+	}
+	return spec
+}
+
+// followPlacement makes a patch that changes zone or instanceType but not
+// the parameters carry the change into them: the stored parameters'
+// Placement.Zone and InstanceType are dropped so that templateParameters
+// fills them from the new values (instead of refusing the disagreement).
+func followPlacement(base *InstanceTemplateSpec, patch []byte) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(patch, &p) != nil || len(base.Parameters) == 0 {
+		return
+	}
+	if _, ok := p["parameters"]; ok {
+		return
+	}
+	_, zone := p["zone"]
+	_, itype := p["instanceType"]
+	if !zone && !itype {
+		return
+	}
+	var obj map[string]any
+	if json.Unmarshal(base.Parameters, &obj) != nil || obj == nil {
+		return
+	}
+	if placement, ok := obj["Placement"].(map[string]any); ok && zone {
+		delete(placement, "Zone")
+		if len(placement) == 0 {
+			delete(obj, "Placement")
+		}
+	}
+	if itype {
+		delete(obj, "InstanceType")
+	}
+	if b, err := json.Marshal(obj); err == nil {
+		base.Parameters = b
+	}
+}
+
+func (h *handler) patchTemplate(w http.ResponseWriter, r *http.Request) {
+	name, err := catalogNameParam(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rev, _, _, err := ifMatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	body, err := readMergePatch(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	cur, ok := h.svc.CatalogEntry(app.KindTemplates, name)
+	if !ok || cur.Entry.GetTemplate() == nil {
+		h.writeError(w, r, newError(http.StatusNotFound, domain.CodeNotFound, "instance template "+strconv.Quote(name)+" is not in the catalog (templates defined inline in a group change with the group)"))
+		return
+	}
+	if rev == 0 {
+		rev = cur.Revision
+	}
+	base := templateSpecOf(cur.Entry.GetTemplate())
+	followPlacement(base, body)
+	spec, err := applyPatch(base, body)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	t, err := h.templateRecord(name, spec)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: t}}, rev, false, app.KindTemplates, name, func() (any, error) {
+		v, err := h.svc.Template(name)
+		return templateInfo(v), err
+	})
+}
