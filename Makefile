@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools tools/kube dev
+MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools tools/kube cmd/nodesmithctl dev
 SERVICES := api-gateway lifecycle cloud-adapter hook-runner
 
 BIN := $(CURDIR)/bin
@@ -41,10 +41,11 @@ nats-auth: ## regenerate deploy/kustomize/base/files/nats-authorization.conf (NA
 	cd libs && go run ./natsauth/cmd/nats-auth -out ../deploy/kustomize/base/files/nats-authorization.conf
 
 .PHONY: build
-build: ## build every service binary into ./bin
+build: ## build every service binary and nodesmithctl (static) into ./bin
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s ./cmd/$$s); done
 	cd dev && go build -o $(BIN)/nodesmith-dev ./cmd/nodesmith-dev
+	cd cmd/nodesmithctl && CGO_ENABLED=0 go build -trimpath -o $(BIN)/nodesmithctl .
 
 .PHONY: test
 test: test-deps kube-apiserver verify ## run every test with the race detector (installs what the tests need); one summary at the end

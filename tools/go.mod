@@ -8,6 +8,7 @@ require (
 	github.com/alibabacloud-go/tea v1.3.13
 	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.1.0
 	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm v1.1.0
+	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag v1.1.0
 	golang.org/x/crypto v0.58.0
 )
 

@@ -63,6 +63,7 @@ const (
 	SubjectCloudWatch     = SubjectCloudCommands + ".watch"
 	SubjectCloudTerminate = SubjectCloudCommands + ".terminate"
 	SubjectCloudInventory = SubjectCloudCommands + ".inventory"
+	SubjectCloudTag       = SubjectCloudCommands + ".tag"
 	SubjectHookRun        = SubjectHookCommands + ".run"
 
 	SubjectCloudCreated         = SubjectCloudEvents + ".created"
@@ -71,6 +72,7 @@ const (
 	SubjectCloudTerminated      = SubjectCloudEvents + ".terminated"
 	SubjectCloudTerminateFailed = SubjectCloudEvents + ".terminate_failed"
 	SubjectCloudInventoryResult = SubjectCloudEvents + ".inventory"
+	SubjectCloudTagged          = SubjectCloudEvents + ".tagged"
 	SubjectHookResult           = SubjectHookEvents + ".result"
 )
 

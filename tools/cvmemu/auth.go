@@ -120,10 +120,10 @@ func (e *Emulator) verifySignature(r *http.Request, body []byte, timestamp int64
 		return "", errf(CodeAuthTokenFailure, "Temporary credentials (X-TC-Token) are not supported by the emulator.")
 	}
 	date := reqTime.UTC().Format("2006-01-02")
-	if auth.date != date || auth.service != Service {
+	if service := serviceOf(r.Header.Get("X-TC-Action")); auth.date != date || auth.service != service {
 		return "", errf(CodeAuthSignatureFailure,
 			"The provided credentials could not be validated: credential scope %s/%s does not match %s/%s.",
-			auth.date, auth.service, date, Service)
+			auth.date, auth.service, date, service)
 	}
 
 	// The documented canonical form lower-cases header values; the Go SDK
@@ -144,7 +144,7 @@ func (e *Emulator) verifySignature(r *http.Request, body []byte, timestamp int64
 	}
 	got := []byte(strings.ToLower(auth.signature))
 	for _, headers := range []string{exact.String(), lowered.String()} {
-		want := tc3Signature(secretKey, r.Method, r.URL, headers, auth.signedHeaders, payloadHash, timestamp, date)
+		want := tc3Signature(secretKey, auth.service, r.Method, r.URL, headers, auth.signedHeaders, payloadHash, timestamp, date)
 		if hmac.Equal([]byte(want), got) {
 			return auth.secretID, nil
 		}
@@ -154,7 +154,7 @@ func (e *Emulator) verifySignature(r *http.Request, body []byte, timestamp int64
 }
 
 // tc3Signature computes the hex TC3-HMAC-SHA256 signature of a request.
-func tc3Signature(secretKey, method string, u *url.URL, canonicalHeaders string, signedHeaders []string,
+func tc3Signature(secretKey, service, method string, u *url.URL, canonicalHeaders string, signedHeaders []string,
 	payloadHash string, timestamp int64, date string) string {
 	path := u.Path
 	if path == "" {
@@ -171,11 +171,11 @@ func tc3Signature(secretKey, method string, u *url.URL, canonicalHeaders string,
 	stringToSign := strings.Join([]string{
 		tc3Algorithm,
 		strconv.FormatInt(timestamp, 10),
-		date + "/" + Service + "/" + tc3RequestSuffix,
+		date + "/" + service + "/" + tc3RequestSuffix,
 		sha256Hex([]byte(canonicalRequest)),
 	}, "\n")
 	secretDate := hmacSHA256([]byte("TC3"+secretKey), date)
-	secretService := hmacSHA256(secretDate, Service)
+	secretService := hmacSHA256(secretDate, service)
 	secretSigning := hmacSHA256(secretService, tc3RequestSuffix)
 	return hex.EncodeToString(hmacSHA256(secretSigning, stringToSign))
 }

@@ -22,7 +22,7 @@ const (
 )
 
 // Actions lists every implemented action.
-var Actions = []string{ActionRunInstances, ActionDescribeInstances, ActionDescribeInstancesStatus, ActionTerminateInstances}
+var Actions = []string{ActionRunInstances, ActionDescribeInstances, ActionDescribeInstancesStatus, ActionTerminateInstances, ActionAttachResourcesTag}
 
 // Instance states, as in the real API's InstanceState field.
 const (

@@ -414,6 +414,7 @@ var cvmActions = map[string]actionFunc{
 	ActionDescribeInstances:       (*Emulator).describeInstances,
 	ActionDescribeInstancesStatus: (*Emulator).describeInstancesStatus,
 	ActionTerminateInstances:      (*Emulator).terminateInstances,
+	ActionAttachResourcesTag:      (*Emulator).attachResourcesTag,
 }
 
 func (f cvmFront) actions() map[string]actionFunc { return cvmActions }
@@ -451,8 +452,8 @@ func (f cvmFront) admit(w http.ResponseWriter, r *http.Request, reqID string) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	if v := r.Header.Get("X-TC-Version"); v != APIVersion {
-		return nil, errf(CodeNoSuchVersion, "The API version `%s` does not exist; the emulator serves %s.", v, APIVersion)
+	if v, want := r.Header.Get("X-TC-Version"), versionOf(r.Header.Get("X-TC-Action")); v != want {
+		return nil, errf(CodeNoSuchVersion, "The API version `%s` does not exist; the emulator serves %s.", v, want)
 	}
 	action := r.Header.Get("X-TC-Action")
 	if !slices.Contains(Actions, action) {

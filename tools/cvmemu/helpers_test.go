@@ -225,7 +225,7 @@ func sendRaw(t *testing.T, s *Server, r rawRequest) rawResponse {
 	if !r.noAuth {
 		date := time.Unix(r.timestamp, 0).UTC().Format("2006-01-02")
 		headers := "content-type:" + r.contentType + "\nhost:" + s.Endpoint() + "\n"
-		sig := tc3Signature(r.key, r.method, req.URL, headers, []string{"content-type", "host"},
+		sig := tc3Signature(r.key, Service, r.method, req.URL, headers, []string{"content-type", "host"},
 			sha256Hex([]byte(r.body)), r.timestamp, date)
 		req.Header.Set("Authorization", fmt.Sprintf("TC3-HMAC-SHA256 Credential=%s/%s/cvm/tc3_request, SignedHeaders=content-type;host, Signature=%s",
 			r.secretID, date, sig))

@@ -608,6 +608,88 @@ func (x *ListInventory) GetRequestId() string {
 	return ""
 }
 
+// TagInstances checks that VMs nodesmith did not create exist and, unless
+// check_only, tags each with cluster_id, its group and its instance id (an
+// explicit adoption: lifecycle writes the instance records before it asks
+// for the tags, so the reconciler never sees a tagged VM without a record).
+// A VM tagged with another cluster id is refused (code
+// InstanceNotInCluster) and left alone. Answered by one InstancesTagged.
+type TagInstances struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Target        *Target                `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	ClusterId     string                 `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Instances     []*InstanceRef         `protobuf:"bytes,4,rep,name=instances,proto3" json:"instances,omitempty"`
+	CheckOnly     bool                   `protobuf:"varint,5,opt,name=check_only,json=checkOnly,proto3" json:"check_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagInstances) Reset() {
+	*x = TagInstances{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagInstances) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagInstances) ProtoMessage() {}
+
+func (x *TagInstances) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagInstances.ProtoReflect.Descriptor instead.
+func (*TagInstances) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TagInstances) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *TagInstances) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *TagInstances) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *TagInstances) GetInstances() []*InstanceRef {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *TagInstances) GetCheckOnly() bool {
+	if x != nil {
+		return x.CheckOnly
+	}
+	return false
+}
+
 // Command is the envelope on the cloud command subjects.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -617,6 +699,7 @@ type Command struct {
 	//	*Command_Watch
 	//	*Command_Terminate
 	//	*Command_ListInventory
+	//	*Command_Tag
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -624,7 +707,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +719,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +732,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{6}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -695,6 +778,15 @@ func (x *Command) GetListInventory() *ListInventory {
 	return nil
 }
 
+func (x *Command) GetTag() *TagInstances {
+	if x != nil {
+		if x, ok := x.Body.(*Command_Tag); ok {
+			return x.Tag
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -715,6 +807,10 @@ type Command_ListInventory struct {
 	ListInventory *ListInventory `protobuf:"bytes,4,opt,name=list_inventory,json=listInventory,proto3,oneof"`
 }
 
+type Command_Tag struct {
+	Tag *TagInstances `protobuf:"bytes,5,opt,name=tag,proto3,oneof"`
+}
+
 func (*Command_Create) isCommand_Body() {}
 
 func (*Command_Watch) isCommand_Body() {}
@@ -722,6 +818,8 @@ func (*Command_Watch) isCommand_Body() {}
 func (*Command_Terminate) isCommand_Body() {}
 
 func (*Command_ListInventory) isCommand_Body() {}
+
+func (*Command_Tag) isCommand_Body() {}
 
 type CloudError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -735,7 +833,7 @@ type CloudError struct {
 
 func (x *CloudError) Reset() {
 	*x = CloudError{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +845,7 @@ func (x *CloudError) String() string {
 func (*CloudError) ProtoMessage() {}
 
 func (x *CloudError) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +858,7 @@ func (x *CloudError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudError.ProtoReflect.Descriptor instead.
 func (*CloudError) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{7}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CloudError) GetKind() ErrorKind {
@@ -795,7 +893,7 @@ type InstancesCreated struct {
 
 func (x *InstancesCreated) Reset() {
 	*x = InstancesCreated{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +905,7 @@ func (x *InstancesCreated) String() string {
 func (*InstancesCreated) ProtoMessage() {}
 
 func (x *InstancesCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +918,7 @@ func (x *InstancesCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesCreated.ProtoReflect.Descriptor instead.
 func (*InstancesCreated) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{8}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InstancesCreated) GetBatchId() string {
@@ -850,7 +948,7 @@ type CreateFailed struct {
 
 func (x *CreateFailed) Reset() {
 	*x = CreateFailed{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +960,7 @@ func (x *CreateFailed) String() string {
 func (*CreateFailed) ProtoMessage() {}
 
 func (x *CreateFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +973,7 @@ func (x *CreateFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFailed.ProtoReflect.Descriptor instead.
 func (*CreateFailed) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{9}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateFailed) GetBatchId() string {
@@ -913,7 +1011,7 @@ type InstanceObserved struct {
 
 func (x *InstanceObserved) Reset() {
 	*x = InstanceObserved{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1023,7 @@ func (x *InstanceObserved) String() string {
 func (*InstanceObserved) ProtoMessage() {}
 
 func (x *InstanceObserved) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1036,7 @@ func (x *InstanceObserved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceObserved.ProtoReflect.Descriptor instead.
 func (*InstanceObserved) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{10}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstanceObserved) GetInstance() *InstanceRef {
@@ -986,7 +1084,7 @@ type InstancesTerminated struct {
 
 func (x *InstancesTerminated) Reset() {
 	*x = InstancesTerminated{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1096,7 @@ func (x *InstancesTerminated) String() string {
 func (*InstancesTerminated) ProtoMessage() {}
 
 func (x *InstancesTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1109,7 @@ func (x *InstancesTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesTerminated.ProtoReflect.Descriptor instead.
 func (*InstancesTerminated) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{11}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InstancesTerminated) GetInstances() []*InstanceRef {
@@ -1032,7 +1130,7 @@ type TerminateFailed struct {
 
 func (x *TerminateFailed) Reset() {
 	*x = TerminateFailed{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1142,7 @@ func (x *TerminateFailed) String() string {
 func (*TerminateFailed) ProtoMessage() {}
 
 func (x *TerminateFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1155,7 @@ func (x *TerminateFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateFailed.ProtoReflect.Descriptor instead.
 func (*TerminateFailed) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{12}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TerminateFailed) GetInstances() []*InstanceRef {
@@ -1092,7 +1190,7 @@ type InventoryItem struct {
 
 func (x *InventoryItem) Reset() {
 	*x = InventoryItem{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1202,7 @@ func (x *InventoryItem) String() string {
 func (*InventoryItem) ProtoMessage() {}
 
 func (x *InventoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1215,7 @@ func (x *InventoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryItem.ProtoReflect.Descriptor instead.
 func (*InventoryItem) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{13}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InventoryItem) GetCloudId() string {
@@ -1189,7 +1287,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1299,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1312,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{14}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Inventory) GetRequestId() string {
@@ -1245,11 +1343,169 @@ func (x *Inventory) GetError() *CloudError {
 	return nil
 }
 
+// TagResult is the outcome for one VM of a TagInstances.
+type TagResult struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Instance *InstanceRef           `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// CLOUD_STATE_NOT_FOUND: no such VM.
+	State     CloudState `protobuf:"varint,2,opt,name=state,proto3,enum=nodesmith.cloud.v1.CloudState" json:"state,omitempty"`
+	PrivateIp string     `protobuf:"bytes,3,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
+	Zone      string     `protobuf:"bytes,4,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Set when the VM was refused or its tagging failed.
+	Error         *CloudError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagResult) Reset() {
+	*x = TagResult{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagResult) ProtoMessage() {}
+
+func (x *TagResult) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagResult.ProtoReflect.Descriptor instead.
+func (*TagResult) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TagResult) GetInstance() *InstanceRef {
+	if x != nil {
+		return x.Instance
+	}
+	return nil
+}
+
+func (x *TagResult) GetState() CloudState {
+	if x != nil {
+		return x.State
+	}
+	return CloudState_CLOUD_STATE_UNSPECIFIED
+}
+
+func (x *TagResult) GetPrivateIp() string {
+	if x != nil {
+		return x.PrivateIp
+	}
+	return ""
+}
+
+func (x *TagResult) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *TagResult) GetError() *CloudError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// InstancesTagged answers TagInstances. error is set when the whole call
+// failed (nothing is known about the VMs then).
+type InstancesTagged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Target        *Target                `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Results       []*TagResult           `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	Error         *CloudError            `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	CheckOnly     bool                   `protobuf:"varint,5,opt,name=check_only,json=checkOnly,proto3" json:"check_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstancesTagged) Reset() {
+	*x = InstancesTagged{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstancesTagged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstancesTagged) ProtoMessage() {}
+
+func (x *InstancesTagged) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstancesTagged.ProtoReflect.Descriptor instead.
+func (*InstancesTagged) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InstancesTagged) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *InstancesTagged) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *InstancesTagged) GetResults() []*TagResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *InstancesTagged) GetError() *CloudError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *InstancesTagged) GetCheckOnly() bool {
+	if x != nil {
+		return x.CheckOnly
+	}
+	return false
+}
+
 // Event is the envelope on the cloud event subjects.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Body:
 	//
+	//	*Event_Tagged
 	//	*Event_Created
 	//	*Event_CreateFailed
 	//	*Event_Observed
@@ -1263,7 +1519,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1531,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,12 +1544,21 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{15}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetBody() isEvent_Body {
 	if x != nil {
 		return x.Body
+	}
+	return nil
+}
+
+func (x *Event) GetTagged() *InstancesTagged {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Tagged); ok {
+			return x.Tagged
+		}
 	}
 	return nil
 }
@@ -1356,6 +1621,10 @@ type isEvent_Body interface {
 	isEvent_Body()
 }
 
+type Event_Tagged struct {
+	Tagged *InstancesTagged `protobuf:"bytes,7,opt,name=tagged,proto3,oneof"`
+}
+
 type Event_Created struct {
 	Created *InstancesCreated `protobuf:"bytes,1,opt,name=created,proto3,oneof"`
 }
@@ -1379,6 +1648,8 @@ type Event_TerminateFailed struct {
 type Event_Inventory struct {
 	Inventory *Inventory `protobuf:"bytes,6,opt,name=inventory,proto3,oneof"`
 }
+
+func (*Event_Tagged) isEvent_Body() {}
 
 func (*Event_Created) isEvent_Body() {}
 
@@ -1438,12 +1709,22 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"\xa0\x02\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xde\x01\n" +
+	"\fTagInstances\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
+	"\x06target\x18\x02 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12=\n" +
+	"\tinstances\x18\x04 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x12\x1d\n" +
+	"\n" +
+	"check_only\x18\x05 \x01(\bR\tcheckOnly\"\xd6\x02\n" +
 	"\aCommand\x12=\n" +
 	"\x06create\x18\x01 \x01(\v2#.nodesmith.cloud.v1.CreateInstancesH\x00R\x06create\x12:\n" +
 	"\x05watch\x18\x02 \x01(\v2\".nodesmith.cloud.v1.WatchInstancesH\x00R\x05watch\x12F\n" +
 	"\tterminate\x18\x03 \x01(\v2&.nodesmith.cloud.v1.TerminateInstancesH\x00R\tterminate\x12J\n" +
-	"\x0elist_inventory\x18\x04 \x01(\v2!.nodesmith.cloud.v1.ListInventoryH\x00R\rlistInventoryB\x06\n" +
+	"\x0elist_inventory\x18\x04 \x01(\v2!.nodesmith.cloud.v1.ListInventoryH\x00R\rlistInventory\x124\n" +
+	"\x03tag\x18\x05 \x01(\v2 .nodesmith.cloud.v1.TagInstancesH\x00R\x03tagB\x06\n" +
 	"\x04body\"m\n" +
 	"\n" +
 	"CloudError\x121\n" +
@@ -1487,8 +1768,24 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
 	"\x06target\x18\x02 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x127\n" +
 	"\x05items\x18\x03 \x03(\v2!.nodesmith.cloud.v1.InventoryItemR\x05items\x124\n" +
-	"\x05error\x18\x04 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xba\x03\n" +
-	"\x05Event\x12@\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xe7\x01\n" +
+	"\tTagResult\x12;\n" +
+	"\binstance\x18\x01 \x01(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\binstance\x124\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1e.nodesmith.cloud.v1.CloudStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"private_ip\x18\x03 \x01(\tR\tprivateIp\x12\x12\n" +
+	"\x04zone\x18\x04 \x01(\tR\x04zone\x124\n" +
+	"\x05error\x18\x05 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xf2\x01\n" +
+	"\x0fInstancesTagged\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
+	"\x06target\x18\x02 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x127\n" +
+	"\aresults\x18\x03 \x03(\v2\x1d.nodesmith.cloud.v1.TagResultR\aresults\x124\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\x12\x1d\n" +
+	"\n" +
+	"check_only\x18\x05 \x01(\bR\tcheckOnly\"\xf9\x03\n" +
+	"\x05Event\x12=\n" +
+	"\x06tagged\x18\a \x01(\v2#.nodesmith.cloud.v1.InstancesTaggedH\x00R\x06tagged\x12@\n" +
 	"\acreated\x18\x01 \x01(\v2$.nodesmith.cloud.v1.InstancesCreatedH\x00R\acreated\x12G\n" +
 	"\rcreate_failed\x18\x02 \x01(\v2 .nodesmith.cloud.v1.CreateFailedH\x00R\fcreateFailed\x12B\n" +
 	"\bobserved\x18\x03 \x01(\v2$.nodesmith.cloud.v1.InstanceObservedH\x00R\bobserved\x12I\n" +
@@ -1529,7 +1826,7 @@ func file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_cloud_v1_cloud_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: nodesmith.cloud.v1.ErrorKind
 	(CloudState)(0),               // 1: nodesmith.cloud.v1.CloudState
@@ -1539,58 +1836,71 @@ var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(*WatchInstances)(nil),        // 5: nodesmith.cloud.v1.WatchInstances
 	(*TerminateInstances)(nil),    // 6: nodesmith.cloud.v1.TerminateInstances
 	(*ListInventory)(nil),         // 7: nodesmith.cloud.v1.ListInventory
-	(*Command)(nil),               // 8: nodesmith.cloud.v1.Command
-	(*CloudError)(nil),            // 9: nodesmith.cloud.v1.CloudError
-	(*InstancesCreated)(nil),      // 10: nodesmith.cloud.v1.InstancesCreated
-	(*CreateFailed)(nil),          // 11: nodesmith.cloud.v1.CreateFailed
-	(*InstanceObserved)(nil),      // 12: nodesmith.cloud.v1.InstanceObserved
-	(*InstancesTerminated)(nil),   // 13: nodesmith.cloud.v1.InstancesTerminated
-	(*TerminateFailed)(nil),       // 14: nodesmith.cloud.v1.TerminateFailed
-	(*InventoryItem)(nil),         // 15: nodesmith.cloud.v1.InventoryItem
-	(*Inventory)(nil),             // 16: nodesmith.cloud.v1.Inventory
-	(*Event)(nil),                 // 17: nodesmith.cloud.v1.Event
-	nil,                           // 18: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*TagInstances)(nil),          // 8: nodesmith.cloud.v1.TagInstances
+	(*Command)(nil),               // 9: nodesmith.cloud.v1.Command
+	(*CloudError)(nil),            // 10: nodesmith.cloud.v1.CloudError
+	(*InstancesCreated)(nil),      // 11: nodesmith.cloud.v1.InstancesCreated
+	(*CreateFailed)(nil),          // 12: nodesmith.cloud.v1.CreateFailed
+	(*InstanceObserved)(nil),      // 13: nodesmith.cloud.v1.InstanceObserved
+	(*InstancesTerminated)(nil),   // 14: nodesmith.cloud.v1.InstancesTerminated
+	(*TerminateFailed)(nil),       // 15: nodesmith.cloud.v1.TerminateFailed
+	(*InventoryItem)(nil),         // 16: nodesmith.cloud.v1.InventoryItem
+	(*Inventory)(nil),             // 17: nodesmith.cloud.v1.Inventory
+	(*TagResult)(nil),             // 18: nodesmith.cloud.v1.TagResult
+	(*InstancesTagged)(nil),       // 19: nodesmith.cloud.v1.InstancesTagged
+	(*Event)(nil),                 // 20: nodesmith.cloud.v1.Event
+	nil,                           // 21: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	2,  // 0: nodesmith.cloud.v1.CreateInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 1: nodesmith.cloud.v1.CreateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	18, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	21, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
 	2,  // 3: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 4: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
 	2,  // 5: nodesmith.cloud.v1.TerminateInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 6: nodesmith.cloud.v1.TerminateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
 	2,  // 7: nodesmith.cloud.v1.ListInventory.target:type_name -> nodesmith.cloud.v1.Target
-	4,  // 8: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
-	5,  // 9: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
-	6,  // 10: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
-	7,  // 11: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
-	0,  // 12: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
-	3,  // 13: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 14: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	9,  // 15: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 16: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
-	1,  // 17: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
-	19, // 18: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
-	3,  // 19: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 20: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	9,  // 21: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	1,  // 22: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
-	19, // 23: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 24: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
-	15, // 25: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
-	9,  // 26: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
-	10, // 27: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
-	11, // 28: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
-	12, // 29: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
-	13, // 30: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
-	14, // 31: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
-	16, // 32: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	2,  // 8: nodesmith.cloud.v1.TagInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 9: nodesmith.cloud.v1.TagInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	4,  // 10: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
+	5,  // 11: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
+	6,  // 12: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
+	7,  // 13: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
+	8,  // 14: nodesmith.cloud.v1.Command.tag:type_name -> nodesmith.cloud.v1.TagInstances
+	0,  // 15: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
+	3,  // 16: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 17: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	10, // 18: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 19: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 20: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
+	22, // 21: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
+	3,  // 22: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 23: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	10, // 24: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	1,  // 25: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
+	22, // 26: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 27: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
+	16, // 28: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
+	10, // 29: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 30: nodesmith.cloud.v1.TagResult.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 31: nodesmith.cloud.v1.TagResult.state:type_name -> nodesmith.cloud.v1.CloudState
+	10, // 32: nodesmith.cloud.v1.TagResult.error:type_name -> nodesmith.cloud.v1.CloudError
+	2,  // 33: nodesmith.cloud.v1.InstancesTagged.target:type_name -> nodesmith.cloud.v1.Target
+	18, // 34: nodesmith.cloud.v1.InstancesTagged.results:type_name -> nodesmith.cloud.v1.TagResult
+	10, // 35: nodesmith.cloud.v1.InstancesTagged.error:type_name -> nodesmith.cloud.v1.CloudError
+	19, // 36: nodesmith.cloud.v1.Event.tagged:type_name -> nodesmith.cloud.v1.InstancesTagged
+	11, // 37: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
+	12, // 38: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
+	13, // 39: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
+	14, // 40: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
+	15, // 41: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
+	17, // 42: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_cloud_v1_cloud_proto_init() }
@@ -1598,13 +1908,15 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 	if File_nodesmith_cloud_v1_cloud_proto != nil {
 		return
 	}
-	file_nodesmith_cloud_v1_cloud_proto_msgTypes[6].OneofWrappers = []any{
+	file_nodesmith_cloud_v1_cloud_proto_msgTypes[7].OneofWrappers = []any{
 		(*Command_Create)(nil),
 		(*Command_Watch)(nil),
 		(*Command_Terminate)(nil),
 		(*Command_ListInventory)(nil),
+		(*Command_Tag)(nil),
 	}
-	file_nodesmith_cloud_v1_cloud_proto_msgTypes[15].OneofWrappers = []any{
+	file_nodesmith_cloud_v1_cloud_proto_msgTypes[18].OneofWrappers = []any{
+		(*Event_Tagged)(nil),
 		(*Event_Created)(nil),
 		(*Event_CreateFailed)(nil),
 		(*Event_Observed)(nil),
@@ -1618,7 +1930,7 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_cloud_v1_cloud_proto_rawDesc), len(file_nodesmith_cloud_v1_cloud_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -133,6 +133,61 @@ func (InstanceAction_Action) EnumDescriptor() ([]byte, []int) {
 	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{7, 0}
 }
 
+type AdoptOutcome_Result int32
+
+const (
+	AdoptOutcome_RESULT_UNSPECIFIED AdoptOutcome_Result = 0
+	// Adopted now (dry run: would be adopted).
+	AdoptOutcome_RESULT_ADOPTED AdoptOutcome_Result = 1
+	// An instance of this group already owns the VM.
+	AdoptOutcome_RESULT_ALREADY_ADOPTED AdoptOutcome_Result = 2
+	// Not adopted: see message.
+	AdoptOutcome_RESULT_REFUSED AdoptOutcome_Result = 3
+)
+
+// Enum value maps for AdoptOutcome_Result.
+var (
+	AdoptOutcome_Result_name = map[int32]string{
+		0: "RESULT_UNSPECIFIED",
+		1: "RESULT_ADOPTED",
+		2: "RESULT_ALREADY_ADOPTED",
+		3: "RESULT_REFUSED",
+	}
+	AdoptOutcome_Result_value = map[string]int32{
+		"RESULT_UNSPECIFIED":     0,
+		"RESULT_ADOPTED":         1,
+		"RESULT_ALREADY_ADOPTED": 2,
+		"RESULT_REFUSED":         3,
+	}
+)
+
+func (x AdoptOutcome_Result) Enum() *AdoptOutcome_Result {
+	p := new(AdoptOutcome_Result)
+	*p = x
+	return p
+}
+
+func (x AdoptOutcome_Result) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AdoptOutcome_Result) Descriptor() protoreflect.EnumDescriptor {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[2].Descriptor()
+}
+
+func (AdoptOutcome_Result) Type() protoreflect.EnumType {
+	return &file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes[2]
+}
+
+func (x AdoptOutcome_Result) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AdoptOutcome_Result.Descriptor instead.
+func (AdoptOutcome_Result) EnumDescriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{13, 0}
+}
+
 type IncreaseSize struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -747,6 +802,211 @@ func (*ReleaseOrphans) Descriptor() ([]byte, []int) {
 	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{10}
 }
 
+// AdoptVMs hands running VMs that nodesmith did not create (those of the
+// prototype, say) to a group: for each VM that no instance owns yet, it
+// checks that the VM exists in the cloud, writes its record in Running,
+// raises the group's target by one and tags the VM with the cluster's tags.
+// Refused as a whole (OutOfRange) when the new VMs would take the target
+// beyond the group's max size. Idempotent: a VM already owned is reported,
+// never adopted twice. Nothing is created or terminated. With dry_run,
+// nothing is written: the reply is the plan.
+type AdoptVMs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Vms           []*AdoptVM             `protobuf:"bytes,2,rep,name=vms,proto3" json:"vms,omitempty"`
+	DryRun        bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptVMs) Reset() {
+	*x = AdoptVMs{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptVMs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptVMs) ProtoMessage() {}
+
+func (x *AdoptVMs) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptVMs.ProtoReflect.Descriptor instead.
+func (*AdoptVMs) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AdoptVMs) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *AdoptVMs) GetVms() []*AdoptVM {
+	if x != nil {
+		return x.Vms
+	}
+	return nil
+}
+
+func (x *AdoptVMs) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type AdoptVM struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CloudId       string                 `protobuf:"bytes,1,opt,name=cloud_id,json=cloudId,proto3" json:"cloud_id,omitempty"`
+	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	ProviderId    string                 `protobuf:"bytes,3,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	PrivateIp     string                 `protobuf:"bytes,4,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptVM) Reset() {
+	*x = AdoptVM{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptVM) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptVM) ProtoMessage() {}
+
+func (x *AdoptVM) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptVM.ProtoReflect.Descriptor instead.
+func (*AdoptVM) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AdoptVM) GetCloudId() string {
+	if x != nil {
+		return x.CloudId
+	}
+	return ""
+}
+
+func (x *AdoptVM) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *AdoptVM) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *AdoptVM) GetPrivateIp() string {
+	if x != nil {
+		return x.PrivateIp
+	}
+	return ""
+}
+
+// AdoptOutcome is what AdoptVMs did (or, for a dry run, would do) with one VM.
+type AdoptOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Vm            *AdoptVM               `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
+	Result        AdoptOutcome_Result    `protobuf:"varint,2,opt,name=result,proto3,enum=nodesmith.lifecycle.v1.AdoptOutcome_Result" json:"result,omitempty"`
+	InstanceId    string                 `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptOutcome) Reset() {
+	*x = AdoptOutcome{}
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptOutcome) ProtoMessage() {}
+
+func (x *AdoptOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptOutcome.ProtoReflect.Descriptor instead.
+func (*AdoptOutcome) Descriptor() ([]byte, []int) {
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AdoptOutcome) GetVm() *AdoptVM {
+	if x != nil {
+		return x.Vm
+	}
+	return nil
+}
+
+func (x *AdoptOutcome) GetResult() AdoptOutcome_Result {
+	if x != nil {
+		return x.Result
+	}
+	return AdoptOutcome_RESULT_UNSPECIFIED
+}
+
+func (x *AdoptOutcome) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *AdoptOutcome) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Op:
@@ -761,6 +1021,7 @@ type Request struct {
 	//	*Request_PutCatalogEntry
 	//	*Request_DeleteCatalogEntry
 	//	*Request_ReleaseOrphans
+	//	*Request_AdoptVms
 	Op isRequest_Op `protobuf_oneof:"op"`
 	// Identifies the caller's operation across retries: the same id on every
 	// attempt. Lifecycle applies an operation at most once per id (within a
@@ -774,7 +1035,7 @@ type Request struct {
 
 func (x *Request) Reset() {
 	*x = Request{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1047,7 @@ func (x *Request) String() string {
 func (*Request) ProtoMessage() {}
 
 func (x *Request) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1060,7 @@ func (x *Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Request.ProtoReflect.Descriptor instead.
 func (*Request) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{11}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Request) GetOp() isRequest_Op {
@@ -899,6 +1160,15 @@ func (x *Request) GetReleaseOrphans() *ReleaseOrphans {
 	return nil
 }
 
+func (x *Request) GetAdoptVms() *AdoptVMs {
+	if x != nil {
+		if x, ok := x.Op.(*Request_AdoptVms); ok {
+			return x.AdoptVms
+		}
+	}
+	return nil
+}
+
 func (x *Request) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
@@ -950,6 +1220,10 @@ type Request_ReleaseOrphans struct {
 	ReleaseOrphans *ReleaseOrphans `protobuf:"bytes,11,opt,name=release_orphans,json=releaseOrphans,proto3,oneof"`
 }
 
+type Request_AdoptVms struct {
+	AdoptVms *AdoptVMs `protobuf:"bytes,12,opt,name=adopt_vms,json=adoptVms,proto3,oneof"`
+}
+
 func (*Request_IncreaseSize) isRequest_Op() {}
 
 func (*Request_DecreaseTargetSize) isRequest_Op() {}
@@ -970,6 +1244,8 @@ func (*Request_DeleteCatalogEntry) isRequest_Op() {}
 
 func (*Request_ReleaseOrphans) isRequest_Op() {}
 
+func (*Request_AdoptVms) isRequest_Op() {}
+
 // Status is an error in gRPC terms: code is a google.golang.org/grpc/codes value.
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -981,7 +1257,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1269,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[12]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1282,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{12}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Status) GetCode() int32 {
@@ -1035,13 +1311,15 @@ type Reply struct {
 	Error *Status `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// Revision written in the catalog bucket (0 = nothing written there).
 	CatalogRevision uint64 `protobuf:"varint,4,opt,name=catalog_revision,json=catalogRevision,proto3" json:"catalog_revision,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// AdoptVMs: one outcome per VM of the request, in its order.
+	Adopted       []*AdoptOutcome `protobuf:"bytes,5,rep,name=adopted,proto3" json:"adopted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1331,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[13]
+	mi := &file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1344,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{13}
+	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reply) GetGroupsRevision() uint64 {
@@ -1095,6 +1373,13 @@ func (x *Reply) GetCatalogRevision() uint64 {
 		return x.CatalogRevision
 	}
 	return 0
+}
+
+func (x *Reply) GetAdopted() []*AdoptOutcome {
+	if x != nil {
+		return x.Adopted
+	}
+	return nil
 }
 
 var File_nodesmith_lifecycle_v1_lifecycle_proto protoreflect.FileDescriptor
@@ -1151,7 +1436,29 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2#.nodesmith.lifecycle.v1.CatalogKindR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
 	"\x11expected_revision\x18\x03 \x01(\x04R\x10expectedRevision\"\x10\n" +
-	"\x0eReleaseOrphans\"\xde\x06\n" +
+	"\x0eReleaseOrphans\"l\n" +
+	"\bAdoptVMs\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x121\n" +
+	"\x03vms\x18\x02 \x03(\v2\x1f.nodesmith.lifecycle.v1.AdoptVMR\x03vms\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\x81\x01\n" +
+	"\aAdoptVM\x12\x19\n" +
+	"\bcloud_id\x18\x01 \x01(\tR\acloudId\x12\x1b\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x1f\n" +
+	"\vprovider_id\x18\x03 \x01(\tR\n" +
+	"providerId\x12\x1d\n" +
+	"\n" +
+	"private_ip\x18\x04 \x01(\tR\tprivateIp\"\xa5\x02\n" +
+	"\fAdoptOutcome\x12/\n" +
+	"\x02vm\x18\x01 \x01(\v2\x1f.nodesmith.lifecycle.v1.AdoptVMR\x02vm\x12C\n" +
+	"\x06result\x18\x02 \x01(\x0e2+.nodesmith.lifecycle.v1.AdoptOutcome.ResultR\x06result\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"d\n" +
+	"\x06Result\x12\x16\n" +
+	"\x12RESULT_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eRESULT_ADOPTED\x10\x01\x12\x1a\n" +
+	"\x16RESULT_ALREADY_ADOPTED\x10\x02\x12\x12\n" +
+	"\x0eRESULT_REFUSED\x10\x03\"\x9f\a\n" +
 	"\aRequest\x12K\n" +
 	"\rincrease_size\x18\x01 \x01(\v2$.nodesmith.lifecycle.v1.IncreaseSizeH\x00R\fincreaseSize\x12^\n" +
 	"\x14decrease_target_size\x18\x02 \x01(\v2*.nodesmith.lifecycle.v1.DecreaseTargetSizeH\x00R\x12decreaseTargetSize\x12H\n" +
@@ -1163,18 +1470,20 @@ const file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc = "" +
 	"\x11put_catalog_entry\x18\t \x01(\v2'.nodesmith.lifecycle.v1.PutCatalogEntryH\x00R\x0fputCatalogEntry\x12^\n" +
 	"\x14delete_catalog_entry\x18\n" +
 	" \x01(\v2*.nodesmith.lifecycle.v1.DeleteCatalogEntryH\x00R\x12deleteCatalogEntry\x12Q\n" +
-	"\x0frelease_orphans\x18\v \x01(\v2&.nodesmith.lifecycle.v1.ReleaseOrphansH\x00R\x0ereleaseOrphans\x12\x1d\n" +
+	"\x0frelease_orphans\x18\v \x01(\v2&.nodesmith.lifecycle.v1.ReleaseOrphansH\x00R\x0ereleaseOrphans\x12?\n" +
+	"\tadopt_vms\x18\f \x01(\v2 .nodesmith.lifecycle.v1.AdoptVMsH\x00R\badoptVms\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\b \x01(\tR\trequestIdB\x04\n" +
 	"\x02op\"6\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xc0\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x80\x02\n" +
 	"\x05Reply\x12'\n" +
 	"\x0fgroups_revision\x18\x01 \x01(\x04R\x0egroupsRevision\x12-\n" +
 	"\x12instances_revision\x18\x02 \x01(\x04R\x11instancesRevision\x124\n" +
 	"\x05error\x18\x03 \x01(\v2\x1e.nodesmith.lifecycle.v1.StatusR\x05error\x12)\n" +
-	"\x10catalog_revision\x18\x04 \x01(\x04R\x0fcatalogRevision*w\n" +
+	"\x10catalog_revision\x18\x04 \x01(\x04R\x0fcatalogRevision\x12>\n" +
+	"\aadopted\x18\x05 \x03(\v2$.nodesmith.lifecycle.v1.AdoptOutcomeR\aadopted*w\n" +
 	"\vCatalogKind\x12\x1c\n" +
 	"\x18CATALOG_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CATALOG_KIND_TEMPLATE\x10\x01\x12\x18\n" +
@@ -1193,54 +1502,63 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescGZIP() []byte {
 	return file_nodesmith_lifecycle_v1_lifecycle_proto_rawDescData
 }
 
-var file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_nodesmith_lifecycle_v1_lifecycle_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_nodesmith_lifecycle_v1_lifecycle_proto_goTypes = []any{
 	(CatalogKind)(0),           // 0: nodesmith.lifecycle.v1.CatalogKind
 	(InstanceAction_Action)(0), // 1: nodesmith.lifecycle.v1.InstanceAction.Action
-	(*IncreaseSize)(nil),       // 2: nodesmith.lifecycle.v1.IncreaseSize
-	(*DecreaseTargetSize)(nil), // 3: nodesmith.lifecycle.v1.DecreaseTargetSize
-	(*NodeRef)(nil),            // 4: nodesmith.lifecycle.v1.NodeRef
-	(*DeleteNodes)(nil),        // 5: nodesmith.lifecycle.v1.DeleteNodes
-	(*PutGroup)(nil),           // 6: nodesmith.lifecycle.v1.PutGroup
-	(*DeleteGroup)(nil),        // 7: nodesmith.lifecycle.v1.DeleteGroup
-	(*SetTargetSize)(nil),      // 8: nodesmith.lifecycle.v1.SetTargetSize
-	(*InstanceAction)(nil),     // 9: nodesmith.lifecycle.v1.InstanceAction
-	(*PutCatalogEntry)(nil),    // 10: nodesmith.lifecycle.v1.PutCatalogEntry
-	(*DeleteCatalogEntry)(nil), // 11: nodesmith.lifecycle.v1.DeleteCatalogEntry
-	(*ReleaseOrphans)(nil),     // 12: nodesmith.lifecycle.v1.ReleaseOrphans
-	(*Request)(nil),            // 13: nodesmith.lifecycle.v1.Request
-	(*Status)(nil),             // 14: nodesmith.lifecycle.v1.Status
-	(*Reply)(nil),              // 15: nodesmith.lifecycle.v1.Reply
-	nil,                        // 16: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	nil,                        // 17: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
-	(*v1.NodeGroup)(nil),       // 18: nodesmith.state.v1.NodeGroup
-	(*v1.CatalogEntry)(nil),    // 19: nodesmith.state.v1.CatalogEntry
+	(AdoptOutcome_Result)(0),   // 2: nodesmith.lifecycle.v1.AdoptOutcome.Result
+	(*IncreaseSize)(nil),       // 3: nodesmith.lifecycle.v1.IncreaseSize
+	(*DecreaseTargetSize)(nil), // 4: nodesmith.lifecycle.v1.DecreaseTargetSize
+	(*NodeRef)(nil),            // 5: nodesmith.lifecycle.v1.NodeRef
+	(*DeleteNodes)(nil),        // 6: nodesmith.lifecycle.v1.DeleteNodes
+	(*PutGroup)(nil),           // 7: nodesmith.lifecycle.v1.PutGroup
+	(*DeleteGroup)(nil),        // 8: nodesmith.lifecycle.v1.DeleteGroup
+	(*SetTargetSize)(nil),      // 9: nodesmith.lifecycle.v1.SetTargetSize
+	(*InstanceAction)(nil),     // 10: nodesmith.lifecycle.v1.InstanceAction
+	(*PutCatalogEntry)(nil),    // 11: nodesmith.lifecycle.v1.PutCatalogEntry
+	(*DeleteCatalogEntry)(nil), // 12: nodesmith.lifecycle.v1.DeleteCatalogEntry
+	(*ReleaseOrphans)(nil),     // 13: nodesmith.lifecycle.v1.ReleaseOrphans
+	(*AdoptVMs)(nil),           // 14: nodesmith.lifecycle.v1.AdoptVMs
+	(*AdoptVM)(nil),            // 15: nodesmith.lifecycle.v1.AdoptVM
+	(*AdoptOutcome)(nil),       // 16: nodesmith.lifecycle.v1.AdoptOutcome
+	(*Request)(nil),            // 17: nodesmith.lifecycle.v1.Request
+	(*Status)(nil),             // 18: nodesmith.lifecycle.v1.Status
+	(*Reply)(nil),              // 19: nodesmith.lifecycle.v1.Reply
+	nil,                        // 20: nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	nil,                        // 21: nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	(*v1.NodeGroup)(nil),       // 22: nodesmith.state.v1.NodeGroup
+	(*v1.CatalogEntry)(nil),    // 23: nodesmith.state.v1.CatalogEntry
 }
 var file_nodesmith_lifecycle_v1_lifecycle_proto_depIdxs = []int32{
-	16, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
-	17, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
-	4,  // 2: nodesmith.lifecycle.v1.DeleteNodes.nodes:type_name -> nodesmith.lifecycle.v1.NodeRef
-	18, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
+	20, // 0: nodesmith.lifecycle.v1.NodeRef.labels:type_name -> nodesmith.lifecycle.v1.NodeRef.LabelsEntry
+	21, // 1: nodesmith.lifecycle.v1.NodeRef.annotations:type_name -> nodesmith.lifecycle.v1.NodeRef.AnnotationsEntry
+	5,  // 2: nodesmith.lifecycle.v1.DeleteNodes.nodes:type_name -> nodesmith.lifecycle.v1.NodeRef
+	22, // 3: nodesmith.lifecycle.v1.PutGroup.group:type_name -> nodesmith.state.v1.NodeGroup
 	1,  // 4: nodesmith.lifecycle.v1.InstanceAction.action:type_name -> nodesmith.lifecycle.v1.InstanceAction.Action
-	19, // 5: nodesmith.lifecycle.v1.PutCatalogEntry.entry:type_name -> nodesmith.state.v1.CatalogEntry
+	23, // 5: nodesmith.lifecycle.v1.PutCatalogEntry.entry:type_name -> nodesmith.state.v1.CatalogEntry
 	0,  // 6: nodesmith.lifecycle.v1.DeleteCatalogEntry.kind:type_name -> nodesmith.lifecycle.v1.CatalogKind
-	2,  // 7: nodesmith.lifecycle.v1.Request.increase_size:type_name -> nodesmith.lifecycle.v1.IncreaseSize
-	3,  // 8: nodesmith.lifecycle.v1.Request.decrease_target_size:type_name -> nodesmith.lifecycle.v1.DecreaseTargetSize
-	5,  // 9: nodesmith.lifecycle.v1.Request.delete_nodes:type_name -> nodesmith.lifecycle.v1.DeleteNodes
-	6,  // 10: nodesmith.lifecycle.v1.Request.put_group:type_name -> nodesmith.lifecycle.v1.PutGroup
-	7,  // 11: nodesmith.lifecycle.v1.Request.delete_group:type_name -> nodesmith.lifecycle.v1.DeleteGroup
-	8,  // 12: nodesmith.lifecycle.v1.Request.set_target_size:type_name -> nodesmith.lifecycle.v1.SetTargetSize
-	9,  // 13: nodesmith.lifecycle.v1.Request.instance_action:type_name -> nodesmith.lifecycle.v1.InstanceAction
-	10, // 14: nodesmith.lifecycle.v1.Request.put_catalog_entry:type_name -> nodesmith.lifecycle.v1.PutCatalogEntry
-	11, // 15: nodesmith.lifecycle.v1.Request.delete_catalog_entry:type_name -> nodesmith.lifecycle.v1.DeleteCatalogEntry
-	12, // 16: nodesmith.lifecycle.v1.Request.release_orphans:type_name -> nodesmith.lifecycle.v1.ReleaseOrphans
-	14, // 17: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 7: nodesmith.lifecycle.v1.AdoptVMs.vms:type_name -> nodesmith.lifecycle.v1.AdoptVM
+	15, // 8: nodesmith.lifecycle.v1.AdoptOutcome.vm:type_name -> nodesmith.lifecycle.v1.AdoptVM
+	2,  // 9: nodesmith.lifecycle.v1.AdoptOutcome.result:type_name -> nodesmith.lifecycle.v1.AdoptOutcome.Result
+	3,  // 10: nodesmith.lifecycle.v1.Request.increase_size:type_name -> nodesmith.lifecycle.v1.IncreaseSize
+	4,  // 11: nodesmith.lifecycle.v1.Request.decrease_target_size:type_name -> nodesmith.lifecycle.v1.DecreaseTargetSize
+	6,  // 12: nodesmith.lifecycle.v1.Request.delete_nodes:type_name -> nodesmith.lifecycle.v1.DeleteNodes
+	7,  // 13: nodesmith.lifecycle.v1.Request.put_group:type_name -> nodesmith.lifecycle.v1.PutGroup
+	8,  // 14: nodesmith.lifecycle.v1.Request.delete_group:type_name -> nodesmith.lifecycle.v1.DeleteGroup
+	9,  // 15: nodesmith.lifecycle.v1.Request.set_target_size:type_name -> nodesmith.lifecycle.v1.SetTargetSize
+	10, // 16: nodesmith.lifecycle.v1.Request.instance_action:type_name -> nodesmith.lifecycle.v1.InstanceAction
+	11, // 17: nodesmith.lifecycle.v1.Request.put_catalog_entry:type_name -> nodesmith.lifecycle.v1.PutCatalogEntry
+	12, // 18: nodesmith.lifecycle.v1.Request.delete_catalog_entry:type_name -> nodesmith.lifecycle.v1.DeleteCatalogEntry
+	13, // 19: nodesmith.lifecycle.v1.Request.release_orphans:type_name -> nodesmith.lifecycle.v1.ReleaseOrphans
+	14, // 20: nodesmith.lifecycle.v1.Request.adopt_vms:type_name -> nodesmith.lifecycle.v1.AdoptVMs
+	18, // 21: nodesmith.lifecycle.v1.Reply.error:type_name -> nodesmith.lifecycle.v1.Status
+	16, // 22: nodesmith.lifecycle.v1.Reply.adopted:type_name -> nodesmith.lifecycle.v1.AdoptOutcome
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_lifecycle_v1_lifecycle_proto_init() }
@@ -1248,7 +1566,7 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 	if File_nodesmith_lifecycle_v1_lifecycle_proto != nil {
 		return
 	}
-	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[11].OneofWrappers = []any{
+	file_nodesmith_lifecycle_v1_lifecycle_proto_msgTypes[14].OneofWrappers = []any{
 		(*Request_IncreaseSize)(nil),
 		(*Request_DecreaseTargetSize)(nil),
 		(*Request_DeleteNodes)(nil),
@@ -1259,14 +1577,15 @@ func file_nodesmith_lifecycle_v1_lifecycle_proto_init() {
 		(*Request_PutCatalogEntry)(nil),
 		(*Request_DeleteCatalogEntry)(nil),
 		(*Request_ReleaseOrphans)(nil),
+		(*Request_AdoptVms)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc), len(file_nodesmith_lifecycle_v1_lifecycle_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   16,
+			NumEnums:      3,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

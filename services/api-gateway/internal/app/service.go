@@ -467,13 +467,38 @@ func (s *Service) ReleaseOrphans(ctx context.Context) error {
 	return err
 }
 
+// AdoptTimeout bounds an AdoptVMs request end to end: lifecycle asks the
+// cloud adapter about the VMs and then for their tags, and bounds its own
+// part with its --op-timeout (15s by default).
+const AdoptTimeout = 20 * time.Second
+
+// AdoptVMs hands running VMs nodesmith did not create to a group (or, with
+// dryRun, plans it) and returns the outcome per VM, in the request's
+// order. Refused as a whole when the new VMs would take the target beyond
+// the group's max size.
+func (s *Service) AdoptVMs(ctx context.Context, op *lifecyclev1.AdoptVMs) ([]*lifecyclev1.AdoptOutcome, error) {
+	if _, err := s.Group(op.GetGroup()); err != nil {
+		return nil, err
+	}
+	revs, err := s.doWithin(ctx, AdoptTimeout, &lifecyclev1.Request{Op: &lifecyclev1.Request_AdoptVms{AdoptVms: op}},
+		slog.String("op", "adopt_vms"), slog.String("group", op.GetGroup()), slog.Int("vms", len(op.GetVms())), slog.Bool("dry_run", op.GetDryRun()))
+	if err != nil {
+		return nil, err
+	}
+	return revs.Adopted, nil
+}
+
 // do runs one lifecycle operation within OpTimeout and waits until the
 // read model has applied what it wrote (read-your-writes).
 //
 // The request gets its request_id here, one per call (CA's or an
 // operator's), so the logs name the id every retry of it carries.
 func (s *Service) do(ctx context.Context, req *lifecyclev1.Request, attrs ...any) (ports.Revisions, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.OpTimeout)
+	return s.doWithin(ctx, s.cfg.OpTimeout, req, attrs...)
+}
+
+func (s *Service) doWithin(ctx context.Context, timeout time.Duration, req *lifecyclev1.Request, attrs ...any) (ports.Revisions, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if req.GetRequestId() == "" {
 		req.RequestId = rand.Text()

@@ -15,6 +15,8 @@ type Revisions struct {
 	Groups    uint64
 	Instances uint64
 	Catalog   uint64
+	// Adopted is an AdoptVMs answer: the outcome per VM.
+	Adopted []*lifecyclev1.AdoptOutcome
 }
 
 // Lifecycle performs state-changing operations on the lifecycle service,

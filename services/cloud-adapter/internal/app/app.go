@@ -121,6 +121,8 @@ func (s *Service) Handle(ctx context.Context, cmd *cloudv1.Command, d Delivery) 
 		return s.Terminate(ctx, b.Terminate, d)
 	case *cloudv1.Command_ListInventory:
 		return s.ListInventory(ctx, b.ListInventory, d)
+	case *cloudv1.Command_Tag:
+		return s.TagInstances(ctx, b.Tag, d)
 	default:
 		return fmt.Errorf("%w: command has no known body", ErrInvalidCommand)
 	}

@@ -70,3 +70,10 @@ func batchAttempt(refs []*cloudv1.InstanceRef) uint32 {
 	}
 	return a
 }
+
+func taggedID(requestID string, checkOnly bool) string {
+	if checkOnly {
+		return "tag_checked." + requestID
+	}
+	return "tagged." + requestID
+}

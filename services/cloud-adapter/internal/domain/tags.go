@@ -58,3 +58,14 @@ func MayTerminate(tags map[string]string, clusterID string, adopted bool) (bool,
 		return false, "the VM belongs to cluster " + got + " (tag " + TagCluster + ")"
 	}
 }
+
+// AdoptionTags returns the tags of a VM nodesmith adopted (one it did not
+// create): the cluster, its group and its instance, so the reconciler's
+// inventory lists it and maps it back to its record.
+func AdoptionTags(clusterID, group, instanceID string) []Tag {
+	return []Tag{
+		{Key: TagCluster, Value: clusterID},
+		{Key: TagGroup, Value: group},
+		{Key: TagInstance, Value: instanceID},
+	}
+}

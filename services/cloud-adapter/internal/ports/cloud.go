@@ -62,4 +62,14 @@ type Cloud interface {
 	// ListByTag returns every VM tagged with domain.TagCluster = clusterID,
 	// paging through the cloud's listing. Errors as for Describe.
 	ListByTag(ctx context.Context, t Target, clusterID string) ([]domain.Status, error)
+
+	// Tag sets tags on the existing VMs ids (at most MaxBatch): each key
+	// is added, or its value replaced; the VMs' other tags are left alone.
+	// Setting the same tags again is a no-op, so the call is idempotent.
+	// It is how nodesmith takes over VMs it did not create (an explicit
+	// adoption): the caller Describes the VMs first and tags only those
+	// that exist, so a VM missing from the cloud is an error of kind
+	// not-found (whether the others were tagged is then unknown: call
+	// again). Errors otherwise as for Describe.
+	Tag(ctx context.Context, t Target, ids []string, tags []domain.Tag) error
 }

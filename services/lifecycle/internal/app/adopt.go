@@ -144,28 +144,43 @@ func (a *App) adopt(ctx context.Context, ad adoption) {
 	if _, owned := a.byProvider[ad.node.ProviderID]; owned {
 		return
 	}
-	in := domain.NewAdoptedInstance(g.g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP, a.clock.Now())
-	rev, err := a.store.CreateInstance(ctx, in)
+	in, _, err := a.recordAdoptedLocked(ctx, g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP)
 	if err != nil {
-		// A conflict is our own earlier attempt (or another leader's): the
-		// refreshed record owns the Node now.
-		a.refreshInstLocked(ctx, in.Group, in.ID)
 		log.Warn("recording an adopted node failed", "err", err)
 		return
 	}
-	a.setInstLocked(in, rev)
-	a.noteInstanceRecordLocked(ctx)
 	delete(a.adoptReported, ad.node.Name)
-	var revs Revisions
-	if err := a.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {
-		// The instance is recorded (Running instances above the target are
-		// left alone); the target stays one short until the next change.
-		log.Error("raising the target for an adopted node failed", "err", err)
-	}
-	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted", Cause: "adopted"})
 	log.Info("existing node adopted", "cloud_id", ad.cloudID, "target", g.g.TargetSize)
 	if a.notify != nil {
 		a.notify.Notify(ports.Notice{Node: ad.node.Name, Reason: ReasonAdopted,
 			Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s)", in.Group, in.ID, ad.cloudID)})
 	}
+}
+
+// recordAdoptedLocked is the one place an adoption is recorded (a Node
+// the group recognises, adopt above, or a VM an operator hands over,
+// AdoptVMs): the Running record (its id derived from the providerID, so a
+// retry after a partial failure finds it), then the group's target raised
+// by one, so the autoscaler's target counts it. The caller has checked
+// that no instance owns the VM and that the target is below the max size.
+// An error means nothing was recorded (a conflict refreshed the record:
+// our own earlier attempt, or another leader's, now owns the VM).
+func (a *App) recordAdoptedLocked(ctx context.Context, g *groupRec, nodeName, providerID, cloudID, privateIP string) (domain.Instance, Revisions, error) {
+	var revs Revisions
+	in := domain.NewAdoptedInstance(g.g, nodeName, providerID, cloudID, privateIP, a.clock.Now())
+	rev, err := a.store.CreateInstance(ctx, in)
+	if err != nil {
+		a.refreshInstLocked(ctx, in.Group, in.ID)
+		return in, revs, err
+	}
+	revs.inst(rev)
+	a.setInstLocked(in, rev)
+	a.noteInstanceRecordLocked(ctx)
+	if err := a.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {
+		// The instance is recorded (Running instances above the target are
+		// left alone); the target stays one short until the next change.
+		a.log.Error("raising the target for an adopted node failed", "group", g.g.ID, "instance", in.ID, "err", err)
+	}
+	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted", Cause: "adopted"})
+	return in, revs, nil
 }

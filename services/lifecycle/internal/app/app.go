@@ -236,6 +236,9 @@ type App struct {
 	adoptReported map[string]string
 	// cat is the catalog of named templates, accounts and hooks (catalog.go).
 	cat catalogState
+	// tagWaiters are the AdoptVMs waiting for the cloud adapter's answer,
+	// by request id (adopt_vms.go).
+	tagWaiters map[string]chan TagResult
 }
 
 type realClock struct{}

@@ -271,8 +271,35 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 		}
 		c.mu.Unlock()
 		return w.publishCloud(ctx, "inventory", &cloudv1.Event{Body: &cloudv1.Event_Inventory{Inventory: inv}})
+	case *cloudv1.Command_Tag:
+		return w.publishCloud(ctx, "tagged", &cloudv1.Event{Body: &cloudv1.Event_Tagged{Tagged: c.tag(b.Tag)}})
 	}
 	return worker.Permanent(fmt.Errorf("unknown command"))
+}
+
+// tag plays the cloud adapter's TagInstances: VMs that exist and carry no
+// other cluster's tag are tagged (unless check only).
+func (c *Cloud) tag(t *cloudv1.TagInstances) *cloudv1.InstancesTagged {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["tag"]++
+	out := &cloudv1.InstancesTagged{RequestId: t.GetRequestId(), Target: t.GetTarget(), CheckOnly: t.GetCheckOnly()}
+	for _, r := range t.GetInstances() {
+		res := &cloudv1.TagResult{Instance: r, State: cloudv1.CloudState_CLOUD_STATE_NOT_FOUND}
+		out.Results = append(out.Results, res)
+		vm, ok := c.vms[r.GetCloudId()]
+		switch {
+		case !ok || vm.State == cloudv1.CloudState_CLOUD_STATE_NOT_FOUND:
+			res.Error = &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_NOT_FOUND, Code: "InstanceNotFound"}
+			continue
+		case vm.Cluster != "" && vm.Cluster != t.GetClusterId():
+			res.Error = &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS, Code: "InstanceNotInCluster"}
+		case !t.GetCheckOnly():
+			vm.Cluster, vm.Group, vm.InstanceID, vm.Tagged = t.GetClusterId(), r.GetGroup(), r.GetInstanceId(), true
+		}
+		res.State, res.PrivateIp = vm.State, vm.IP
+	}
+	return out
 }
 
 // mayTerminate is the cloud adapter's rule: a VM tagged with the command's

@@ -79,6 +79,18 @@ type InventoryRequest struct {
 	ClusterID string
 }
 
+// TagCommand serves an explicit adoption (VMs nodesmith did not create):
+// the cloud adapter describes the VMs and, unless CheckOnly, tags those
+// that exist and carry no other cluster's tag with ClusterID, their group
+// and their instance id. It answers with one TagResult (RequestID).
+type TagCommand struct {
+	RequestID string
+	Target    Target
+	ClusterID string
+	Instances []InstanceRef
+	CheckOnly bool
+}
+
 // ErrCommandQueueFull is wrapped by a Commands error when the command queue
 // is at its limit (the command stream's MaxMsgs or MaxBytes) and refused
 // the command: nothing was stored, the commands already queued are kept,
@@ -96,4 +108,5 @@ type Commands interface {
 	Terminate(ctx context.Context, c TerminateCommand) error
 	RunHook(ctx context.Context, c HookCommand) error
 	ListInventory(ctx context.Context, r InventoryRequest) error
+	Tag(ctx context.Context, c TagCommand) error
 }

@@ -122,6 +122,13 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 		tracing.Inject(ctx, msg.Header)
 
 		actx, cancel := context.WithTimeout(ctx, c.opt.AttemptTimeout)
+		if _, adopt := req.GetOp().(*lifecyclev1.Request_AdoptVms); adopt {
+			// An adoption waits on the cloud adapter (twice): one attempt
+			// gets the caller's whole deadline rather than being repeated
+			// alongside itself.
+			cancel()
+			actx, cancel = context.WithCancel(ctx)
+		}
 		resp, err := c.nc.RequestMsgWithContext(actx, msg)
 		cancel()
 		if err == nil {
@@ -181,5 +188,6 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 		}
 		return ports.Revisions{}, &domain.Error{Code: code, Message: msg}
 	}
-	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision()}, nil
+	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision(),
+		Adopted: r.GetAdopted()}, nil
 }

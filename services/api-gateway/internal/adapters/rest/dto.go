@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -117,6 +118,9 @@ type Instance struct {
 	NextRetryAt    string     `json:"nextRetryAt,omitempty"`
 	LastError      *ErrorInfo `json:"lastError,omitempty"`
 	Revision       uint64     `json:"revision"`
+	// TraceID is the W3C trace id of the operation that created or
+	// released the instance (the trace its commands continue).
+	TraceID string `json:"traceID,omitempty"`
 
 	History        []Transition `json:"history,omitempty"`
 	HookOutputTail *string      `json:"hookOutputTail,omitempty"`
@@ -284,6 +288,7 @@ func instanceJSON(v app.InstanceView, detail bool) Instance {
 		CreationFailed: r.GetCreationFailed(), Released: r.GetReleased(), InFlight: r.GetInFlight(),
 		CreatedAt: ts(r.GetCreatedAt()), StateSince: ts(r.GetStateSince()), Deadline: ts(r.GetDeadline()),
 		NextRetryAt: ts(r.GetNextRetryAt()), Revision: v.Revision,
+		TraceID: traceID(r.GetTraceContext()["traceparent"]),
 	}
 	if e := r.GetLastError(); e != nil {
 		out.LastError = &ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: ts(e.GetAt())}
@@ -297,4 +302,14 @@ func instanceJSON(v app.InstanceView, detail bool) Instance {
 		out.HookOutputTail = &tail
 	}
 	return out
+}
+
+// traceID is the trace id of a W3C traceparent
+// ("00-<32 hex trace id>-<16 hex span id>-<flags>"), "" if malformed.
+func traceID(traceparent string) string {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) < 4 || len(parts[1]) != 32 || strings.Trim(parts[1], "0123456789abcdef") != "" || strings.Trim(parts[1], "0") == "" {
+		return ""
+	}
+	return parts[1]
 }

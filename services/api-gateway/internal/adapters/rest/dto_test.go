@@ -27,3 +27,19 @@ func TestInstanceJSONAdopted(t *testing.T) {
 		})
 	}
 }
+
+// The detail names the trace of the operation that created the instance
+// (from its W3C traceparent), and nothing for a malformed one.
+func TestInstanceTraceID(t *testing.T) {
+	for tp, want := range map[string]string{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": "4bf92f3577b34da6a3ce929d0e0e4736",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01": "",
+		"garbage": "",
+		"":        "",
+	} {
+		v := app.InstanceView{Record: &statev1.Instance{Id: "i", TraceContext: map[string]string{"traceparent": tp}}}
+		if got := instanceJSON(v, true).TraceID; got != want {
+			t.Errorf("traceparent %q: traceID %q, want %q", tp, got, want)
+		}
+	}
+}

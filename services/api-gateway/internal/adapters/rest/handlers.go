@@ -312,3 +312,28 @@ func timeJSON(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// deleteInstanceGracefully deletes one instance the way a Cluster
+// Autoscaler scale-down does (lifecycle's DeleteNodes): the group's target
+// drops by one and the instance goes through its before_delete hook (the
+// drain) before its VM is terminated. DELETE /instances/{id} is the forced
+// delete that skips the hook.
+func (h *handler) deleteInstanceGracefully(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	v, err := h.svc.Instance(id)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	node := app.NodeRef{ProviderID: v.ReportedID, Name: v.Record.GetNodeName()}
+	if err := h.svc.DeleteNodes(r.Context(), v.Group(), []app.NodeRef{node}); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "instance deleted gracefully by operator", "instance", id, "group", v.Group(), "role", roleFrom(r).String())
+	if v, err = h.svc.Instance(id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, forRole(instanceJSON(v, true), roleFrom(r)))
+}

@@ -27,6 +27,7 @@ const (
 	OpDescribe  Op = "Describe"
 	OpTerminate Op = "Terminate"
 	OpList      Op = "ListByTag"
+	OpTag       Op = "Tag"
 )
 
 // VM is one fake VM.
@@ -43,6 +44,7 @@ type Calls struct {
 	Describe  [][]string
 	Terminate [][]string
 	List      []string
+	Tag       [][]string
 }
 
 // Cloud is an in-memory ports.Cloud. It honours ClientTokens like a real
@@ -105,6 +107,7 @@ func (c *Cloud) Calls() Calls {
 		Describe:  slices.Clone(c.calls.Describe),
 		Terminate: slices.Clone(c.calls.Terminate),
 		List:      slices.Clone(c.calls.List),
+		Tag:       slices.Clone(c.calls.Tag),
 	}
 }
 
@@ -141,6 +144,22 @@ func (c *Cloud) SetTags(id string, tags map[string]string) {
 		if v.Tags == nil {
 			v.Tags = map[string]string{}
 		}
+	}
+}
+
+// Add makes a RUNNING VM with these tags in target, as something other
+// than nodesmith (the prototype, a console) would have created it.
+func (c *Cloud) Add(t ports.Target, id, ip string, tags map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	c.vms[id] = &VM{
+		Status: domain.Status{CloudID: id, State: domain.StateRunning, PrivateIP: ip, Zone: c.Zone,
+			CreatedAt: c.now().Add(time.Duration(c.seq)), Tags: maps.Clone(tags)},
+		Target: t,
+	}
+	if c.vms[id].Tags == nil {
+		c.vms[id].Tags = map[string]string{}
 	}
 }
 
@@ -300,4 +319,32 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 	}
 	slices.SortFunc(out, func(a, b domain.Status) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, nil
+}
+
+// Tag implements ports.Cloud: a VM that does not exist in t is a not-found
+// error, and then no VM is tagged.
+func (c *Cloud) Tag(ctx context.Context, t ports.Target, ids []string, tags []domain.Tag) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls.Tag = append(c.calls.Tag, slices.Clone(ids))
+	if err := c.popErr(OpTag); err != nil {
+		return err
+	}
+	if len(ids) > ports.MaxBatch {
+		return ports.NewInvalidParametersError("TooManyIds", fmt.Sprintf("%d ids", len(ids)))
+	}
+	for _, id := range ids {
+		if v, ok := c.vms[id]; !ok || v.Target != t {
+			return ports.NewCloudError(ports.ErrorKindNotFound, "ResourceNotFound", "no VM "+id)
+		}
+	}
+	for _, id := range ids {
+		for _, tag := range tags {
+			c.vms[id].Tags[tag.Key] = tag.Value
+		}
+	}
+	return nil
 }

@@ -41,6 +41,13 @@ func commandAttributes(cmd *cloudv1.Command) []attribute.KeyValue {
 		attrs = append(attrs,
 			attribute.String("nodesmith.cluster", l.GetClusterId()),
 			attribute.String("nodesmith.request", l.GetRequestId()))
+	case *cloudv1.Command_Tag:
+		c := b.Tag
+		kind, target, refs = "tag", c.GetTarget(), c.GetInstances()
+		attrs = append(attrs,
+			attribute.String("nodesmith.cluster", c.GetClusterId()),
+			attribute.String("nodesmith.request", c.GetRequestId()),
+			attribute.Bool("nodesmith.check_only", c.GetCheckOnly()))
 	default:
 		return []attribute.KeyValue{attribute.String("nodesmith.command", "unknown")}
 	}

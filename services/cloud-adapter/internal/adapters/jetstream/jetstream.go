@@ -32,6 +32,7 @@ const (
 	KindTerminated      = "terminated"
 	KindTerminateFailed = "terminate_failed"
 	KindInventory       = "inventory"
+	KindTagged          = "tagged"
 )
 
 // Kind returns the subject kind of ev, or "" for an empty event.
@@ -49,6 +50,8 @@ func Kind(ev *cloudv1.Event) string {
 		return KindTerminateFailed
 	case *cloudv1.Event_Inventory:
 		return KindInventory
+	case *cloudv1.Event_Tagged:
+		return KindTagged
 	default:
 		return ""
 	}

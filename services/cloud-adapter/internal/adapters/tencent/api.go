@@ -11,19 +11,34 @@ import (
 
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/profile"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
+	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-// API lists the only CVM calls the adapter makes, so tests can stand in
-// for the SDK and a reader sees the whole cloud surface at a glance.
+// API lists the only calls the adapter makes (CVM's, and the Tag
+// service's AttachResourcesTag for tagging existing VMs), so tests can
+// stand in for the SDK and a reader sees the whole cloud surface at a
+// glance.
 type API interface {
 	RunInstancesWithContext(ctx context.Context, req *cvm.RunInstancesRequest) (*cvm.RunInstancesResponse, error)
 	DescribeInstancesWithContext(ctx context.Context, req *cvm.DescribeInstancesRequest) (*cvm.DescribeInstancesResponse, error)
 	TerminateInstancesWithContext(ctx context.Context, req *cvm.TerminateInstancesRequest) (*cvm.TerminateInstancesResponse, error)
+	AttachResourcesTagWithContext(ctx context.Context, req *tag.AttachResourcesTagRequest) (*tag.AttachResourcesTagResponse, error)
 }
 
-var _ API = (*cvm.Client)(nil)
+// sdkClients is the SDK's CVM client with the Tag service's for one
+// account and region.
+type sdkClients struct {
+	*cvm.Client
+	tag *tag.Client
+}
+
+func (s *sdkClients) AttachResourcesTagWithContext(ctx context.Context, req *tag.AttachResourcesTagRequest) (*tag.AttachResourcesTagResponse, error) {
+	return s.tag.AttachResourcesTagWithContext(ctx, req)
+}
+
+var _ API = (*sdkClients)(nil)
 
 // ClientFunc returns the API for an account and region. Errors are
 // *ports.CloudError (auth when the account has no credentials).
@@ -49,7 +64,7 @@ type ClientOptions struct {
 type Clients struct {
 	o  ClientOptions
 	mu sync.Mutex
-	m  map[[2]string]*cvm.Client
+	m  map[[2]string]*sdkClients
 }
 
 // NewClients returns a client cache.
@@ -60,7 +75,7 @@ func NewClients(o ClientOptions) *Clients {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	return &Clients{o: o, m: map[[2]string]*cvm.Client{}}
+	return &Clients{o: o, m: map[[2]string]*sdkClients{}}
 }
 
 // Get implements ClientFunc.
@@ -88,13 +103,25 @@ func (c *Clients) Get(account, region string) (API, error) {
 	// also inject random ClientTokens, which must never happen.
 	cpf.NetworkFailureMaxRetries = 0
 	cpf.RateLimitExceededMaxRetries = 0
-	cl, err := cvm.NewClient(accountCredential{account: account, store: c.o.Credentials}, region, cpf)
+	cred := accountCredential{account: account, store: c.o.Credentials}
+	cl, err := cvm.NewClient(cred, region, cpf)
 	if err != nil {
 		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating CVM client for %s/%s: %v", account, region, err))
 	}
 	cl.WithHttpTransport(c.o.Transport)
-	c.m[k] = cl
-	return cl, nil
+	// The Tag service has its own host (tag.tencentcloudapi.com); an
+	// Endpoint override (the emulator) serves both.
+	tcpf := *cpf
+	tcpf.HttpProfile = profile.NewHttpProfile()
+	*tcpf.HttpProfile = *cpf.HttpProfile
+	tc, err := tag.NewClient(cred, region, &tcpf)
+	if err != nil {
+		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating Tag client for %s/%s: %v", account, region, err))
+	}
+	tc.WithHttpTransport(c.o.Transport)
+	both := &sdkClients{Client: cl, tag: tc}
+	c.m[k] = both
+	return both, nil
 }
 
 // accountCredential implements the SDK's CredentialIface by looking the

@@ -36,6 +36,8 @@ const (
 	ActionRunInstances       = "RunInstances"
 	ActionDescribeInstances  = "DescribeInstances"
 	ActionTerminateInstances = "TerminateInstances"
+	// ActionAttachResourcesTag is the Tag service's (tagging existing VMs).
+	ActionAttachResourcesTag = "AttachResourcesTag"
 )
 
 // DefaultLimits stay below Tencent's published per-account limits
@@ -46,6 +48,8 @@ func DefaultLimits() ratelimit.Limits {
 		ActionRunInstances:       {Rate: 8, Burst: 2},
 		ActionTerminateInstances: {Rate: 8, Burst: 2},
 		ActionDescribeInstances:  {Rate: 16, Burst: 4},
+		// The Tag service allows 20 requests a second.
+		ActionAttachResourcesTag: {Rate: 10, Burst: 2},
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
 	tcerr "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/errors"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
+	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -32,7 +33,18 @@ type stubAPI struct {
 	runs      []*cvm.RunInstancesRequest
 	describes []*cvm.DescribeInstancesRequest
 	terms     [][]string
+	tags      []*tag.AttachResourcesTagRequest
 	instances []*cvm.Instance // what DescribeInstances knows
+}
+
+func (s *stubAPI) AttachResourcesTagWithContext(_ context.Context, r *tag.AttachResourcesTagRequest) (*tag.AttachResourcesTagResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tags = append(s.tags, r)
+	if err := s.next(ActionAttachResourcesTag); err != nil {
+		return nil, err
+	}
+	return tag.NewAttachResourcesTagResponse(), nil
 }
 
 func (s *stubAPI) next(action string) error {

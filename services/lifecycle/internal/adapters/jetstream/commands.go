@@ -118,6 +118,15 @@ func (c *Commands) Terminate(ctx context.Context, cmd ports.TerminateCommand) er
 	return c.pub.Publish(ctx, messaging.SubjectCloudTerminate, "terminate."+setID(cmd.Instances), msg)
 }
 
+// Tag implements ports.Commands.
+func (c *Commands) Tag(ctx context.Context, cmd ports.TagCommand) error {
+	msg := &cloudv1.Command{Body: &cloudv1.Command_Tag{Tag: &cloudv1.TagInstances{
+		RequestId: cmd.RequestID, Target: target(cmd.Target), ClusterId: cmd.ClusterID,
+		Instances: refs(cmd.Instances), CheckOnly: cmd.CheckOnly,
+	}}}
+	return c.pub.Publish(ctx, messaging.SubjectCloudTag, "tag."+cmd.RequestID, msg)
+}
+
 // RunHook implements ports.Commands.
 func (c *Commands) RunHook(ctx context.Context, cmd ports.HookCommand) error {
 	msg := &hookv1.RunHook{

@@ -22,6 +22,7 @@ import (
 type EventSink interface {
 	HandleEvent(ctx context.Context, instanceID string, ev domain.Event) error
 	HandleInventory(ctx context.Context, inv app.Inventory) error
+	HandleTagged(ctx context.Context, r app.TagResult) error
 }
 
 // EventHandler returns the worker.Handler of the lifecycle consumer: it
@@ -90,6 +91,8 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 		})
 	case *cloudv1.Event_Inventory:
 		return sink.HandleInventory(ctx, inventory(b.Inventory))
+	case *cloudv1.Event_Tagged:
+		return sink.HandleTagged(ctx, tagResult(b.Tagged))
 	default:
 		return worker.Permanent(errors.New("cloud event without a body"))
 	}
@@ -116,6 +119,23 @@ func inventory(inv *cloudv1.Inventory) app.Inventory {
 			item.CreatedAt = it.GetCreatedAt().AsTime()
 		}
 		out.Items = append(out.Items, item)
+	}
+	return out
+}
+
+func tagResult(t *cloudv1.InstancesTagged) app.TagResult {
+	out := app.TagResult{RequestID: t.GetRequestId()}
+	if t.GetError() != nil {
+		e := cloudErr(t.GetError())
+		out.Err = &e
+	}
+	for _, r := range t.GetResults() {
+		vm := app.TagVMResult{CloudID: r.GetInstance().GetCloudId(), State: domain.CloudState(r.GetState()), PrivateIP: r.GetPrivateIp()}
+		if r.GetError() != nil {
+			e := cloudErr(r.GetError())
+			vm.Err = &e
+		}
+		out.Results = append(out.Results, vm)
 	}
 	return out
 }

@@ -112,6 +112,7 @@ type fakeOps struct {
 	put   app.PutGroupRequest
 	cput  app.PutCatalogRequest
 	cdel  domain.CatalogRef
+	adopt app.AdoptRequest
 	// once records the request ids and fingerprints Handle passed.
 	once [][2]string
 }
@@ -160,6 +161,39 @@ func (f *fakeOps) DeleteCatalogEntry(_ context.Context, ref domain.CatalogRef, _
 
 func (f *fakeOps) ReleaseOrphans(context.Context) (app.Revisions, error) {
 	return f.rec("ReleaseOrphans")
+}
+
+func (f *fakeOps) AdoptVMs(_ context.Context, req app.AdoptRequest) ([]app.AdoptOutcome, app.Revisions, error) {
+	f.calls = append(f.calls, "AdoptVMs")
+	f.adopt = req
+	var out []app.AdoptOutcome
+	for _, vm := range req.VMs {
+		out = append(out, app.AdoptOutcome{VM: vm, Result: app.AdoptAlready, InstanceID: "g1-x", Message: "m"})
+	}
+	return out, f.revs, f.err
+}
+
+// AdoptVMs is not run through Once (its reply carries the outcome per
+// VM) and its outcomes and errors travel in the reply.
+func TestHandleMapsAdoptVMs(t *testing.T) {
+	ops := &fakeOps{revs: app.Revisions{Groups: 4, Instances: 9}}
+	data, _ := proto.Marshal(&lifecyclev1.Request{RequestId: "r1", Op: &lifecyclev1.Request_AdoptVms{AdoptVms: &lifecyclev1.AdoptVMs{
+		Group: "g1", DryRun: true, Vms: []*lifecyclev1.AdoptVM{{CloudId: "ins-1", NodeName: "n1", ProviderId: "p1", PrivateIp: "10.0.0.1"}},
+	}}})
+	r := jsadapter.Handle(context.Background(), ops, data)
+	if r.GetError() != nil || r.GetGroupsRevision() != 4 || r.GetInstancesRevision() != 9 || len(r.GetAdopted()) != 1 {
+		t.Fatalf("reply %v", r)
+	}
+	if o := r.GetAdopted()[0]; o.GetResult() != lifecyclev1.AdoptOutcome_RESULT_ALREADY_ADOPTED || o.GetVm().GetCloudId() != "ins-1" || o.GetInstanceId() != "g1-x" {
+		t.Errorf("outcome %v", o)
+	}
+	if len(ops.once) != 0 || ops.adopt.Group != "g1" || !ops.adopt.DryRun || ops.adopt.VMs[0] != (app.AdoptVM{CloudID: "ins-1", NodeName: "n1", ProviderID: "p1", PrivateIP: "10.0.0.1"}) {
+		t.Errorf("once %v, request %+v", ops.once, ops.adopt)
+	}
+	ops.err = domain.Errorf(domain.CodeOutOfRange, "beyond max")
+	if r := jsadapter.Handle(context.Background(), ops, data); r.GetError().GetCode() != int32(codes.OutOfRange) {
+		t.Errorf("error reply %v", r)
+	}
 }
 
 func TestHandleMapsReleaseOrphans(t *testing.T) {
@@ -281,6 +315,34 @@ type sink struct {
 	events []domain.Event
 	ids    []string
 	inv    []app.Inventory
+	tagged []app.TagResult
+}
+
+func (s *sink) HandleTagged(_ context.Context, r app.TagResult) error {
+	s.tagged = append(s.tagged, r)
+	return nil
+}
+
+func TestHandleCloudEventTagged(t *testing.T) {
+	s := &sink{}
+	ev := &cloudv1.Event{Body: &cloudv1.Event_Tagged{Tagged: &cloudv1.InstancesTagged{RequestId: "adopt-1", Results: []*cloudv1.TagResult{
+		{Instance: &cloudv1.InstanceRef{CloudId: "ins-1"}, State: cloudv1.CloudState_CLOUD_STATE_RUNNING, PrivateIp: "10.0.0.2"},
+		{Instance: &cloudv1.InstanceRef{CloudId: "ins-2"}, State: cloudv1.CloudState_CLOUD_STATE_NOT_FOUND,
+			Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_NOT_FOUND, Code: "InstanceNotFound"}},
+	}}}}
+	if err := jsadapter.HandleCloudEvent(context.Background(), s, ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.tagged) != 1 || s.tagged[0].RequestID != "adopt-1" || len(s.tagged[0].Results) != 2 {
+		t.Fatalf("tagged %+v", s.tagged)
+	}
+	r0, r1 := s.tagged[0].Results[0], s.tagged[0].Results[1]
+	if r0.CloudID != "ins-1" || r0.State != domain.CloudRunning || r0.PrivateIP != "10.0.0.2" || r0.Err != nil {
+		t.Errorf("result 0 %+v", r0)
+	}
+	if r1.Err == nil || r1.Err.Kind != domain.ErrorKindNotFound || r1.State != domain.CloudNotFound {
+		t.Errorf("result 1 %+v", r1)
+	}
 }
 
 func (s *sink) HandleEvent(_ context.Context, id string, ev domain.Event) error {

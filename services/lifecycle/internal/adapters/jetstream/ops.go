@@ -32,6 +32,7 @@ type Ops interface {
 	PutCatalogEntry(ctx context.Context, req app.PutCatalogRequest) (app.Revisions, error)
 	DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, expectedRevision uint64) (app.Revisions, error)
 	ReleaseOrphans(ctx context.Context) (app.Revisions, error)
+	AdoptVMs(ctx context.Context, req app.AdoptRequest) ([]app.AdoptOutcome, app.Revisions, error)
 	// Once runs f at most once per request id (see app.App.Once).
 	Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (app.Revisions, error)) (app.Revisions, error)
 }
@@ -89,6 +90,12 @@ func Handle(ctx context.Context, ops Ops, data []byte) *lifecyclev1.Reply {
 }
 
 func handle(ctx context.Context, ops Ops, req *lifecyclev1.Request) *lifecyclev1.Reply {
+	if op, ok := req.GetOp().(*lifecyclev1.Request_AdoptVms); ok {
+		// Idempotent by itself (a VM already owned is reported, never
+		// adopted twice), and its answer is the outcome per VM, which the
+		// request log does not keep: not run through Once.
+		return adoptVMs(ctx, ops, op.AdoptVms)
+	}
 	revs, err := ops.Once(ctx, req.GetRequestId(), fingerprint(req), func(ctx context.Context) (app.Revisions, error) {
 		return dispatch(ctx, ops, req)
 	})
@@ -172,6 +179,39 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 		return ops.ReleaseOrphans(ctx)
 	}
 	return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "request without an operation")
+}
+
+func adoptVMs(ctx context.Context, ops Ops, op *lifecyclev1.AdoptVMs) *lifecyclev1.Reply {
+	req := app.AdoptRequest{Group: op.GetGroup(), DryRun: op.GetDryRun()}
+	for _, vm := range op.GetVms() {
+		req.VMs = append(req.VMs, app.AdoptVM{CloudID: vm.GetCloudId(), NodeName: vm.GetNodeName(), ProviderID: vm.GetProviderId(), PrivateIP: vm.GetPrivateIp()})
+	}
+	outcomes, revs, err := ops.AdoptVMs(ctx, req)
+	reply := &lifecyclev1.Reply{GroupsRevision: revs.Groups, InstancesRevision: revs.Instances}
+	for _, o := range outcomes {
+		reply.Adopted = append(reply.Adopted, &lifecyclev1.AdoptOutcome{
+			Vm:         &lifecyclev1.AdoptVM{CloudId: o.VM.CloudID, NodeName: o.VM.NodeName, ProviderId: o.VM.ProviderID, PrivateIp: o.VM.PrivateIP},
+			Result:     adoptResult(o.Result),
+			InstanceId: o.InstanceID,
+			Message:    o.Message,
+		})
+	}
+	if err != nil {
+		reply.Error = &lifecyclev1.Status{Code: int32(Code(err)), Message: err.Error()}
+	}
+	return reply
+}
+
+func adoptResult(r app.AdoptResult) lifecyclev1.AdoptOutcome_Result {
+	switch r {
+	case app.AdoptAdopted:
+		return lifecyclev1.AdoptOutcome_RESULT_ADOPTED
+	case app.AdoptAlready:
+		return lifecyclev1.AdoptOutcome_RESULT_ALREADY_ADOPTED
+	case app.AdoptRefused:
+		return lifecyclev1.AdoptOutcome_RESULT_REFUSED
+	}
+	return lifecyclev1.AdoptOutcome_RESULT_UNSPECIFIED
 }
 
 func catalogKind(k lifecyclev1.CatalogKind) domain.CatalogKind {

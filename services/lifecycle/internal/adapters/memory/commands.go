@@ -18,7 +18,11 @@ type Commands struct {
 	Terminates []ports.TerminateCommand
 	Hooks      []ports.HookCommand
 	Inventory  []ports.InventoryRequest
-	failNext   []error
+	Tags       []ports.TagCommand
+	// OnTag, when set, plays the cloud adapter for a recorded Tag command
+	// (called without the lock held, after recording it).
+	OnTag    func(ports.TagCommand)
+	failNext []error
 }
 
 func (c *Commands) fail() error {
@@ -41,7 +45,7 @@ func (c *Commands) FailNext(errs ...error) {
 func (c *Commands) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.Creates, c.Watches, c.Terminates, c.Hooks, c.Inventory = nil, nil, nil, nil, nil
+	c.Creates, c.Watches, c.Terminates, c.Hooks, c.Inventory, c.Tags = nil, nil, nil, nil, nil, nil
 }
 
 // Snapshot returns copies of the recorded commands.
@@ -54,6 +58,7 @@ func (c *Commands) Snapshot() Commands {
 		Terminates: append([]ports.TerminateCommand(nil), c.Terminates...),
 		Hooks:      append([]ports.HookCommand(nil), c.Hooks...),
 		Inventory:  append([]ports.InventoryRequest(nil), c.Inventory...),
+		Tags:       append([]ports.TagCommand(nil), c.Tags...),
 	}
 }
 
@@ -109,6 +114,22 @@ func (c *Commands) ListInventory(_ context.Context, r ports.InventoryRequest) er
 		return err
 	}
 	c.Inventory = append(c.Inventory, r)
+	return nil
+}
+
+// Tag implements ports.Commands.
+func (c *Commands) Tag(_ context.Context, cmd ports.TagCommand) error {
+	c.mu.Lock()
+	if err := c.fail(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.Tags = append(c.Tags, cmd)
+	on := c.OnTag
+	c.mu.Unlock()
+	if on != nil {
+		on(cmd)
+	}
 	return nil
 }
 

@@ -1,0 +1,107 @@
+package rest
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// MaxAdoptVMs is the most VMs one adopt request names (lifecycle's bound).
+const MaxAdoptVMs = 100
+
+// AdoptVM is one VM of an AdoptRequest: a running VM that nodesmith did
+// not create, and its Node.
+type AdoptVM struct {
+	CloudID    string `json:"cloudID"`
+	NodeName   string `json:"nodeName"`
+	ProviderID string `json:"providerID"`
+	PrivateIP  string `json:"privateIP,omitempty"`
+}
+
+// AdoptRequest is the body of POST /api/v1/nodegroups/{id}/adopt.
+type AdoptRequest struct {
+	Instances []AdoptVM `json:"instances"`
+	DryRun    bool      `json:"dryRun"`
+}
+
+// AdoptOutcome is what the adoption did (dry run: would do) with one VM.
+type AdoptOutcome struct {
+	AdoptVM
+	// Result is adopted, already_adopted or refused.
+	Result     string `json:"result"`
+	InstanceID string `json:"instanceID,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// AdoptResponse answers an adopt request: the outcome per VM in the
+// request's order, and their counts.
+type AdoptResponse struct {
+	Group          string         `json:"group"`
+	DryRun         bool           `json:"dryRun"`
+	Results        []AdoptOutcome `json:"results"`
+	Adopted        int            `json:"adopted"`
+	AlreadyAdopted int            `json:"alreadyAdopted"`
+	Refused        int            `json:"refused"`
+}
+
+// adopt hands running VMs that nodesmith did not create (the prototype's)
+// to a group, as Running instances (admin only, as every write). Nothing
+// is created or terminated; a VM already owned is reported, never adopted
+// twice; beyond the group's max size the whole request is refused.
+func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
+	var req AdoptRequest
+	if err := decodeJSON(r, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if len(req.Instances) == 0 || len(req.Instances) > MaxAdoptVMs {
+		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument,
+			fmt.Sprintf("instances must list between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.Instances))).with("field", "instances"))
+		return
+	}
+	id := chi.URLParam(r, "id")
+	op := &lifecyclev1.AdoptVMs{Group: id, DryRun: req.DryRun}
+	for i, vm := range req.Instances {
+		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
+			if f.v == "" {
+				field := fmt.Sprintf("instances[%d].%s", i, f.name)
+				h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, field+" is required").with("field", field))
+				return
+			}
+		}
+		op.Vms = append(op.Vms, &lifecyclev1.AdoptVM{CloudId: vm.CloudID, NodeName: vm.NodeName, ProviderId: vm.ProviderID, PrivateIp: vm.PrivateIP})
+	}
+	outs, err := h.svc.AdoptVMs(r.Context(), op)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp := AdoptResponse{Group: id, DryRun: req.DryRun, Results: make([]AdoptOutcome, 0, len(outs))}
+	for _, o := range outs {
+		out := AdoptOutcome{
+			AdoptVM:    AdoptVM{CloudID: o.GetVm().GetCloudId(), NodeName: o.GetVm().GetNodeName(), ProviderID: o.GetVm().GetProviderId(), PrivateIP: o.GetVm().GetPrivateIp()},
+			InstanceID: o.GetInstanceId(),
+			Message:    o.GetMessage(),
+		}
+		switch o.GetResult() {
+		case lifecyclev1.AdoptOutcome_RESULT_ADOPTED:
+			out.Result = "adopted"
+			resp.Adopted++
+		case lifecyclev1.AdoptOutcome_RESULT_ALREADY_ADOPTED:
+			out.Result = "already_adopted"
+			resp.AlreadyAdopted++
+		default:
+			out.Result = "refused"
+			resp.Refused++
+		}
+		resp.Results = append(resp.Results, out)
+	}
+	h.log.InfoContext(r.Context(), "VMs adopted by operator", "group", id, "dry_run", req.DryRun, "adopted", resp.Adopted,
+		"already_adopted", resp.AlreadyAdopted, "refused", resp.Refused, "role", roleFrom(r).String())
+	writeJSON(w, http.StatusOK, resp)
+}

@@ -1,0 +1,436 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
+)
+
+// Explicit adoption (AdoptVMs): an operator hands running VMs that
+// nodesmith did not create (the prototype's, say) to a group. Unlike a
+// group's adoptExisting (adopt.go), the operator names the VMs; the record
+// is written by the same code (recordAdoptedLocked). For each VM no
+// instance owns yet, in this order:
+//  1. the VM must exist in the group's cloud account and region and carry
+//     no other cluster's tag (a check-only TagCommand, answered by the
+//     cloud adapter), and its Node, when the cluster is watched, must exist
+//     with exactly the providerID given (the kubelet's --provider-id);
+//  2. the Node gets our group and instance labels;
+//  3. the Running record is written and the group's target raised by one;
+//  4. the VM is tagged with our cluster, group and instance tags. Tagging
+//     comes last: a tagged VM without a record would be an orphan to the
+//     reconciler. A failed tagging is reported, not undone: an adopted VM
+//     without our tags is still terminated on scale-down
+//     (domain.MayTerminate), and running AdoptVMs again tags it.
+// New VMs that would take the target beyond the max size refuse the whole
+// request. Nothing is created or terminated. Running it again adopts
+// nothing twice: owned VMs are reported as already adopted (and tagged
+// again).
+
+// MaxAdoptVMs bounds the VMs of one AdoptVMs request.
+const MaxAdoptVMs = 100
+
+// adoptCheckTimeout bounds the wait for the cloud adapter's answer.
+const adoptCheckTimeout = 30 * time.Second
+
+// AdoptVM is one VM to adopt.
+type AdoptVM struct {
+	CloudID    string
+	NodeName   string
+	ProviderID string
+	PrivateIP  string
+}
+
+// AdoptResult is what happened to one VM.
+type AdoptResult int
+
+// Adoption results.
+const (
+	AdoptResultUnknown AdoptResult = iota
+	// AdoptAdopted: adopted now (in a dry run: would be).
+	AdoptAdopted
+	// AdoptAlready: an instance of the group already owns the VM.
+	AdoptAlready
+	// AdoptRefused: not adopted, see the message.
+	AdoptRefused
+)
+
+func (r AdoptResult) String() string {
+	switch r {
+	case AdoptAdopted:
+		return "adopted"
+	case AdoptAlready:
+		return "already_adopted"
+	case AdoptRefused:
+		return "refused"
+	}
+	return "unknown"
+}
+
+// AdoptOutcome is the outcome for one VM.
+type AdoptOutcome struct {
+	VM         AdoptVM
+	Result     AdoptResult
+	InstanceID string
+	Message    string
+}
+
+// AdoptRequest is an AdoptVMs request.
+type AdoptRequest struct {
+	Group  string
+	VMs    []AdoptVM
+	DryRun bool
+}
+
+// TagResult is the cloud adapter's answer to a TagCommand.
+type TagResult struct {
+	RequestID string
+	Results   []TagVMResult
+	// Err is set when the whole call failed.
+	Err *domain.CloudError
+}
+
+// TagVMResult is the answer about one VM.
+type TagVMResult struct {
+	CloudID   string
+	State     domain.CloudState
+	PrivateIP string
+	// Err is set when the VM was refused, missing or not tagged.
+	Err *domain.CloudError
+}
+
+// HandleTagged hands the cloud adapter's answer to the AdoptVMs waiting
+// for it; an answer nobody waits for (a leader that restarted, a request
+// that timed out) is dropped.
+func (a *App) HandleTagged(_ context.Context, r TagResult) error {
+	a.mu.Lock()
+	ch, ok := a.tagWaiters[r.RequestID]
+	delete(a.tagWaiters, r.RequestID)
+	a.mu.Unlock()
+	if !ok {
+		a.log.Debug("tag result of an unknown request dropped", "request", r.RequestID)
+		return nil
+	}
+	ch <- r // buffered: one answer per waiter
+	return nil
+}
+
+// tagAndWait publishes a TagCommand and waits for its answer.
+func (a *App) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, error) {
+	ch := make(chan TagResult, 1)
+	a.mu.Lock()
+	if a.tagWaiters == nil {
+		a.tagWaiters = map[string]chan TagResult{}
+	}
+	a.tagWaiters[c.RequestID] = ch
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.tagWaiters, c.RequestID)
+		a.mu.Unlock()
+	}()
+	if err := a.cmds.Tag(ctx, c); err != nil {
+		return TagResult{}, &domain.Error{Code: domain.CodeUnavailable, Msg: "asking the cloud adapter about the VMs", Err: err}
+	}
+	wctx, cancel := context.WithTimeout(ctx, adoptCheckTimeout)
+	defer cancel()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return r, &domain.Error{Code: domain.CodeUnavailable,
+				Msg: fmt.Sprintf("the cloud adapter could not describe the VMs: %s: %s", r.Err.Code, r.Err.Message)}
+		}
+		return r, nil
+	case <-wctx.Done():
+		return TagResult{}, &domain.Error{Code: domain.CodeUnavailable, Msg: "no answer from the cloud adapter about the VMs", Err: wctx.Err()}
+	}
+}
+
+// candidate is a VM AdoptVMs will adopt.
+type candidate struct {
+	i  int // index in the request and the outcomes
+	id string
+}
+
+// AdoptVMs adopts running VMs into a group (see the top of this file). It
+// returns one outcome per VM, in the request's order. Errors: invalid
+// request, unknown group, OutOfRange beyond the max size, Unavailable when
+// the cloud adapter or the store does not answer (nothing or only some VMs
+// adopted: run it again).
+func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
+	defer func() {
+		a.obs.Op("AdoptVMs", domain.CodeOf(err))
+		if err != nil {
+			a.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
+		}
+	}()
+	if err := validateAdopt(req); err != nil {
+		return nil, revs, err
+	}
+	out := make([]AdoptOutcome, len(req.VMs))
+	for i, vm := range req.VMs {
+		out[i] = AdoptOutcome{VM: vm, InstanceID: domain.AdoptedInstanceID(req.Group, vm.ProviderID)}
+	}
+
+	// 1. What the records say.
+	a.mu.Lock()
+	if !a.loaded {
+		a.mu.Unlock()
+		return nil, revs, ErrNotLeader
+	}
+	g, err := a.groupLocked(req.Group)
+	if err != nil {
+		a.mu.Unlock()
+		return nil, revs, err
+	}
+	tmpl := g.g.Template
+	cands := a.planAdoptLocked(g.g, out)
+	target, maxSize := g.g.TargetSize, g.g.MaxSize
+	a.mu.Unlock()
+	if target+len(cands) > maxSize {
+		return nil, revs, domain.Errorf(domain.CodeOutOfRange,
+			"adopting %d VMs would take node group %q's target from %d to %d, beyond its max size %d: raise maxSize first",
+			len(cands), req.Group, target, target+len(cands), maxSize)
+	}
+
+	// 1b. The Nodes (when the cluster is watched).
+	if a.cluster != nil && len(cands) > 0 {
+		if !a.nodes.isSynced() {
+			return nil, revs, domain.Errorf(domain.CodeUnavailable, "the Node cache is not synced yet: retry")
+		}
+		cands = keep(cands, func(c candidate) bool {
+			vm := req.VMs[c.i]
+			n, ok := a.Node(vm.NodeName)
+			switch {
+			case !ok:
+				out[c.i].refuse("no Node %q in the cluster", vm.NodeName)
+			case n.ProviderID != vm.ProviderID:
+				out[c.i].refuse("Node %q has providerID %q, not %q (the kubelet's --provider-id must name the VM)", vm.NodeName, n.ProviderID, vm.ProviderID)
+			default:
+				if out[c.i].VM.PrivateIP == "" {
+					out[c.i].VM.PrivateIP = n.InternalIP
+				}
+				return true
+			}
+			return false
+		})
+	}
+
+	// 1c. The cloud.
+	t := targetOf(tmpl)
+	if len(cands) > 0 {
+		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, cands, true))
+		if err != nil {
+			return nil, revs, err
+		}
+		byCloud := map[string]TagVMResult{}
+		for _, r := range res.Results {
+			byCloud[r.CloudID] = r
+		}
+		cands = keep(cands, func(c candidate) bool {
+			r, ok := byCloud[req.VMs[c.i].CloudID]
+			switch {
+			case !ok:
+				out[c.i].refuse("the cloud adapter did not report VM %s", req.VMs[c.i].CloudID)
+			case r.Err != nil && r.Err.Kind == domain.ErrorKindNotFound:
+				out[c.i].refuse("no VM %s in %s/%s/%s", req.VMs[c.i].CloudID, t.Provider, t.Account, t.Region)
+			case r.Err != nil:
+				out[c.i].refuse("VM %s refused by the cloud adapter: %s: %s", req.VMs[c.i].CloudID, r.Err.Code, r.Err.Message)
+			case r.State != domain.CloudRunning:
+				out[c.i].refuse("VM %s is not running (%s)", req.VMs[c.i].CloudID, r.State)
+			default:
+				if r.PrivateIP != "" {
+					out[c.i].VM.PrivateIP = r.PrivateIP
+				}
+				return true
+			}
+			return false
+		})
+	}
+	if req.DryRun {
+		for _, c := range cands {
+			out[c.i].Result, out[c.i].Message = AdoptAdopted, "would be adopted (dry run)"
+		}
+		return out, revs, nil
+	}
+
+	// 2. Node labels.
+	if a.cluster != nil {
+		cands = keep(cands, func(c candidate) bool {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			err := a.cluster.PatchNode(pctx, req.VMs[c.i].NodeName, map[string]string{LabelGroup: req.Group, LabelInstance: c.id}, nil, nil)
+			if err != nil {
+				out[c.i].refuse("labelling Node %q failed: %v (run the adoption again)", req.VMs[c.i].NodeName, err)
+				return false
+			}
+			return true
+		})
+	}
+
+	// 3. Records, under the lock, after checking again what may have
+	// changed meanwhile.
+	var failed error
+	if len(cands) > 0 {
+		a.mu.Lock()
+		g, err := a.groupLocked(req.Group)
+		if !a.loaded {
+			err = ErrNotLeader
+		}
+		if err != nil {
+			a.mu.Unlock()
+			return nil, revs, err
+		}
+		for _, c := range cands {
+			o := &out[c.i]
+			if a.ownedLocked(g.g, o) {
+				continue
+			}
+			if g.g.TargetSize >= g.g.MaxSize {
+				o.refuse("node group %q is at its max size %d", g.g.ID, g.g.MaxSize)
+				continue
+			}
+			in, r, err := a.recordAdoptedLocked(ctx, g, o.VM.NodeName, o.VM.ProviderID, o.VM.CloudID, o.VM.PrivateIP)
+			if err != nil {
+				if a.ownedLocked(g.g, o) { // a concurrent adoption won
+					continue
+				}
+				o.refuse("recording the instance failed: %v (run the adoption again)", err)
+				failed = err
+				continue
+			}
+			revs.inst(r.Instances)
+			revs.group(r.Groups)
+			o.Result, o.InstanceID, o.Message = AdoptAdopted, in.ID, "adopted as a Running instance"
+			a.log.Info("VM adopted", "group", g.g.ID, "instance", in.ID, "cloud_id", o.VM.CloudID, "node", o.VM.NodeName, "target", g.g.TargetSize)
+			if a.notify != nil {
+				a.notify.Notify(ports.Notice{Node: o.VM.NodeName, Reason: ReasonAdopted,
+					Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s, explicit adoption)", in.Group, in.ID, o.VM.CloudID)})
+			}
+		}
+		a.mu.Unlock()
+		a.Wake()
+	}
+
+	// 4. Tags, on every VM the group owns now (again on those adopted
+	// before: a run that stopped before tagging converges).
+	var owned []candidate
+	for i, o := range out {
+		if o.Result == AdoptAdopted || o.Result == AdoptAlready {
+			owned = append(owned, candidate{i: i, id: o.InstanceID})
+		}
+	}
+	if len(owned) > 0 {
+		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, owned, false))
+		if err != nil {
+			for _, c := range owned {
+				out[c.i].Message += "; tagging the VM not confirmed: " + err.Error() + " (run the adoption again)"
+			}
+		} else {
+			for _, r := range res.Results {
+				if r.Err == nil {
+					continue
+				}
+				for _, c := range owned {
+					if out[c.i].VM.CloudID == r.CloudID {
+						out[c.i].Message += fmt.Sprintf("; tagging the VM failed: %s: %s (it is still terminated on scale-down)", r.Err.Code, r.Err.Message)
+					}
+				}
+			}
+		}
+	}
+	if failed != nil {
+		return out, revs, &domain.Error{Code: domain.CodeUnavailable, Msg: "recording some adopted VMs failed", Err: failed}
+	}
+	return out, revs, nil
+}
+
+func (o *AdoptOutcome) refuse(format string, args ...any) {
+	o.Result, o.Message = AdoptRefused, fmt.Sprintf(format, args...)
+}
+
+func keep(cs []candidate, f func(candidate) bool) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		if f(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// planAdoptLocked sets the outcome of VMs the records decide (owned
+// already, or owned by something else) and returns the others.
+func (a *App) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candidate {
+	var cands []candidate
+	for i := range out {
+		o := &out[i]
+		if a.ownedLocked(g, o) {
+			continue
+		}
+		if id, ok := g.CloudIDFromProviderID(o.VM.ProviderID); !ok || id != o.VM.CloudID {
+			o.refuse("providerID %q does not name VM %s under node group %q's providerID template %q",
+				o.VM.ProviderID, o.VM.CloudID, g.ID, g.Template.ProviderIDTemplate)
+			continue
+		}
+		cands = append(cands, candidate{i: i, id: o.InstanceID})
+	}
+	return cands
+}
+
+// ownedLocked reports whether an instance owns o's VM, its providerID or
+// its Node, and sets o's outcome if so: already adopted when it is the
+// group's instance of that very VM, refused otherwise.
+func (a *App) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
+	for _, r := range a.insts {
+		in := r.inst
+		if in.State == domain.StateDeleted {
+			continue
+		}
+		sameVM := in.CloudID != "" && in.CloudID == o.VM.CloudID
+		if !sameVM && in.ProviderID != o.VM.ProviderID && in.Node() != o.VM.NodeName {
+			continue
+		}
+		if sameVM && in.Group == g.ID && in.ProviderID == o.VM.ProviderID {
+			o.Result, o.InstanceID, o.Message = AdoptAlready, in.ID, "already an instance of the group ("+in.State.String()+")"
+			return true
+		}
+		o.refuse("instance %s of node group %q already owns VM %s, providerID %q or Node %q", in.ID, in.Group, in.CloudID, in.ProviderID, in.Node())
+		return true
+	}
+	return false
+}
+
+func (a *App) tagCommand(t ports.Target, group string, out []AdoptOutcome, cs []candidate, checkOnly bool) ports.TagCommand {
+	refs := make([]ports.InstanceRef, len(cs))
+	for i, c := range cs {
+		refs[i] = ports.InstanceRef{InstanceID: out[c.i].InstanceID, Group: group, CloudID: out[c.i].VM.CloudID, Adopted: true}
+	}
+	return ports.TagCommand{RequestID: "adopt-" + a.random(16), Target: t, ClusterID: a.opts.ClusterID, Instances: refs, CheckOnly: checkOnly}
+}
+
+func validateAdopt(req AdoptRequest) error {
+	if req.Group == "" {
+		return domain.Errorf(domain.CodeInvalidArgument, "group: required")
+	}
+	if len(req.VMs) == 0 || len(req.VMs) > MaxAdoptVMs {
+		return domain.Errorf(domain.CodeInvalidArgument, "instances: between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.VMs))
+	}
+	seen := map[string]string{}
+	for i, vm := range req.VMs {
+		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
+			if f.v == "" {
+				return domain.Errorf(domain.CodeInvalidArgument, "instances[%d].%s: required", i, f.name)
+			}
+			k := f.name + "=" + f.v
+			if prev, dup := seen[k]; dup {
+				return domain.Errorf(domain.CodeInvalidArgument, "instances[%d].%s: %q repeats %s", i, f.name, f.v, prev)
+			}
+			seen[k] = fmt.Sprintf("instances[%d]", i)
+		}
+	}
+	return nil
+}
