@@ -7,7 +7,6 @@ package tencent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,16 +14,13 @@ import (
 
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/telemetry"
 )
 
 // Provider is the name commands use for Tencent Cloud.
@@ -72,7 +68,7 @@ type Options struct {
 // Cloud is the Tencent Cloud CVM adapter.
 type Cloud struct {
 	o      Options
-	limits *ratelimit.Limiters
+	caller *cloudcall.Caller
 	log    *slog.Logger
 }
 
@@ -83,102 +79,17 @@ func New(o Options) *Cloud {
 	if o.Limits == nil {
 		o.Limits = DefaultLimits()
 	}
-	if o.Retry.Attempts == 0 {
-		o.Retry = backoff.DefaultPolicy()
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = 30 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	for action, l := range o.Limits {
-		o.Metrics.RateLimit(Provider, action, l.Rate, l.Burst)
-	}
-	return &Cloud{o: o, limits: ratelimit.New(o.Limits), log: o.Logger.With("provider", Provider)}
+	caller := cloudcall.New(cloudcall.Options{
+		Provider: Provider, RPCSystem: "tencentcloud", Service: "cvm", Classify: classify,
+		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
+	})
+	return &Cloud{o: o, caller: caller, log: caller.Logger()}
 }
 
-// call runs one API action with rate limiting, a timeout, error mapping,
-// metrics and bounded retries of throttled and transient answers. It is
-// one client span (a child of the command's span) whatever the number of
-// attempts: the attempts, the time spent waiting for the rate limiter and
-// each retried failure are recorded on it.
+// call runs one API action through the shared cloudcall machinery (rate
+// limit, timeout, error mapping, bounded retries, metrics, one span).
 func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
-	ctx, span := telemetry.Tracer().Start(ctx, "cvm "+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("rpc.system", "tencentcloud"),
-		attribute.String("rpc.service", "cvm"),
-		attribute.String("rpc.method", action),
-		attribute.String("cloud.provider", Provider),
-		attribute.String("cloud.account.id", t.Account),
-		attribute.String("cloud.region", t.Region)))
-	defer span.End()
-	attempt := 0
-	var waitedTotal time.Duration
-	api, err := c.o.Clients(t.Account, t.Region)
-	if err == nil {
-		err = backoff.Retry(ctx, c.o.Retry, ports.IsRetryable, func(ctx context.Context) error {
-			attempt++
-			waited, err := c.limits.Wait(ctx, t.Account, t.Region, action)
-			waitedTotal += waited
-			c.o.Metrics.RateLimitWait(Provider, action, waited)
-			if waited >= time.Millisecond {
-				span.AddEvent("rate limiter wait", trace.WithAttributes(
-					attribute.Int("nodesmith.call_attempt", attempt),
-					attribute.Float64("nodesmith.rate_limit.wait_seconds", waited.Seconds())))
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				// The caller's deadline is too close for the next token.
-				return ports.NewThrottledError("ClientRateLimit", err.Error())
-			}
-			cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
-			start := time.Now()
-			err = mapError(ctx, fn(cctx, api))
-			cancel()
-			c.o.Metrics.APICall(Provider, action, result(err), time.Since(start))
-			if ports.IsRetryable(err) {
-				span.AddEvent("retryable failure", trace.WithAttributes(
-					attribute.Int("nodesmith.call_attempt", attempt),
-					attribute.String("nodesmith.result", result(err)),
-					attribute.String("nodesmith.cloud_error_code", errorCode(err))))
-				c.log.Debug("cloud call failed, retrying", "action", action, "account", t.Account, "region", t.Region, "attempt", attempt, "err", err)
-			}
-			return err
-		})
-	}
-	span.SetAttributes(
-		attribute.String("nodesmith.result", result(err)),
-		attribute.Int("nodesmith.call_attempts", attempt),
-		attribute.Float64("nodesmith.rate_limit.wait_seconds", waitedTotal.Seconds()))
-	if err != nil {
-		if code := errorCode(err); code != "" {
-			span.SetAttributes(attribute.String("nodesmith.cloud_error_code", code))
-		}
-		span.RecordError(err)
-		span.SetStatus(codes.Error, result(err))
-	}
-	return err
-}
-
-// errorCode is the cloud's error code of err, if it has one.
-func errorCode(err error) string {
-	if ce, ok := ports.AsCloudError(err); ok {
-		return ce.Code
-	}
-	return ""
-}
-
-func result(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	default:
-		return ports.KindOf(err).String()
-	}
+	return cloudcall.Call(ctx, c.caller, t, action, c.o.Clients, fn)
 }
 
 // CreateBatch implements ports.Cloud with one RunInstances call: the

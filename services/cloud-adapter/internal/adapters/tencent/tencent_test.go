@@ -19,6 +19,7 @@ import (
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -460,4 +461,9 @@ func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
 	if id != "id" || key != "key" || token != "tk" {
 		t.Fatal("credential snapshot is wrong")
 	}
+}
+
+// mapError maps err as every call of the adapter does.
+func mapError(ctx context.Context, err error) error {
+	return cloudcall.New(cloudcall.Options{Provider: Provider, Classify: classify}).MapError(ctx, err)
 }
