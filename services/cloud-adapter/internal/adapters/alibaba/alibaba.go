@@ -1,0 +1,402 @@
+// Package alibaba implements ports.Cloud for Alibaba Cloud ECS with the
+// official Alibaba Cloud SDK V2.0 for Go (github.com/alibabacloud-go/
+// ecs-20140526, the generation Alibaba maintains for new code; V1.0,
+// aliyun/alibaba-cloud-sdk-go, is out of support). Pacing, timeouts,
+// bounded retries, metrics and spans are internal/cloudcall's, shared with
+// the Tencent adapter; ECS error codes become the port's kinds in one place
+// (errors.go).
+package alibaba
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
+	"github.com/alibabacloud-go/tea/dara"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
+)
+
+// Provider is the name commands use for Alibaba Cloud.
+const Provider = "alibabacloud"
+
+// ECS API actions.
+const (
+	ActionRunInstances      = "RunInstances"
+	ActionDescribeInstances = "DescribeInstances"
+	ActionDeleteInstances   = "DeleteInstances"
+)
+
+// DefaultLimits stay below ECS's default per-account flow control
+// (RunInstances and DeleteInstances a few tens per second,
+// DescribeInstances more), leaving room for other clients of the account.
+func DefaultLimits() ratelimit.Limits {
+	return ratelimit.Limits{
+		ActionRunInstances:      {Rate: 8, Burst: 2},
+		ActionDeleteInstances:   {Rate: 8, Burst: 2},
+		ActionDescribeInstances: {Rate: 16, Burst: 4},
+	}
+}
+
+// pageSize is DescribeInstances' maximum MaxResults.
+const pageSize = 100
+
+// maxPages bounds ListByTag (100,000 VMs) so a misbehaving API cannot
+// keep it paging forever.
+const maxPages = 1000
+
+// maxTags is the most tags an ECS resource carries.
+const maxTags = 20
+
+// Options configure a Cloud.
+type Options struct {
+	// Clients returns the SDK client of an account and region.
+	Clients ClientFunc
+	// Limits pace calls per (account, region, action); nil means DefaultLimits.
+	Limits ratelimit.Limits
+	// Retry bounds the retries of throttled and transient answers.
+	Retry backoff.Policy
+	// CallTimeout bounds one API call.
+	CallTimeout time.Duration
+	Metrics     *metrics.Cloud
+	Logger      *slog.Logger
+}
+
+// Cloud is the Alibaba Cloud ECS adapter.
+type Cloud struct {
+	o      Options
+	caller *cloudcall.Caller
+}
+
+var _ ports.Cloud = (*Cloud)(nil)
+
+// New returns a Cloud.
+func New(o Options) *Cloud {
+	if o.Limits == nil {
+		o.Limits = DefaultLimits()
+	}
+	caller := cloudcall.New(cloudcall.Options{
+		Provider: Provider, RPCSystem: "alibabacloud", Service: "ecs", Classify: classify,
+		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
+	})
+	return &Cloud{o: o, caller: caller}
+}
+
+// runtime: no SDK-side retries (ours are bounded and rate-limited).
+func runtime() *dara.RuntimeOptions { return &dara.RuntimeOptions{} }
+
+func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
+	return cloudcall.Call(ctx, c.caller, t, action, c.o.Clients, fn)
+}
+
+// CreateBatch implements ports.Cloud with one RunInstances call: the
+// template is the command's parameters_json decoded into the SDK request,
+// then RegionId, Amount, ClientToken and nodesmith's tags are set over it.
+func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
+	if req.Count < 1 || req.Count > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("InvalidAmount", fmt.Sprintf("instance count %d is not in 1..%d", req.Count, ports.MaxBatch))
+	}
+	if req.ClientToken == "" {
+		return nil, ports.NewInvalidParametersError("MissingClientToken", "RunInstances without a ClientToken could create duplicates")
+	}
+	if len(req.ClientToken) > domain.MaxClientTokenLen {
+		return nil, ports.NewInvalidParametersError("InvalidClientToken.TooLong", fmt.Sprintf("client token longer than %d characters", domain.MaxClientTokenLen))
+	}
+	// Build once up front so a broken template fails without a call.
+	if _, err := runRequest(req); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := c.call(ctx, req.Target, ActionRunInstances, func(ctx context.Context, api API) error {
+		r, err := runRequest(req) // a fresh request per attempt
+		if err != nil {
+			return err
+		}
+		resp, err := api.RunInstancesWithContext(ctx, r, runtime())
+		if err != nil {
+			return err
+		}
+		ids = nil
+		if resp != nil && resp.Body != nil && resp.Body.InstanceIdSets != nil {
+			for _, id := range resp.Body.InstanceIdSets.InstanceIdSet {
+				if id != nil {
+					ids = append(ids, *id)
+				}
+			}
+		}
+		if len(ids) != req.Count {
+			// Amount without MinAmount is all or nothing: anything else is
+			// an answer we cannot map to the batch's instances.
+			return ports.NewTransientError("UnexpectedAnswer", fmt.Sprintf("RunInstances returned %d instance ids for Amount %d", len(ids), req.Count))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
+	}
+	return ids, nil
+}
+
+// runRequest builds the RunInstances request of req.
+func runRequest(req ports.CreateRequest) (*ecs.RunInstancesRequest, error) {
+	r := &ecs.RunInstancesRequest{}
+	if p := strings.TrimSpace(req.Parameters); p != "" {
+		dec := json.NewDecoder(bytes.NewReader([]byte(p)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(r); err != nil {
+			return nil, ports.NewInvalidParametersError("InvalidTemplate",
+				fmt.Sprintf("template %q: parameters are not a valid ECS RunInstances request: %v", req.Template, err))
+		}
+	}
+	r.RegionId = dara.String(req.Target.Region)
+	r.Amount = dara.Int32(int32(req.Count)) //nolint:gosec // 1..MaxBatch, checked
+	// MinAmount would let ECS create fewer VMs than the batch expects.
+	r.MinAmount = nil
+	r.DryRun = nil
+	r.ClientToken = dara.String(req.ClientToken)
+	r.Tag = withTags(r.Tag, req.Tags)
+	if len(r.Tag) > maxTags {
+		return nil, ports.NewInvalidParametersError("InvalidTagCount",
+			fmt.Sprintf("template %q: %d tags with nodesmith's, ECS allows %d", req.Template, len(r.Tag), maxTags))
+	}
+	return r, nil
+}
+
+// withTags adds tags, replacing any nodesmith tag the template set itself
+// (ours are authoritative, and a duplicate key is an API error).
+func withTags(tags []*ecs.RunInstancesRequestTag, ours []domain.Tag) []*ecs.RunInstancesRequestTag {
+	kept := tags[:0:0]
+	for _, t := range tags {
+		if t != nil && t.Key != nil && !strings.HasPrefix(*t.Key, domain.TagPrefix) {
+			kept = append(kept, t)
+		}
+	}
+	for _, t := range ours {
+		kept = append(kept, &ecs.RunInstancesRequestTag{Key: dara.String(t.Key), Value: dara.String(t.Value)})
+	}
+	return kept
+}
+
+// Describe implements ports.Cloud with one DescribeInstances call.
+func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if len(ids) > ports.MaxBatch {
+		return nil, ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return nil, ports.NewInvalidParametersError("InvalidInstanceIds", err.Error())
+	}
+	var out []domain.Status
+	err = c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+		r := &ecs.DescribeInstancesRequest{
+			RegionId:    dara.String(t.Region),
+			InstanceIds: dara.String(string(idsJSON)),
+			MaxResults:  dara.Int32(pageSize),
+		}
+		resp, err := api.DescribeInstancesWithContext(ctx, r, runtime())
+		if err != nil {
+			return err
+		}
+		out = statuses(resp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// Terminate implements ports.Cloud with DeleteInstances and Force (a
+// running VM is stopped and released at once). DeleteInstances refuses the
+// whole call when any VM is already gone, so on such an answer the adapter
+// describes the VMs and deletes only those still there.
+func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
+	if len(ids) > ports.MaxBatch {
+		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	}
+	remaining := ids
+	// Each round removes at least the VMs that made the previous one fail;
+	// three rounds cover VMs vanishing while we look.
+	for range 3 {
+		if len(remaining) == 0 {
+			return nil
+		}
+		err := c.call(ctx, t, ActionDeleteInstances, func(ctx context.Context, api API) error {
+			r := &ecs.DeleteInstancesRequest{
+				RegionId:   dara.String(t.Region),
+				InstanceId: dara.StringSlice(remaining),
+				Force:      dara.Bool(true),
+			}
+			_, err := api.DeleteInstancesWithContext(ctx, r, runtime())
+			return err
+		})
+		if err == nil {
+			return nil
+		}
+		if !isGone(err) {
+			return fmt.Errorf("DeleteInstances (%d ids): %w", len(remaining), err)
+		}
+		sts, derr := c.Describe(ctx, t, remaining)
+		if derr != nil {
+			return derr
+		}
+		remaining = remaining[:0:0]
+		for _, st := range sts {
+			if st.State != domain.StateTerminating {
+				remaining = append(remaining, st.CloudID)
+			}
+		}
+	}
+	if len(remaining) == 0 {
+		return nil
+	}
+	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not deleted", len(remaining)))
+}
+
+// ListByTag implements ports.Cloud, paging DescribeInstances with the
+// nodesmith:cluster tag filter. Pages are chained by NextToken, a cursor
+// (not an offset), so VMs created or deleted while the pages are read do
+// not shift the later pages.
+func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, error) {
+	var out []domain.Status
+	seen := map[string]bool{}
+	next := ""
+	for page := range maxPages {
+		var got []domain.Status
+		var token string
+		err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+			r := &ecs.DescribeInstancesRequest{
+				RegionId:   dara.String(t.Region),
+				Tag:        []*ecs.DescribeInstancesRequestTag{{Key: dara.String(domain.TagCluster), Value: dara.String(clusterID)}},
+				MaxResults: dara.Int32(pageSize),
+			}
+			if next != "" {
+				r.NextToken = dara.String(next)
+			}
+			resp, err := api.DescribeInstancesWithContext(ctx, r, runtime())
+			if err != nil {
+				return err
+			}
+			got = statuses(resp)
+			if resp != nil && resp.Body != nil {
+				token = dara.StringValue(resp.Body.NextToken)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+		}
+		for _, st := range got {
+			// A tag filter is a filter: an answer that ignores it must not
+			// hand us another cluster's VMs.
+			if st.Tags[domain.TagCluster] != clusterID || seen[st.CloudID] {
+				continue
+			}
+			seen[st.CloudID] = true
+			out = append(out, st)
+		}
+		if token == "" {
+			return out, nil
+		}
+		if token == next {
+			return nil, ports.NewTransientError("PagingStuck", fmt.Sprintf("listing instances of cluster %s: DescribeInstances returned the same NextToken twice", clusterID))
+		}
+		next = token
+	}
+	return nil, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
+}
+
+func statuses(resp *ecs.DescribeInstancesResponse) []domain.Status {
+	if resp == nil || resp.Body == nil || resp.Body.Instances == nil {
+		return nil
+	}
+	out := make([]domain.Status, 0, len(resp.Body.Instances.Instance))
+	for _, in := range resp.Body.Instances.Instance {
+		if in == nil || in.InstanceId == nil {
+			continue
+		}
+		st := domain.Status{
+			CloudID:   *in.InstanceId,
+			State:     state(dara.StringValue(in.Status)),
+			Zone:      dara.StringValue(in.ZoneId),
+			PrivateIP: privateIP(in),
+			CreatedAt: createdAt(dara.StringValue(in.CreationTime)),
+			Tags:      map[string]string{},
+		}
+		if in.Tags != nil {
+			for _, tag := range in.Tags.Tag {
+				if tag != nil && tag.TagKey != nil {
+					st.Tags[*tag.TagKey] = dara.StringValue(tag.TagValue)
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// privateIP is the VM's primary private address: the VPC's, else the
+// primary network interface's, else the classic network's.
+func privateIP(in *ecs.DescribeInstancesResponseBodyInstancesInstance) string {
+	if v := in.VpcAttributes; v != nil && v.PrivateIpAddress != nil {
+		for _, ip := range v.PrivateIpAddress.IpAddress {
+			if s := dara.StringValue(ip); s != "" {
+				return s
+			}
+		}
+	}
+	if n := in.NetworkInterfaces; n != nil {
+		for _, ni := range n.NetworkInterface {
+			if ni != nil && dara.StringValue(ni.PrimaryIpAddress) != "" {
+				return *ni.PrimaryIpAddress
+			}
+		}
+	}
+	if in.InnerIpAddress != nil {
+		for _, ip := range in.InnerIpAddress.IpAddress {
+			if s := dara.StringValue(ip); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// createdAt parses ECS's CreationTime ("2006-01-02T15:04Z", UTC, without
+// seconds) or an RFC 3339 time.
+func createdAt(s string) time.Time {
+	for _, layout := range []string{"2006-01-02T15:04Z", time.RFC3339} {
+		if ts, err := time.Parse(layout, s); err == nil {
+			return ts
+		}
+	}
+	return time.Time{}
+}
+
+// state maps ECS's instance Status.
+func state(s string) domain.State {
+	switch s {
+	case "Pending", "Starting":
+		// A VM being created reports Pending, then Starting, then Running.
+		return domain.StatePending
+	case "Running":
+		return domain.StateRunning
+	case "Stopping", "Stopped":
+		return domain.StateStopped
+	default:
+		return domain.StateUnknown
+	}
+}

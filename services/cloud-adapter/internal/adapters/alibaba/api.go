@@ -1,0 +1,166 @@
+package alibaba
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	openapi "github.com/alibabacloud-go/darabonba-openapi/v2/client"
+	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
+	"github.com/alibabacloud-go/tea/dara"
+	"github.com/aliyun/credentials-go/credentials"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+)
+
+// API lists the only ECS calls the adapter makes, so tests can stand in
+// for the SDK and a reader sees the whole cloud surface at a glance.
+type API interface {
+	RunInstancesWithContext(ctx context.Context, req *ecs.RunInstancesRequest, rt *dara.RuntimeOptions) (*ecs.RunInstancesResponse, error)
+	DescribeInstancesWithContext(ctx context.Context, req *ecs.DescribeInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstancesResponse, error)
+	DeleteInstancesWithContext(ctx context.Context, req *ecs.DeleteInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DeleteInstancesResponse, error)
+}
+
+var _ API = (*ecs.Client)(nil)
+
+// ClientFunc returns the API for an account and region. Errors are
+// *ports.CloudError (auth when the account has no credentials).
+type ClientFunc func(account, region string) (API, error)
+
+// ClientOptions configure SDK clients.
+type ClientOptions struct {
+	// Credentials supplies each account's RAM AccessKey (and STS token),
+	// looked up on every request so rotated secrets apply without new
+	// clients.
+	Credentials ports.Credentials
+	// Endpoint overrides the API host ("host:port"), e.g. for the emulator;
+	// empty means the region's public ECS endpoint.
+	Endpoint string
+	// Scheme is "https" (default) or "http".
+	Scheme string
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration
+	// Transport is shared by every client; nil means a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Clients builds and caches one SDK client per (account, region).
+type Clients struct {
+	o    ClientOptions
+	http *httpClient
+	mu   sync.Mutex
+	m    map[[2]string]*ecs.Client
+}
+
+// NewClients returns a client cache.
+func NewClients(o ClientOptions) *Clients {
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Scheme == "" {
+		o.Scheme = "https"
+	}
+	return &Clients{o: o, http: &httpClient{c: &http.Client{Transport: o.Transport, Timeout: o.Timeout}}, m: map[[2]string]*ecs.Client{}}
+}
+
+// Get implements ClientFunc.
+func (c *Clients) Get(account, region string) (API, error) {
+	if _, err := c.o.Credentials.Lookup(account); err != nil {
+		return nil, ports.NewAuthError("NoCredentials", fmt.Sprintf("no credentials configured for account %q", account))
+	}
+	if region == "" {
+		return nil, ports.NewInvalidParametersError("MissingRegion", "the command's target has no region")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]string{account, region}
+	if cl, ok := c.m[k]; ok {
+		return cl, nil
+	}
+	cfg := &openapi.Config{
+		RegionId:   dara.String(region),
+		Protocol:   dara.String(strings.ToLower(c.o.Scheme)),
+		Credential: accountCredential{account: account, store: c.o.Credentials},
+		// Our transport and timeout; no SDK retries (RetryOptions nil):
+		// retries are ours, bounded, jittered and rate-limited.
+		HttpClient:     c.http,
+		ReadTimeout:    dara.Int(int(c.o.Timeout.Milliseconds())),
+		ConnectTimeout: dara.Int(int(c.o.Timeout.Milliseconds())),
+	}
+	if c.o.Endpoint != "" {
+		cfg.Endpoint = dara.String(c.o.Endpoint)
+	}
+	cl, err := ecs.NewClient(cfg)
+	if err != nil {
+		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating ECS client for %s/%s: %v", account, region, err))
+	}
+	c.m[k] = cl
+	return cl, nil
+}
+
+// httpClient sends the SDK's requests with one shared http.Client (the
+// SDK's own keeps a client per host with its own transport).
+type httpClient struct{ c *http.Client }
+
+func (h *httpClient) Call(req *http.Request, _ *http.Transport) (*http.Response, error) {
+	return h.c.Do(req)
+}
+
+// accountCredential implements the SDK's credentials.Credential by looking
+// the account's key up for every request.
+type accountCredential struct {
+	account string
+	store   ports.Credentials
+}
+
+var _ credentials.Credential = accountCredential{}
+
+func (a accountCredential) get() ports.Credential {
+	c, _ := a.store.Lookup(a.account) // a missing key signs with "" and gets InvalidAccessKeyId back
+	return c
+}
+
+// GetCredential returns one consistent snapshot of the key, as the SDK
+// signs with it: a RAM AccessKey, or an STS triple when the account's
+// credential has a security token.
+func (a accountCredential) GetCredential() (*credentials.CredentialModel, error) {
+	c := a.get()
+	m := &credentials.CredentialModel{
+		AccessKeyId:     dara.String(c.SecretID),
+		AccessKeySecret: dara.String(c.SecretKey),
+		Type:            dara.String("access_key"),
+	}
+	if c.Token != "" {
+		m.SecurityToken = dara.String(c.Token)
+		m.Type = dara.String("sts")
+	}
+	return m, nil
+}
+
+func (a accountCredential) GetAccessKeyId() (*string, error) { //nolint:revive // SDK interface
+	return dara.String(a.get().SecretID), nil
+}
+
+func (a accountCredential) GetAccessKeySecret() (*string, error) {
+	return dara.String(a.get().SecretKey), nil
+}
+
+func (a accountCredential) GetSecurityToken() (*string, error) {
+	return dara.String(a.get().Token), nil
+}
+
+func (a accountCredential) GetBearerToken() *string { return dara.String("") }
+
+func (a accountCredential) GetType() *string {
+	if a.get().Token != "" {
+		return dara.String("sts")
+	}
+	return dara.String("access_key")
+}
