@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -63,7 +64,7 @@ func BuildSeed(groups, instances int, seed uint64) *Seeded {
 		out.Groups = append(out.Groups, &statev1.NodeGroup{
 			Id: id, MinSize: 0, MaxSize: int32(max(2*size, 10)), TargetSize: int32(size),
 			InstanceTemplate: &statev1.InstanceTemplate{
-				Name: "tpl-" + Region + "-3", Provider: "tencentcloud", Account: Account, Region: Region,
+				Name: "tpl-" + Region + "-3", Provider: cloudspec.Tencent, Account: Account, Region: Region,
 				ParametersJson: `{"ImageId":"img-nodesmith","InstanceChargeType":"POSTPAID_BY_HOUR","InstanceName":"nodesmith-bench","InstanceType":"S5.MEDIUM4","Placement":{"Zone":"ap-guangzhou-3"}}`,
 				HourlyPrice:    0.12, InstanceType: "S5.MEDIUM4", Zone: Region + "-3", Arch: "amd64", Os: "linux",
 				HookEnv: map[string]string{"API_SERVER": APIServer},
@@ -93,7 +94,7 @@ func BuildSeed(groups, instances int, seed uint64) *Seeded {
 		g := out.Groups[i%groups]
 		id := g.GetId() + "-" + randomID(r, 10)
 		cloudID := fmt.Sprintf("ins-%08x", r.Uint32())
-		pid := fmt.Sprintf("externalgrpc://tencentcloud/%s/%s/%s", Account, Region, cloudID)
+		pid := fmt.Sprintf("externalgrpc://%s/%s/%s/%s", cloudspec.Tencent, Account, Region, cloudID)
 		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 		batch := "b-" + randomID(r, 16)
 		created := now.Add(time.Duration(i) * time.Millisecond)

@@ -3,6 +3,7 @@ package service
 import (
 	"log/slog"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
@@ -22,7 +23,7 @@ type providerEnv struct {
 // Target.provider (the template's "provider"). Another cloud is one more
 // entry here and one package in internal/adapters implementing ports.Cloud.
 var providers = map[string]func(providerEnv) (ports.Cloud, error){
-	tencent.Provider: newTencent,
+	cloudspec.Tencent: newTencent,
 }
 
 func newTencent(e providerEnv) (ports.Cloud, error) {

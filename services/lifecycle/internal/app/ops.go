@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -448,7 +449,7 @@ func (a *App) PutGroup(ctx context.Context, req PutGroupRequest) (Revisions, err
 }
 
 // DefaultProvider is the cloud provider of templates that name none.
-const DefaultProvider = "tencentcloud"
+const DefaultProvider = cloudspec.DefaultProvider
 
 // DeleteGroup deletes an API-managed group that has no instances left
 // (Deleted records excepted).

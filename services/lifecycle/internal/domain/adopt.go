@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 )
 
 // Adoption (a group's opt-in adoptExisting): a Node that nodesmith did not
@@ -58,20 +60,18 @@ next:
 // a node template that has at least one label.
 func (g NodeGroup) CanAdopt() bool { return g.AdoptExisting && len(g.NodeTemplate.Labels) > 0 }
 
-var (
-	// qcloudProviderID is the Tencent cloud-controller-manager's (TKE's)
-	// format: qcloud:///<zone>/<instance id>.
-	qcloudProviderID = regexp.MustCompile(`^qcloud:///([a-z0-9-]+)/(ins-[a-z0-9]+)$`)
-	cloudIDPattern   = `([A-Za-z0-9][A-Za-z0-9._-]*)`
-)
+// cloudIDPattern captures the cloud id in a group's providerID template.
+const cloudIDPattern = `([A-Za-z0-9][A-Za-z0-9._-]*)`
 
 // CloudIDFromProviderID returns the id of the VM that a Node's providerID
 // names when it is a VM of the group's cloud account and region:
 //   - the group's own providerID template (default
 //     externalgrpc://<provider>/<account>/<region>/<cloud id>), which names
 //     the account;
-//   - for Tencent, qcloud:///<zone>/<ins-id> with the zone in the template's
-//     region. It names no account: the group's account is assumed.
+//   - the format of the group's cloud (libs/cloudspec: Tencent
+//     qcloud:///<zone>/<ins-id>, Alibaba <region>.<i-id>) naming the
+//     template's region or a zone of it. It names no account: the group's
+//     account is assumed.
 func (g NodeGroup) CloudIDFromProviderID(providerID string) (string, bool) {
 	t := g.Template
 	if re, err := g.providerIDPattern(); err == nil {
@@ -79,9 +79,9 @@ func (g NodeGroup) CloudIDFromProviderID(providerID string) (string, bool) {
 			return m[1], true
 		}
 	}
-	if t.Provider == "tencentcloud" {
-		if m := qcloudProviderID.FindStringSubmatch(providerID); m != nil && strings.HasPrefix(m[1], t.Region+"-") {
-			return m[2], true
+	if cloud, ok := cloudspec.Lookup(t.Provider); ok {
+		if parts, ok := cloud.ParseProviderID(providerID); ok && parts.InRegion(t.Region) {
+			return parts.CloudID, true
 		}
 	}
 	return "", false

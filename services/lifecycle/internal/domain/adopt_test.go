@@ -49,6 +49,8 @@ func TestCloudIDFromProviderID(t *testing.T) {
 	custom.Template.ProviderIDTemplate = "tencentcloud://{{.Region}}/{{.Zone}}/{{.InstanceID}}/{{.CloudID}}"
 	other := base
 	other.Template.Provider = "othercloud"
+	ali := base
+	ali.Template.Provider, ali.Template.Region, ali.Template.Zone = "alibabacloud", "cn-hangzhou", "cn-hangzhou-h"
 	tests := []struct {
 		name       string
 		group      NodeGroup
@@ -64,6 +66,12 @@ func TestCloudIDFromProviderID(t *testing.T) {
 		{"TKE's qcloud format in the region", base, "qcloud:///ap-guangzhou-4/ins-q1w2e3r4", "ins-q1w2e3r4"},
 		{"TKE's qcloud format in another region", base, "qcloud:///ap-shanghai-2/ins-q1w2e3r4", ""},
 		{"qcloud for another provider", other, "qcloud:///ap-guangzhou-4/ins-q1w2e3r4", ""},
+		{"qcloud for Alibaba", ali, "qcloud:///cn-hangzhou-h/ins-q1w2e3r4", ""},
+		{"Alibaba's format in the region", ali, "cn-hangzhou.i-bp1q1w2e3r4", "i-bp1q1w2e3r4"},
+		{"Alibaba's format with the CCM's scheme", ali, "alicloud://cn-hangzhou.i-bp1q1w2e3r4", "i-bp1q1w2e3r4"},
+		{"Alibaba's format in another region", ali, "cn-shanghai.i-bp1q1w2e3r4", ""},
+		{"Alibaba's format for Tencent", base, "ap-guangzhou.i-bp1q1w2e3r4", ""},
+		{"Alibaba's default template", ali, "externalgrpc://alibabacloud/dev/cn-hangzhou/i-bp1abc", "i-bp1abc"},
 		{"our placeholder", base, "nodesmith:///workers/workers-aaaaaaaaaa", ""},
 		{"kind", base, "kind://docker/kind/kind-worker", ""},
 		{"empty", base, "", ""},

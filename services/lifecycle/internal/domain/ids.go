@@ -43,7 +43,8 @@ func NewClientToken(batchID string) string {
 }
 
 // DefaultProviderIDTemplate is used when a template sets none; with the
-// default provider it yields externalgrpc://tencentcloud/<account>/<region>/<cloud id>.
+// default provider (cloudspec.DefaultProvider) it yields
+// externalgrpc://tencentcloud/<account>/<region>/<cloud id>.
 const DefaultProviderIDTemplate = "externalgrpc://{{.Provider}}/{{.Account}}/{{.Region}}/{{.CloudID}}"
 
 // ProviderIDFields are what a providerID template may reference.

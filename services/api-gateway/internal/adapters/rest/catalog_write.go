@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
-	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
@@ -25,14 +25,11 @@ import (
 // stores the entry and gives every API group that names a changed template
 // or hook the new version (for the VMs it creates from then on).
 
-// DefaultTemplateProvider is the provider Tencent parameter checks apply to.
-const DefaultTemplateProvider = "tencentcloud"
-
 // AccountSpec is the body of PUT /accounts/{name}. Credentials are
 // write-only: sealed by the gateway (it needs --secrets-key-file), opened
 // only by the cloud adapter, never returned.
 type AccountSpec struct {
-	// Provider defaults to tencentcloud.
+	// Provider defaults to cloudspec.DefaultProvider (tencentcloud).
 	Provider string `json:"provider,omitempty"`
 	// Regions the account is used in; the first is the default region of
 	// templates on the account that name none.
@@ -149,7 +146,7 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 		provider = acct.Entry.GetAccount().GetProvider()
 	}
 	if provider == "" {
-		provider = DefaultTemplateProvider
+		provider = cloudspec.DefaultProvider
 	}
 	if ap := acct.Entry.GetAccount().GetProvider(); ap != "" && ap != provider {
 		return nil, invalid("provider", "%q differs from the provider %q of account %q", provider, ap, spec.Account)
@@ -179,79 +176,48 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 }
 
 // templateParameters validates the provider parameters and returns them
-// compacted. They must be a JSON object; for tencentcloud they must decode
-// into the SDK's RunInstances request with no unknown field, and
-// Placement.Zone and InstanceType must agree with the template's zone and
-// instance type (whichever is given fills the other, so the cloud call and
-// the template node Cluster Autoscaler sees describe the same VM).
+// compacted. They must be a JSON object; for a known provider
+// (libs/cloudspec) they must be a valid create request, and its zone and
+// instance type must agree with the template's (whichever is given fills
+// the other, so the cloud call and the template node Cluster Autoscaler
+// sees describe the same VM). A disagreement is a 400, parameters the
+// cloud would refuse a 422, each naming the field.
 func templateParameters(provider string, spec *InstanceTemplateSpec) (string, error) {
 	raw := bytes.TrimSpace(spec.Parameters)
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = nil
 	}
-	var obj map[string]any
-	if raw != nil {
-		// UseNumber keeps numbers as written (no float64 round trip).
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&obj); err != nil || obj == nil {
-			return "", invalid("parameters", "must be a JSON object")
-		}
-	}
-	if provider != DefaultTemplateProvider {
+	p, known := cloudspec.Lookup(provider)
+	if !known {
 		if raw == nil {
 			return "", nil
 		}
+		var obj map[string]any
 		var compact bytes.Buffer
-		if err := json.Compact(&compact, raw); err != nil {
+		if err := json.Unmarshal(raw, &obj); err != nil || obj == nil || json.Compact(&compact, raw) != nil {
 			return "", invalid("parameters", "must be a JSON object")
 		}
 		return compact.String(), nil
 	}
-	if obj == nil && spec.Zone == "" && spec.InstanceType == "" {
-		return "", nil
+	t := cloudspec.Template{Zone: spec.Zone, InstanceType: spec.InstanceType, Parameters: string(raw)}
+	if errs := p.Reconcile(&t); len(errs) > 0 {
+		return "", invalid(errs[0].Path, "%s", errs[0].Msg)
 	}
-	if obj == nil {
-		obj = map[string]any{}
-	}
-	placement, _ := obj["Placement"].(map[string]any)
-	if placement == nil && obj["Placement"] != nil {
-		return "", invalid("parameters.Placement", "must be an object")
-	}
-	if zone, _ := placement["Zone"].(string); zone != "" {
-		if spec.Zone == "" {
-			spec.Zone = zone
-		} else if spec.Zone != zone {
-			return "", invalid("zone", "%q differs from parameters.Placement.Zone %q", spec.Zone, zone)
-		}
-	} else if spec.Zone != "" {
-		if placement == nil {
-			placement = map[string]any{}
-			obj["Placement"] = placement
-		}
-		placement["Zone"] = spec.Zone
-	}
-	if it, _ := obj["InstanceType"].(string); it != "" {
-		if spec.InstanceType == "" {
-			spec.InstanceType = it
-		} else if spec.InstanceType != it {
-			return "", invalid("instanceType", "%q differs from parameters.InstanceType %q", spec.InstanceType, it)
-		}
-	} else if spec.InstanceType != "" {
-		obj["InstanceType"] = spec.InstanceType
-	}
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return "", invalid("parameters", "cannot be encoded: %v", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(cvm.NewRunInstancesRequest()); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "json: ")
+	if errs := p.ValidateParameters(t.Parameters); len(errs) > 0 {
 		return "", newError(http.StatusUnprocessableEntity, domain.CodeInvalidArgument,
-			"parameters: not a valid Tencent Cloud RunInstances request: "+msg).with("field", "parameters")
+			fieldErrors(p.Title, errs)).with("field", errs[0].Path)
 	}
-	return string(out), nil
+	spec.Zone, spec.InstanceType = t.Zone, t.InstanceType
+	return t.Parameters, nil
+}
+
+// fieldErrors joins a cloud's parameter problems into one message.
+func fieldErrors(cloud string, errs []cloudspec.FieldError) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return "not a valid " + cloud + " instance template: " + strings.Join(msgs, "; ")
 }
 
 func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {

@@ -268,3 +268,61 @@ func TestCatalogWriteErrors(t *testing.T) {
 		})
 	}
 }
+
+// Templates on an Alibaba Cloud account are checked against ECS
+// RunInstances (libs/cloudspec): the zone and instance type fill ZoneId
+// and InstanceType, what ECS needs must be there, what nodesmith sets must
+// not, and each refusal names the field.
+func TestCatalogAlibabaTemplates(t *testing.T) {
+	f, _ := newCatalogFixture(t, testKey(t))
+	if r := f.do(t, call{method: "PUT", path: "/api/v1/accounts/ali", token: adminToken, body: `{"provider":"alibabacloud","regions":["cn-hangzhou"]}`}); r.status != http.StatusCreated {
+		t.Fatalf("create account: %d %s", r.status, r.body)
+	}
+	const rest = `"ImageId":"aliyun_3_x64_20G_alibase_20240528.vhd","VSwitchId":"vsw-1","SecurityGroupIds":["sg-1"]`
+	r := f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs", token: adminToken,
+		body: `{"account":"ali","zone":"cn-hangzhou-h","instanceType":"ecs.g7.large","parameters":{` + rest + `,"SystemDisk":{"Category":"cloud_essd","Size":"40"}}}`})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create template: %d %s", r.status, r.body)
+	}
+	tm := lastCatalogPut(t, f).GetEntry().GetTemplate()
+	if tm.GetProvider() != "alibabacloud" || tm.GetZone() != "cn-hangzhou-h" ||
+		tm.GetParametersJson() != `{"ImageId":"aliyun_3_x64_20G_alibase_20240528.vhd","InstanceType":"ecs.g7.large","SecurityGroupIds":["sg-1"],"SystemDisk":{"Category":"cloud_essd","Size":"40"},"VSwitchId":"vsw-1","ZoneId":"cn-hangzhou-h"}` {
+		t.Errorf("template sent: %v", tm)
+	}
+	// The parameters alone name zone and type.
+	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs2", token: adminToken,
+		body: `{"account":"ali","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i","InstanceType":"ecs.c7.xlarge"}}`})
+	if tm := lastCatalogPut(t, f).GetEntry().GetTemplate(); r.status != http.StatusCreated || tm.GetZone() != "cn-hangzhou-i" || tm.GetInstanceType() != "ecs.c7.xlarge" {
+		t.Fatalf("template from parameters: %d %s %v", r.status, r.body, tm)
+	}
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		field      string
+	}{
+		{"nothing", `{"account":"ali"}`, 422, "parameters.ImageId"},
+		{"no security group", `{"account":"ali","zone":"z","instanceType":"t","parameters":{"ImageId":"m","VSwitchId":"v"}}`, 422, "parameters.SecurityGroupId"},
+		{"amount", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"Amount":3}}`, 422, "parameters.Amount"},
+		{"region", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"RegionId":"cn-beijing"}}`, 422, "parameters.RegionId"},
+		{"client token", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"ClientToken":"x"}}`, 422, "parameters.ClientToken"},
+		{"tags", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"Tag":[{"Key":"a","Value":"b"}]}}`, 422, "parameters.Tag"},
+		{"a Tencent field", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"Placement":{"Zone":"z"}}}`, 422, "parameters.Placement"},
+		{"wrong type", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"DataDisk":[{"Size":"big"}]}}`, 422, "parameters.DataDisk[0].Size"},
+		{"zone differs", `{"account":"ali","zone":"cn-hangzhou-h","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i"}}`, 400, "zone"},
+		{"type differs", `{"account":"ali","instanceType":"a","parameters":{` + rest + `,"InstanceType":"b"}}`, 400, "instanceType"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(f.lc.Calls())
+			r := f.do(t, call{method: "PUT", path: "/api/v1/templates/t", token: adminToken, body: tt.body})
+			if r.status != tt.status {
+				t.Fatalf("status = %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if e := errorBody(t, r); e.Code != "invalid_argument" || e.Details["field"] != tt.field || !strings.Contains(e.Message, tt.field+": ") {
+				t.Errorf("error = %+v, want field %q", e, tt.field)
+			}
+			if len(f.lc.Calls()) != before {
+				t.Error("a refused template reached lifecycle")
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ import (
 	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
 	"github.com/alibabacloud-go/tea/dara"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -28,7 +29,10 @@ import (
 )
 
 // Provider is the name commands use for Alibaba Cloud.
-const Provider = "alibabacloud"
+const Provider = cloudspec.Alibaba
+
+// spec is Alibaba Cloud's template rules.
+var spec, _ = cloudspec.Lookup(Provider)
 
 // ECS API actions.
 const (
@@ -86,7 +90,7 @@ func New(o Options) *Cloud {
 		o.Limits = DefaultLimits()
 	}
 	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: "alibabacloud", Service: "ecs", Classify: classify,
+		Provider: Provider, RPCSystem: Provider, Service: "ecs", Classify: classify,
 		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
 	})
 	return &Cloud{o: o, caller: caller}
@@ -149,6 +153,16 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 
 // runRequest builds the RunInstances request of req.
 func runRequest(req ports.CreateRequest) (*ecs.RunInstancesRequest, error) {
+	// The gateway and the configuration loader validated the template
+	// with the same rules; a command from elsewhere gets the same answer.
+	if errs := spec.ValidateParameters(req.Parameters); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return nil, ports.NewInvalidParametersError("InvalidTemplate",
+			fmt.Sprintf("template %q: %s", req.Template, strings.Join(msgs, "; ")))
+	}
 	r := &ecs.RunInstancesRequest{}
 	if p := strings.TrimSpace(req.Parameters); p != "" {
 		dec := json.NewDecoder(bytes.NewReader([]byte(p)))
@@ -160,7 +174,8 @@ func runRequest(req ports.CreateRequest) (*ecs.RunInstancesRequest, error) {
 	}
 	r.RegionId = dara.String(req.Target.Region)
 	r.Amount = dara.Int32(int32(req.Count)) //nolint:gosec // 1..MaxBatch, checked
-	// MinAmount would let ECS create fewer VMs than the batch expects.
+	// MinAmount would let ECS create fewer VMs than the batch expects
+	// (cloudspec refuses it in templates too).
 	r.MinAmount = nil
 	r.DryRun = nil
 	r.ClientToken = dara.String(req.ClientToken)

@@ -28,7 +28,7 @@ import (
 )
 
 const template = `{"InstanceType":"ecs.g7.large","ImageId":"m-test","ZoneId":"cn-hangzhou-h","VSwitchId":"vsw-1","SecurityGroupId":"sg-1",
-"Tag":[{"Key":"team","Value":"infra"},{"Key":"nodesmith:cluster","Value":"forged"}],"MinAmount":1}`
+"SystemDisk":{"Category":"cloud_essd","Size":"40"}}`
 
 var target = ports.Target{Account: "acct", Region: "cn-hangzhou"}
 
@@ -169,19 +169,16 @@ func TestCreateBatchSendsTemplateTokenAmountAndTags(t *testing.T) {
 	for k, want := range map[string]string{
 		"Amount": "3", "ClientToken": "tok-1", "RegionId": "cn-hangzhou", "InstanceType": "ecs.g7.large",
 		"ZoneId": "cn-hangzhou-h", "VSwitchId": "vsw-1",
-		"Tag.1.Key": "team", "Tag.1.Value": "infra",
-		"Tag.2.Key": domain.TagCluster, "Tag.2.Value": "c1",
-		"Tag.3.Key": domain.TagGroup, "Tag.4.Key": domain.TagBatch, "Tag.4.Value": "b1",
+		"SystemDisk.Category": "cloud_essd", "SystemDisk.Size": "40",
+		"Tag.1.Key": domain.TagCluster, "Tag.1.Value": "c1",
+		"Tag.2.Key": domain.TagGroup, "Tag.3.Key": domain.TagBatch, "Tag.3.Value": "b1",
 	} {
 		if p[k] != want {
 			t.Errorf("%s = %q, want %q (params %v)", k, p[k], want, p)
 		}
 	}
-	if _, ok := p["MinAmount"]; ok {
-		t.Error("MinAmount sent: ECS could create fewer VMs than the batch")
-	}
-	if _, ok := p["Tag.5.Key"]; ok {
-		t.Error("the template's own nodesmith:cluster tag was kept")
+	if _, ok := p["Tag.4.Key"]; ok {
+		t.Error("more tags than nodesmith's")
 	}
 	if !strings.HasPrefix(calls[0].header.Get("Authorization"), "ACS3-HMAC-SHA256 Credential=LTAItest,") {
 		t.Errorf("Authorization = %q, want an ACS3 signature with the account's AccessKey id", calls[0].header.Get("Authorization"))
@@ -192,16 +189,20 @@ func TestCreateBatchRejectsBadInputWithoutACall(t *testing.T) {
 	c, f := newCloud(t, opts{})
 	f.on(ActionRunInstances, runOK)
 	for name, req := range map[string]ports.CreateRequest{
-		"unknown field": {Parameters: `{"InstanceTyp":"x"}`, Count: 1, ClientToken: "t"},
-		"not json":      {Parameters: `{`, Count: 1, ClientToken: "t"},
-		"no token":      {Parameters: template, Count: 1},
-		"count 0":       {Parameters: template, Count: 0, ClientToken: "t"},
-		"count 101":     {Parameters: template, Count: 101, ClientToken: "t"},
-		"too many tags": {Parameters: `{"Tag":[` + strings.Repeat(`{"Key":"k","Value":"v"},`, 17) + `{"Key":"k","Value":"v"}]}`, Count: 1, ClientToken: "t"},
+		"unknown field":    {Parameters: `{"InstanceTyp":"x"}`, Count: 1, ClientToken: "t"},
+		"not json":         {Parameters: `{`, Count: 1, ClientToken: "t"},
+		"no token":         {Parameters: template, Count: 1},
+		"count 0":          {Parameters: template, Count: 0, ClientToken: "t"},
+		"count 101":        {Parameters: template, Count: 101, ClientToken: "t"},
+		"tags in template": {Parameters: strings.Replace(template, "{", `{"Tag":[{"Key":"k","Value":"v"}],`, 1), Count: 1, ClientToken: "t"},
+		"min amount":       {Parameters: strings.Replace(template, "{", `{"MinAmount":1,`, 1), Count: 1, ClientToken: "t"},
+		"no zone":          {Parameters: strings.Replace(template, `"ZoneId":"cn-hangzhou-h",`, "", 1), Count: 1, ClientToken: "t"},
+		"wrong type":       {Parameters: strings.Replace(template, `"Size":"40"`, `"Size":40`, 1), Count: 1, ClientToken: "t"},
 	} {
 		req.Target = target
 		req.Tags = domain.CreationTags("c1", "g1", "b1", "")
-		if _, err := c.CreateBatch(context.Background(), req); !ports.IsInvalidParametersError(err) {
+		_, err := c.CreateBatch(context.Background(), req)
+		if !ports.IsInvalidParametersError(err) {
 			t.Errorf("%s: CreateBatch = %v, want invalid parameters", name, err)
 		}
 	}

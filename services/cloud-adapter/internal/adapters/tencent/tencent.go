@@ -15,6 +15,7 @@ import (
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -24,7 +25,7 @@ import (
 )
 
 // Provider is the name commands use for Tencent Cloud.
-const Provider = "tencentcloud"
+const Provider = cloudspec.Tencent
 
 // CVM API actions.
 const (
@@ -80,7 +81,7 @@ func New(o Options) *Cloud {
 		o.Limits = DefaultLimits()
 	}
 	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: "tencentcloud", Service: "cvm", Classify: classify,
+		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify,
 		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
 	})
 	return &Cloud{o: o, caller: caller, log: caller.Logger()}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -14,7 +15,7 @@ import (
 // SampleCatalog returns one entry of each kind, every field set.
 func SampleCatalog() []domain.CatalogEntry {
 	g := SampleGroup("x")
-	acct := domain.Account{Name: "team", Provider: "tencentcloud", Regions: []string{"ap-guangzhou", "ap-shanghai"},
+	acct := domain.Account{Name: "team", Provider: cloudspec.Tencent, Regions: []string{"ap-guangzhou", "ap-shanghai"},
 		SealedCredentials: []byte{1, 2, 3}, KeyID: "abcd1234"}
 	tmpl := g.Template
 	hook := *g.Hooks.AfterCreated

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -200,7 +201,7 @@ func SampleGroup(id string) domain.NodeGroup {
 	return domain.NodeGroup{
 		ID: id, MinSize: 1, MaxSize: 10, TargetSize: 2,
 		Template: domain.InstanceTemplate{
-			Name: "small", Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou", Zone: "ap-guangzhou-3",
+			Name: "small", Provider: cloudspec.Tencent, Account: "dev", Region: "ap-guangzhou", Zone: "ap-guangzhou-3",
 			ParametersJSON: `{"InstanceType":"S5.MEDIUM4"}`, ProviderIDTemplate: "tc://{{.CloudID}}",
 			HourlyPrice: 0.25, InstanceType: "S5.MEDIUM4", Arch: "amd64", OS: "linux",
 			HookEnv: map[string]string{"K": "V"}, SSHPort: 2222,

@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
@@ -36,7 +37,7 @@ type File struct {
 
 // Account is a cloud account.
 type Account struct {
-	// Provider defaults to "tencentcloud".
+	// Provider defaults to cloudspec.DefaultProvider ("tencentcloud").
 	Provider string `yaml:"provider"`
 	// Region is the default region of templates on this account.
 	Region string `yaml:"region"`
@@ -59,8 +60,9 @@ type Template struct {
 	ProviderIDTemplate string            `yaml:"providerIDTemplate"`
 	SSHPort            uint32            `yaml:"sshPort"`
 	HookEnv            map[string]string `yaml:"hookEnv"`
-	// Parameters is the provider's create request (for Tencent Cloud, the
-	// RunInstances parameters), passed through as JSON.
+	// Parameters is the provider's create request (for Tencent Cloud and
+	// Alibaba Cloud, the RunInstances parameters), passed through as JSON
+	// after libs/cloudspec checked it.
 	Parameters map[string]any `yaml:"parameters"`
 	// SecretParameters are more top-level create parameters (same shape as
 	// Parameters) that are secret, e.g. a login password: lifecycle seals
@@ -193,9 +195,6 @@ func Load(path string) (*Config, error) {
 	}
 	return Parse(path, data, filepath.Dir(path))
 }
-
-// DefaultProvider is the provider of accounts that name none.
-const DefaultProvider = "tencentcloud"
 
 // Parse validates data; name labels errors (usually the path) and baseDir
 // resolves relative hook files ("" = the working directory).
@@ -439,7 +438,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		} else {
 			acctProvider := acct.Provider
 			if acctProvider == "" {
-				acctProvider = DefaultProvider
+				acctProvider = cloudspec.DefaultProvider
 			}
 			if dt.Provider == "" {
 				dt.Provider = acctProvider
@@ -451,10 +450,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 			}
 		}
 		if dt.Provider == "" {
-			dt.Provider = DefaultProvider
-		}
-		if dt.Provider == DefaultProvider {
-			c.tencentParameters(&t, &dt, p)
+			dt.Provider = cloudspec.DefaultProvider
 		}
 		if t.Parameters != nil {
 			b, err := json.Marshal(t.Parameters)
@@ -463,6 +459,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 			}
 			dt.ParametersJSON = string(b)
 		}
+		c.cloudParameters(&dt, p)
 		for _, k := range sortedKeys(t.SecretParameters) {
 			if _, dup := t.Parameters[k]; dup {
 				c.add(p+".secretParameters."+k, 0, "is also in parameters: a parameter is either secret or not")
@@ -496,7 +493,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		acct := f.Accounts[name]
 		da := domain.Account{Name: name, Provider: acct.Provider}
 		if da.Provider == "" {
-			da.Provider = DefaultProvider
+			da.Provider = cloudspec.DefaultProvider
 		}
 		if acct.Region != "" {
 			da.Regions = []string{acct.Region}
@@ -676,43 +673,24 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 	return spec
 }
 
-// tencentParameters keeps a Tencent template's zone and instance type and
-// its RunInstances parameters (Placement.Zone, InstanceType) in agreement:
-// whichever is given fills the other, so the cloud call and the template
-// node CA sees describe the same VM.
-func (c *checker) tencentParameters(t *Template, dt *domain.InstanceTemplate, p string) {
-	if t.Parameters == nil && (t.Zone != "" || t.InstanceType != "") {
-		t.Parameters = map[string]any{}
-	}
-	if t.Parameters == nil {
+// cloudParameters applies the cloud's template rules (libs/cloudspec) to a
+// template of a known provider: its zone and instance type and those of
+// its create parameters fill each other and must agree, and the parameters
+// must be a valid create request. Unknown providers' parameters pass
+// through.
+func (c *checker) cloudParameters(dt *domain.InstanceTemplate, p string) {
+	cloud, ok := cloudspec.Lookup(dt.Provider)
+	if !ok || c.hasProblem(p+".parameters") {
 		return
 	}
-	placement, _ := t.Parameters["Placement"].(map[string]any)
-	if placement == nil && t.Parameters["Placement"] != nil {
-		c.add(p+".parameters.Placement", 0, "must be a mapping")
-		return
+	t := cloudspec.Template{Zone: dt.Zone, InstanceType: dt.InstanceType, Parameters: dt.ParametersJSON}
+	errs := cloud.Reconcile(&t)
+	if errs == nil {
+		dt.Zone, dt.InstanceType, dt.ParametersJSON = t.Zone, t.InstanceType, t.Parameters
+		errs = cloud.ValidateParameters(t.Parameters)
 	}
-	if zone, _ := placement["Zone"].(string); zone != "" {
-		if dt.Zone == "" {
-			dt.Zone = zone
-		} else if dt.Zone != zone {
-			c.add(p+".zone", 0, "%q differs from parameters.Placement.Zone %q", dt.Zone, zone)
-		}
-	} else if dt.Zone != "" {
-		if placement == nil {
-			placement = map[string]any{}
-			t.Parameters["Placement"] = placement
-		}
-		placement["Zone"] = dt.Zone
-	}
-	if it, _ := t.Parameters["InstanceType"].(string); it != "" {
-		if dt.InstanceType == "" {
-			dt.InstanceType = it
-		} else if dt.InstanceType != it {
-			c.add(p+".instanceType", 0, "%q differs from parameters.InstanceType %q", dt.InstanceType, it)
-		}
-	} else if dt.InstanceType != "" {
-		t.Parameters["InstanceType"] = dt.InstanceType
+	for _, e := range errs {
+		c.add(p+"."+e.Path, 0, "%s", e.Msg)
 	}
 }
 

@@ -164,6 +164,16 @@ func TestInvalidConfigsNameFileFieldAndProblem(t *testing.T) {
 			[]string{"instanceTemplates.small.providerIDTemplate:"}},
 		{"zone disagrees with the parameters", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small: {account: dev, zone: z1, parameters: {Placement: {Zone: z2}}}\n",
 			[]string{`instanceTemplates.small.zone: "z1" differs from parameters.Placement.Zone "z2"`}},
+		{"not a RunInstances field", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small:\n    account: dev\n    parameters:\n      ImageName: img-1\n",
+			[]string{`instanceTemplates.small.parameters.ImageName: is not a field of the Tencent Cloud RunInstances request (line 7)`}},
+		{"a RunInstances field of the wrong type", "accounts:\n  dev: {region: r}\ninstanceTemplates:\n  small:\n    account: dev\n    parameters:\n      SystemDisk: {DiskSize: big}\n",
+			[]string{`instanceTemplates.small.parameters.SystemDisk.DiskSize: must be an integer (int64) (line 7)`}},
+		{"alibaba: what ECS needs", "accounts:\n  ali: {provider: alibabacloud, region: cn-hangzhou}\ninstanceTemplates:\n  ecs:\n    account: ali\n    zone: cn-hangzhou-h\n    parameters:\n      InstanceType: ecs.g7.large\n",
+			[]string{`instanceTemplates.ecs.parameters.ImageId: is required (line 7)`, `parameters.SecurityGroupId: is required (or SecurityGroupIds)`, `parameters.VSwitchId: is required`}},
+		{"alibaba: what nodesmith sets", "accounts:\n  ali: {provider: alibabacloud, region: cn-hangzhou}\ninstanceTemplates:\n  ecs:\n    account: ali\n    zone: cn-hangzhou-h\n    instanceType: ecs.g7.large\n    parameters:\n      ImageId: m-1\n      VSwitchId: vsw-1\n      SecurityGroupId: sg-1\n      Amount: 2\n",
+			[]string{`instanceTemplates.ecs.parameters.Amount: must not be set: nodesmith creates one instance per call (line 12)`}},
+		{"alibaba: zone disagrees with the parameters", "accounts:\n  ali: {provider: alibabacloud}\ninstanceTemplates:\n  ecs: {account: ali, zone: cn-hangzhou-h, parameters: {ZoneId: cn-hangzhou-i}}\n",
+			[]string{`instanceTemplates.ecs.zone: "cn-hangzhou-h" differs from parameters.ZoneId "cn-hangzhou-i"`}},
 		{"two documents", "nodeGroups: []\n---\nnodeGroups: []\n", []string{"exactly one YAML document"}},
 	}
 	for _, tt := range tests {
@@ -274,5 +284,31 @@ nodeGroups:
 	}
 	if tm := cfg.Catalog[2].Template; tm.Region != "ap-guangzhou" || tm.Provider != "tencentcloud" || !reflect.DeepEqual(*tm, cfg.Groups[0].Template) {
 		t.Errorf("template small = %+v, the group holds %+v", tm, cfg.Groups[0].Template)
+	}
+}
+
+func TestAlibabaTemplate(t *testing.T) {
+	cfg, err := yamlconfig.Parse("cfg.yaml", []byte(`
+accounts: {ali: {provider: alibabacloud, region: cn-hangzhou}}
+instanceTemplates:
+  ecs:
+    account: ali
+    zone: cn-hangzhou-h
+    parameters:
+      InstanceType: ecs.g7.large
+      ImageId: aliyun_3_x64_20G_alibase_20240528.vhd
+      VSwitchId: vsw-1
+      SecurityGroupIds: [sg-1]
+      SystemDisk: {Category: cloud_essd, Size: "40"}
+      InternetMaxBandwidthOut: 0
+nodeGroups: [{id: w, maxSize: 2, instanceTemplate: ecs}]
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := cfg.Groups[0].Template
+	if tm.Provider != "alibabacloud" || tm.Region != "cn-hangzhou" || tm.Zone != "cn-hangzhou-h" || tm.InstanceType != "ecs.g7.large" ||
+		tm.ParametersJSON != `{"ImageId":"aliyun_3_x64_20G_alibase_20240528.vhd","InstanceType":"ecs.g7.large","InternetMaxBandwidthOut":0,"SecurityGroupIds":["sg-1"],"SystemDisk":{"Category":"cloud_essd","Size":"40"},"VSwitchId":"vsw-1","ZoneId":"cn-hangzhou-h"}` {
+		t.Errorf("template %+v", tm)
 	}
 }

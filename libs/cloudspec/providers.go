@@ -1,0 +1,81 @@
+package cloudspec
+
+import (
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/nodesmith/nodesmith/libs/cloudspec/internal/alibabaecs"
+	"github.com/nodesmith/nodesmith/libs/cloudspec/internal/tencentcvm"
+)
+
+var (
+	// qcloudProviderID is the format of the Tencent cloud-controller-manager
+	// (TKE) and of Cluster Autoscaler's tencentcloud provider:
+	// qcloud:///<zone>/<instance id>.
+	qcloudProviderID = regexp.MustCompile(`^qcloud:///([a-z0-9-]+)/(ins-[a-z0-9]+)$`)
+	// alicloudProviderID is the format of the Alibaba cloud-controller-
+	// manager and of Cluster Autoscaler's alicloud provider:
+	// <region>.<instance id>, which the CCM also accepts with an
+	// "alicloud://" scheme in front.
+	alicloudProviderID = regexp.MustCompile(`^(?:alicloud://)?([a-z0-9-]+)\.(i-[a-z0-9]+)$`)
+)
+
+func init() {
+	register(Provider{
+		Name:  Tencent,
+		Title: "Tencent Cloud",
+		Credentials: CredentialNames{
+			KeyID: "SecretId", Secret: "SecretKey", SecurityToken: "Token",
+		},
+		ZoneField:         "Placement.Zone",
+		InstanceTypeField: "InstanceType",
+		request:           reflect.TypeFor[tencentcvm.RunInstancesRequest](),
+		requestName:       "Tencent Cloud RunInstances request",
+		providerID: func(_, zone, cloudID string) string {
+			return "qcloud:///" + zone + "/" + cloudID
+		},
+		parseProviderID: func(s string) (ProviderIDParts, bool) {
+			m := qcloudProviderID.FindStringSubmatch(s)
+			if m == nil {
+				return ProviderIDParts{}, false
+			}
+			return ProviderIDParts{Zone: m[1], CloudID: m[2]}, true
+		},
+	})
+	register(Provider{
+		Name:  Alibaba,
+		Title: "Alibaba Cloud",
+		Credentials: CredentialNames{
+			KeyID: "AccessKeyId", Secret: "AccessKeySecret", SecurityToken: "SecurityToken",
+		},
+		ZoneField:         "ZoneId",
+		InstanceTypeField: "InstanceType",
+		request:           reflect.TypeFor[alibabaecs.RunInstancesRequest](),
+		requestName:       "Alibaba Cloud ECS RunInstances request",
+		required: [][]string{
+			{"ZoneId"}, {"InstanceType"}, {"ImageId"}, {"VSwitchId"},
+			{"SecurityGroupId", "SecurityGroupIds"},
+		},
+		forbidden: map[string]string{
+			"RegionId":    "the region is the template's region",
+			"Amount":      "nodesmith creates one instance per call",
+			"MinAmount":   "nodesmith creates one instance per call",
+			"ClientToken": "nodesmith sets it to make retries idempotent",
+			"Tag":         "nodesmith tags its instances itself",
+		},
+		providerID: func(region, _, cloudID string) string {
+			return region + "." + cloudID
+		},
+		parseProviderID: func(s string) (ProviderIDParts, bool) {
+			m := alicloudProviderID.FindStringSubmatch(s)
+			if m == nil {
+				return ProviderIDParts{}, false
+			}
+			return ProviderIDParts{Region: m[1], CloudID: m[2]}, true
+		},
+	})
+}
+
+// fieldPath splits a dotted field path ("Placement.Zone").
+func fieldPath(p string) []string { return strings.Split(p, ".") }
