@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
@@ -24,6 +25,7 @@ type providerEnv struct {
 // entry here and one package in internal/adapters implementing ports.Cloud.
 var providers = map[string]func(providerEnv) (ports.Cloud, error){
 	cloudspec.Tencent: newTencent,
+	cloudspec.Alibaba: newAlibaba,
 }
 
 func newTencent(e providerEnv) (ports.Cloud, error) {
@@ -33,9 +35,7 @@ func newTencent(e providerEnv) (ports.Cloud, error) {
 	}
 	// The buckets are this replica's own: say so where operators look when
 	// the account is throttled.
-	e.log.Info("client-side rate limits per replica (calls/s:burst per account, region and action; "+
-		"replicas do not share them, so with N replicas on one account each should get 1/N of the account's limit)",
-		"provider", tencent.Provider, "limits", limits.String())
+	logLimits(e.log, tencent.Provider, limits)
 	clients := tencent.NewClients(tencent.ClientOptions{
 		Credentials: e.creds,
 		Endpoint:    e.cfg.TencentEndpoint,
@@ -43,6 +43,36 @@ func newTencent(e providerEnv) (ports.Cloud, error) {
 		Timeout:     e.cfg.CallTimeout,
 	})
 	return tencent.New(tencent.Options{
+		Clients:     clients.Get,
+		Limits:      limits,
+		Retry:       backoff.Policy{Initial: e.cfg.RetryInitial, Max: e.cfg.RetryMax, Attempts: e.cfg.RetryAttempts},
+		CallTimeout: e.cfg.CallTimeout,
+		Metrics:     e.metrics,
+		Logger:      e.log,
+	}), nil
+}
+
+// logLimits says where operators look when an account is throttled that
+// the buckets are this replica's own.
+func logLimits(log *slog.Logger, provider string, limits ratelimit.Limits) {
+	log.Info("client-side rate limits per replica (calls/s:burst per account, region and action; "+
+		"replicas do not share them, so with N replicas on one account each should get 1/N of the account's limit)",
+		"provider", provider, "limits", limits.String())
+}
+
+func newAlibaba(e providerEnv) (ports.Cloud, error) {
+	limits, err := ratelimit.Parse(e.cfg.AlibabaRateLimits)
+	if err != nil {
+		return nil, err
+	}
+	logLimits(e.log, alibaba.Provider, limits)
+	clients := alibaba.NewClients(alibaba.ClientOptions{
+		Credentials: e.creds,
+		Endpoint:    e.cfg.AlibabaEndpoint,
+		Scheme:      e.cfg.AlibabaScheme,
+		Timeout:     e.cfg.CallTimeout,
+	})
+	return alibaba.New(alibaba.Options{
 		Clients:     clients.Get,
 		Limits:      limits,
 		Retry:       backoff.Policy{Initial: e.cfg.RetryInitial, Max: e.cfg.RetryMax, Attempts: e.cfg.RetryAttempts},
