@@ -13,7 +13,9 @@ import (
 
 type noCreds struct{}
 
-func (noCreds) Lookup(string) (ports.Credential, error) { return ports.Credential{}, ports.ErrNoCredentials }
+func (noCreds) Lookup(string) (ports.Credential, error) {
+	return ports.Credential{}, ports.ErrNoCredentials
+}
 
 // Every provider cloudspec knows has an adapter, the one of that cloud:
 // commands pick it by their target's provider (the account's).
