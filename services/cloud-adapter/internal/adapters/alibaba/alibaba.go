@@ -236,8 +236,9 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 
 // Terminate implements ports.Cloud with DeleteInstances and Force (a
 // running VM is stopped and released at once). DeleteInstances refuses the
-// whole call when any VM is already gone, so on such an answer the adapter
-// describes the VMs and deletes only those still there.
+// whole call when any VM is already gone or being released, so on such an
+// answer the adapter describes the VMs and deletes only those still there
+// and not going.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
 	if len(ids) > ports.MaxBatch {
 		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
@@ -409,7 +410,11 @@ func state(s string) domain.State {
 		return domain.StatePending
 	case "Running":
 		return domain.StateRunning
-	case "Stopping", "Stopped":
+	case "Stopping":
+		// nodesmith never stops its VMs: a VM released with Force reports
+		// Stopping until it vanishes (and refuses another DeleteInstances).
+		return domain.StateTerminating
+	case "Stopped":
 		return domain.StateStopped
 	default:
 		return domain.StateUnknown

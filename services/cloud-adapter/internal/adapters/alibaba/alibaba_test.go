@@ -294,20 +294,21 @@ func TestDescribeMapsInstances(t *testing.T) {
 	c, f := newCloud(t, opts{})
 	f.on(ActionDescribeInstances, func(p map[string]string) (int, any) {
 		var ids []string
-		if err := json.Unmarshal([]byte(p["InstanceIds"]), &ids); err != nil || len(ids) != 3 {
+		if err := json.Unmarshal([]byte(p["InstanceIds"]), &ids); err != nil || len(ids) != 4 {
 			return 400, map[string]string{"Code": "InvalidParameter", "Message": "InstanceIds " + p["InstanceIds"]}
 		}
 		return 200, map[string]any{"Instances": map[string]any{"Instance": []any{
 			instance("i-1", "Running", "10.0.0.1", map[string]string{domain.TagInstance: "n1"}),
 			instance("i-2", "Pending", "", nil),
 			instance("i-3", "Stopped", "10.0.0.3", nil),
+			instance("i-4", "Stopping", "10.0.0.4", nil),
 		}}}
 	})
-	sts, err := c.Describe(context.Background(), target, []string{"i-1", "i-2", "i-3"})
+	sts, err := c.Describe(context.Background(), target, []string{"i-1", "i-2", "i-3", "i-4"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sts) != 3 {
+	if len(sts) != 4 {
 		t.Fatalf("got %d statuses", len(sts))
 	}
 	want := time.Date(2026, 11, 26, 1, 2, 0, 0, time.UTC)
@@ -315,8 +316,8 @@ func TestDescribeMapsInstances(t *testing.T) {
 		!s.CreatedAt.Equal(want) || s.Tags[domain.TagInstance] != "n1" {
 		t.Fatalf("status %+v", s)
 	}
-	if sts[1].State != domain.StatePending || sts[2].State != domain.StateStopped {
-		t.Fatalf("states %s %s", sts[1].State, sts[2].State)
+	if sts[1].State != domain.StatePending || sts[2].State != domain.StateStopped || sts[3].State != domain.StateTerminating {
+		t.Fatalf("states %s %s %s", sts[1].State, sts[2].State, sts[3].State)
 	}
 	if p := f.callsOf(ActionDescribeInstances)[0].params; p["RegionId"] != "cn-hangzhou" {
 		t.Fatalf("RegionId %q", p["RegionId"])

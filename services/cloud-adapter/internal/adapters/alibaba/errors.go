@@ -92,11 +92,12 @@ var codes = cloudcall.Codes{
 }
 
 // goneCodes are DeleteInstances answers meaning "some of these VMs are
-// already gone": the whole call is refused, so the adapter looks up which
-// VMs still need deleting.
+// already gone or being released": the whole call is refused, so the
+// adapter looks up which VMs still need deleting.
 var goneCodes = map[string]bool{
 	"InvalidInstanceId.NotFound": true,
 	"InvalidInstanceId.NotExist": true,
+	"IncorrectInstanceStatus":    true,
 }
 
 // kindOf classifies an ECS error code.
