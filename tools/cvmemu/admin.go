@@ -114,10 +114,12 @@ func (e *Emulator) Stats() Stats {
 
 // VMInfo describes a VM for tests and launchers.
 type VMInfo struct {
+	// API is the front end that created the VM: "cvm" or "ecs".
+	API                       string
 	ID, Account, Region, Zone string
 	InstanceType, ImageID     string
 	Name                      string
-	State                     string
+	State                     string // as the VM's API reports it (CVM RUNNING, ECS Running, ...)
 	PrivateIP                 string // empty until RUNNING
 	SSHAddr                   string // host:port of the VM's SSH server, if any
 	Sandbox                   string // the VM's sandbox directory, if it has a guest
@@ -130,10 +132,14 @@ type VMInfo struct {
 
 func (e *Emulator) infoLocked(v *vm) VMInfo {
 	info := VMInfo{
-		ID: v.id, Account: v.account, Region: v.region, Zone: v.zone,
+		API: "cvm", ID: v.id, Account: v.account, Region: v.region, Zone: v.zone,
 		InstanceType: v.instanceType, ImageID: v.imageID, Name: v.name, State: v.state,
 		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
 		NodeName: v.nodeName, ProviderID: v.providerID,
+	}
+	if v.api == apiECS {
+		info.API = "ecs"
+		info.State = ecsStatusOf(v)
 	}
 	if v.guest != nil {
 		info.SSHAddr = v.guest.Addr()
@@ -207,7 +213,7 @@ func (e *Emulator) ForceTerminate(id string) error {
 	if v.state == StateTerminating {
 		return nil
 	}
-	e.terminateLocked(v, "")
+	e.terminateLocked(v, ActionTerminateInstances, "")
 	return nil
 }
 

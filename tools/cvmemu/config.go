@@ -46,9 +46,14 @@ type Config struct {
 	Accounts map[string]string
 	// Regions lists accepted X-TC-Region values; empty accepts any.
 	Regions []string
-	// Zones lists accepted Placement.Zone values; empty accepts any zone
-	// named "<region>-<n>" for the request's region.
+	// Zones lists accepted Placement.Zone (CVM) and ZoneId (ECS) values;
+	// empty accepts any zone named "<region>-<suffix>" for the request's
+	// region.
 	Zones []string
+	// VSwitchZones maps ECS VSwitchIds to their zones, for RunInstances
+	// calls that give a VSwitchId without a ZoneId (as the real API
+	// allows). Calls with a ZoneId need no entry.
+	VSwitchZones map[string]string
 
 	// BootDelay is how long new VMs stay PENDING before RUNNING.
 	BootDelay time.Duration
@@ -107,8 +112,9 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults: 2s boot, 500ms terminate,
 // rate limits RunInstances 10/s, TerminateInstances 10/s, DescribeInstances
-// 20/s (DescribeInstancesStatus shares the 20/s default), 5 minute clock
-// skew, at most 100 instances per RunInstances call.
+// 20/s (DescribeInstancesStatus shares the 20/s default; for ECS
+// DeleteInstances and TagResources 10/s, DescribeInstanceStatus 20/s), 5
+// minute clock skew, at most 100 instances per RunInstances call.
 func DefaultConfig() Config {
 	return Config{
 		BootDelay:      2 * time.Second,
@@ -118,6 +124,9 @@ func DefaultConfig() Config {
 			ActionTerminateInstances:      10,
 			ActionDescribeInstances:       20,
 			ActionDescribeInstancesStatus: 20,
+			ActionDeleteInstances:         10,
+			ActionDescribeInstanceStatus:  20,
+			ActionTagResources:            10,
 		},
 		MaxClockSkew:     5 * time.Minute,
 		MaxInstanceCount: 100,
@@ -136,14 +145,25 @@ func DefaultConfig() Config {
 // JoinConfiguration (see simvm.KubeletDefaultsFile); without one its Node
 // has none.
 func DefaultGuestEnv(vm VMInfo) map[string]string {
+	provider := ProviderID(vm.Zone, vm.ID)
+	if vm.API == "ecs" {
+		provider = ECSProviderID(vm.Region, vm.ID)
+	}
 	return map[string]string{
 		"INSTANCE_ID": vm.ID,
 		"REGION":      vm.Region,
 		"ZONE":        vm.Zone,
 		"PRIVATE_IP":  vm.PrivateIP,
 		"NODE_NAME":   vm.ID,
-		"PROVIDER_ID": ProviderID(vm.Zone, vm.ID),
+		"PROVIDER_ID": provider,
 	}
+}
+
+// ECSProviderID renders the Kubernetes provider ID of an ECS VM the way
+// the cluster autoscaler's alicloud provider writes it:
+// "<region>.<instance-id>".
+func ECSProviderID(region, instanceID string) string {
+	return region + "." + instanceID
 }
 
 // ProviderID renders the Kubernetes provider ID used by default for a VM,
@@ -209,6 +229,10 @@ type Fault struct {
 	// DropConnection closes the connection without any answer (a network
 	// failure from the client's point of view). It also honours AfterCommit.
 	DropConnection bool
+	// HTTPStatus is the HTTP status the ECS front end answers with; 0
+	// derives it from Code as the real API does (InternalError 500,
+	// ServiceUnavailable 503, Throttling* 400, ...). CVM answers 200.
+	HTTPStatus int
 }
 
 func (c *Config) validate() error {

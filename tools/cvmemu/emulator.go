@@ -70,11 +70,13 @@ type Emulator struct {
 	// runObserver sees the body of every well-formed RunInstances request
 	// (tests check what reached the cloud, e.g. sealed parameters opened).
 	runObserver func(account string, body []byte)
-	buckets     map[rateKey]*tokenBucket
-	windows     map[rateKey]*rateWindow
-	ips         ipAllocator
-	seq         uint64
-	counters    counters
+	// nonces are the ECS signature nonces seen within the clock skew.
+	nonces   map[string]time.Time
+	buckets  map[rateKey]*tokenBucket
+	windows  map[rateKey]*rateWindow
+	ips      ipAllocator
+	seq      uint64
+	counters counters
 
 	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
 	// holds one token while a save is due.
@@ -136,6 +138,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		faults:         map[string]ActionFaults{},
 		injected:       map[string][]Fault{},
 		accounts:       map[string]*account{},
+		nonces:         map[string]time.Time{},
 		buckets:        map[rateKey]*tokenBucket{},
 		windows:        map[rateKey]*rateWindow{},
 		ips:            ips,
@@ -204,7 +207,30 @@ type call struct {
 	secretID string
 	account  string
 	region   string
-	body     []byte
+	api      string // the front end's VMs: apiCVM or apiECS
+	// body is the CVM front end's JSON body; params the ECS front end's
+	// query and form parameters.
+	body   []byte
+	params map[string]string
+}
+
+// frontEnd is one cloud API served by the emulator core: it owns the wire
+// protocol (framing, signature, error shape), the core owns the VMs,
+// accounts, rate limits and faults.
+type frontEnd interface {
+	// actionOf names the request's action, or "" if it names none the
+	// front end implements (the counters stay bounded).
+	actionOf(r *http.Request) string
+	// admit checks protocol and signature and returns the call; the call
+	// is non-nil once the action and account are known, even with an
+	// error (e.g. a bad region), so rate accounting sees it.
+	admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError)
+	// dispatch runs an admitted call.
+	dispatch(c *call) (any, *apiError)
+	// write answers the client.
+	write(w http.ResponseWriter, reqID string, result any, aerr *apiError)
+	// throttled is the error for a request over its rate limit.
+	throttled(observed int, limit float64) *apiError
 }
 
 type errorBody struct {
@@ -217,30 +243,32 @@ type errorResponse struct {
 	RequestID string    `json:"RequestId"`
 }
 
-// ServeHTTP implements the API endpoint. Every outcome except a deliberately
-// dropped connection is HTTP 200 with a {"Response":{...}} JSON body, like
-// the real service.
+// ServeHTTP implements the CVM API endpoint (see ECS for the other).
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	e.serve(cvmFront{e}, w, r)
+}
+
+// serve handles one request of front end fe.
+func (e *Emulator) serve(fe frontEnd, w http.ResponseWriter, r *http.Request) {
 	reqID := newUUID()
-	result, aerr, drop := e.handle(w, r, reqID)
+	result, aerr, drop := e.handle(fe, w, r, reqID)
 	if drop && dropConnection(w) {
 		e.log.Debug("fault: dropped connection", "requestId", reqID)
 		return
 	}
-	var payload any
-	if aerr != nil {
-		payload = map[string]any{"Response": errorResponse{Error: errorBody(*aerr), RequestID: reqID}}
-	} else {
-		payload = map[string]any{"Response": result}
-	}
+	fe.write(w, reqID, result, aerr)
+}
+
+// writeJSON answers payload as JSON with status.
+func (e *Emulator) writeJSON(w http.ResponseWriter, reqID string, status int, payload any, fallback string) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		// Only our own response types are marshalled; this is a bug.
 		e.log.Error("marshal response", "err", err, "requestId", reqID)
-		b = []byte(`{"Response":{"Error":{"Code":"InternalError","Message":"response encoding failed"},"RequestId":"` + reqID + `"}}`)
+		b, status = []byte(fallback), http.StatusInternalServerError
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-TC-RequestId", reqID)
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
 
@@ -260,15 +288,27 @@ func dropConnection(w http.ResponseWriter) bool {
 
 // handle validates, authenticates and dispatches a request. It returns the
 // success payload or an API error, and whether to drop the connection.
-func (e *Emulator) handle(w http.ResponseWriter, r *http.Request, reqID string) (any, *apiError, bool) {
-	action := r.Header.Get("X-TC-Action")
-	if !slices.Contains(Actions, action) {
+func (e *Emulator) handle(fe frontEnd, w http.ResponseWriter, r *http.Request, reqID string) (any, *apiError, bool) {
+	action := fe.actionOf(r)
+	if action == "" {
 		action = invalidAction // keeps the counters bounded whatever clients send
 	}
 	log := e.log.With("requestId", reqID, "action", action)
 	e.countRequest(action)
 
-	c, aerr := e.admit(w, r, reqID)
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		e.countError(action, CodeInternalError)
+		return nil, errf(CodeInternalError, "The emulator is shutting down."), false
+	}
+	c, aerr := fe.admit(w, r, reqID)
+	if c != nil {
+		if rerr := e.rateCheck(fe, c, aerr == nil); aerr == nil {
+			aerr = rerr
+		}
+	}
 	if aerr != nil {
 		log.Debug("request rejected", "code", aerr.Code, "msg", aerr.Message)
 		e.countError(action, aerr.Code)
@@ -284,20 +324,10 @@ func (e *Emulator) handle(w http.ResponseWriter, r *http.Request, reqID string) 
 	if fault != nil && !fault.AfterCommit {
 		log.Debug("fault injected before commit", "code", fault.Code, "drop", fault.DropConnection)
 		e.countError(c.action, fault.Code)
-		return nil, &apiError{Code: fault.Code, Message: fault.Message}, fault.DropConnection
+		return nil, fault.apiError(), fault.DropConnection
 	}
 
-	var result any
-	switch c.action {
-	case ActionRunInstances:
-		result, aerr = e.runInstances(c)
-	case ActionDescribeInstances:
-		result, aerr = e.describeInstances(c)
-	case ActionDescribeInstancesStatus:
-		result, aerr = e.describeInstancesStatus(c)
-	case ActionTerminateInstances:
-		result, aerr = e.terminateInstances(c)
-	}
+	result, aerr := fe.dispatch(c)
 	if aerr != nil {
 		log.Debug("request failed", "code", aerr.Code, "msg", aerr.Message)
 		e.countError(c.action, aerr.Code)
@@ -306,21 +336,85 @@ func (e *Emulator) handle(w http.ResponseWriter, r *http.Request, reqID string) 
 	if fault != nil {
 		log.Debug("fault injected after commit", "code", fault.Code, "drop", fault.DropConnection)
 		e.countError(c.action, fault.Code)
-		return nil, &apiError{Code: fault.Code, Message: fault.Message}, fault.DropConnection
+		return nil, fault.apiError(), fault.DropConnection
 	}
 	return result, nil, false
 }
 
-// admit performs everything the API gateway does before an action runs:
-// protocol checks, signature, version, action, region and rate limiting. The
-// returned call is non-nil once the action is known.
-func (e *Emulator) admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError) {
+// rateCheck records the call for the peak-rate statistics and, if limit,
+// applies the action's rate limit (a token bucket per account and action;
+// the real clock, not cfg.Now).
+func (e *Emulator) rateCheck(fe frontEnd, c *call, limit bool) *apiError {
 	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
-		return nil, errf(CodeInternalError, "The emulator is shutting down.")
+	defer e.mu.Unlock()
+	key := rateKey{c.account, c.action}
+	now := time.Now()
+	win := e.windows[key]
+	if win == nil {
+		win = &rateWindow{}
+		e.windows[key] = win
 	}
+	observed := win.observe(now)
+	if rate := e.rateLimits[c.action]; limit && rate > 0 {
+		b := e.buckets[key]
+		if b == nil || b.rate != rate {
+			b = newTokenBucket(rate, now)
+			e.buckets[key] = b
+		}
+		if !b.allow(now) {
+			e.counters.throttled[c.action]++
+			return fe.throttled(observed, rate)
+		}
+	}
+	return nil
+}
+
+// cvmFront is the Tencent Cloud CVM API: JSON POST bodies, X-TC-* headers,
+// TC3-HMAC-SHA256, every answer HTTP 200 with {"Response":{...}}.
+type cvmFront struct{ e *Emulator }
+
+func (f cvmFront) actionOf(r *http.Request) string {
+	if a := r.Header.Get("X-TC-Action"); slices.Contains(Actions, a) {
+		return a
+	}
+	return ""
+}
+
+func (f cvmFront) write(w http.ResponseWriter, reqID string, result any, aerr *apiError) {
+	payload := map[string]any{"Response": result}
+	if aerr != nil {
+		payload = map[string]any{"Response": errorResponse{Error: errorBody{Code: aerr.Code, Message: aerr.Message}, RequestID: reqID}}
+	}
+	w.Header().Set("X-TC-RequestId", reqID)
+	f.e.writeJSON(w, reqID, http.StatusOK, payload,
+		`{"Response":{"Error":{"Code":"InternalError","Message":"response encoding failed"},"RequestId":"`+reqID+`"}}`)
+}
+
+func (f cvmFront) throttled(observed int, limit float64) *apiError {
+	return errf(CodeRequestLimitExceeded,
+		"Your current request times equals to `%d` in a second, which exceeds the frequency limit `%g` for a second. Please reduce the frequency of calls.",
+		observed, limit)
+}
+
+func (f cvmFront) dispatch(c *call) (any, *apiError) {
+	e := f.e
+	switch c.action {
+	case ActionRunInstances:
+		return e.runInstances(c)
+	case ActionDescribeInstances:
+		return e.describeInstances(c)
+	case ActionDescribeInstancesStatus:
+		return e.describeInstancesStatus(c)
+	case ActionTerminateInstances:
+		return e.terminateInstances(c)
+	}
+	return nil, errf(CodeInvalidAction, "The action `%s` is not supported by the emulator.", c.action)
+}
+
+// admit performs what the CVM API gateway does before an action runs:
+// protocol checks, signature, version, action and region.
+func (f cvmFront) admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError) {
+	e := f.e
 	if r.Method != http.MethodPost {
 		return nil, errf(CodeInvalidParameter, "The emulator only supports POST requests with a JSON body (got %s).", r.Method)
 	}
@@ -359,38 +453,17 @@ func (e *Emulator) admit(w http.ResponseWriter, r *http.Request, reqID string) (
 	}
 	c := &call{ctx: r.Context(), reqID: reqID, action: action, secretID: secretID, account: e.accountOf(secretID), body: body}
 	c.region = r.Header.Get("X-TC-Region")
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	key := rateKey{c.account, action}
-	now := time.Now() // rate accounting uses the real clock, not cfg.Now
-	win := e.windows[key]
-	if win == nil {
-		win = &rateWindow{}
-		e.windows[key] = win
-	}
-	observed := win.observe(now)
-
 	if c.region == "" {
 		return c, errf(CodeMissingParameter, "The request is missing the required parameter `Region`.")
 	}
-	if len(e.cfg.Regions) > 0 && !slices.Contains(e.cfg.Regions, c.region) {
+	if !e.regionOK(c.region) {
 		return c, errf(CodeUnsupportedRegion, "The region `%s` is not supported.", c.region)
 	}
-	if limit := e.rateLimits[action]; limit > 0 {
-		b := e.buckets[key]
-		if b == nil || b.rate != limit {
-			b = newTokenBucket(limit, now)
-			e.buckets[key] = b
-		}
-		if !b.allow(now) {
-			e.counters.throttled[action]++
-			return c, errf(CodeRequestLimitExceeded,
-				"Your current request times equals to `%d` in a second, which exceeds the frequency limit `%g` for a second. Please reduce the frequency of calls.",
-				observed, limit)
-		}
-	}
 	return c, nil
+}
+
+func (e *Emulator) regionOK(region string) bool {
+	return len(e.cfg.Regions) == 0 || slices.Contains(e.cfg.Regions, region)
 }
 
 func (e *Emulator) accountOf(secretID string) string {

@@ -46,14 +46,21 @@ const (
 	CodeZoneSoldOutForType        = "ResourceInsufficient.ZoneSoldOutForSpecifiedInstance"
 )
 
-// apiError is an error answered in the Tencent Cloud error shape.
+// apiError is an API error, rendered in its front end's error shape.
 type apiError struct {
 	Code    string
 	Message string
+	// Status is the HTTP status of the ECS front end's answer; 0 derives
+	// it from the code. The CVM front end always answers 200.
+	Status int
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
 func errf(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func (f *Fault) apiError() *apiError {
+	return &apiError{Code: f.Code, Message: f.Message, Status: f.HTTPStatus}
 }

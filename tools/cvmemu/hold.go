@@ -26,7 +26,8 @@ type Hold struct {
 	all   []*HeldCall
 }
 
-// NewHold returns a Hold serving next (an *Emulator or *Server).
+// NewHold returns a Hold serving next: an *Emulator (CVM), a *Server, or
+// an Emulator's ECS handler.
 func NewHold(next http.Handler) *Hold { return &Hold{next: next} }
 
 // HeldCall is one call a Hold was asked to hold.
@@ -82,7 +83,11 @@ func (h *Hold) ReleaseAll() {
 // ServeHTTP passes the request to the emulator; an armed call's answer is
 // recorded, then written only once released.
 func (h *Hold) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := h.take(r.Header.Get("X-TC-Action"))
+	action := r.Header.Get("X-TC-Action")
+	if action == "" {
+		action = ecsAction(r)
+	}
+	c := h.take(action)
 	if c == nil {
 		h.next.ServeHTTP(w, r)
 		return
@@ -96,6 +101,9 @@ func (h *Hold) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var params struct{ ClientToken string }
 	_ = json.Unmarshal(body, &params) // the emulator answers a bad body itself
 	c.clientToken = params.ClientToken
+	if t := r.URL.Query().Get("ClientToken"); t != "" { // ECS
+		c.clientToken = t
+	}
 
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	h.next.ServeHTTP(rec, r)

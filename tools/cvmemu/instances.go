@@ -29,7 +29,17 @@ const (
 	defaultInstanceName = "未命名" // what the console shows for unnamed instances
 )
 
-var instanceIDPattern = regexp.MustCompile(`^ins-[a-z0-9]{8}$`)
+var (
+	instanceIDPattern    = regexp.MustCompile(`^ins-[a-z0-9]{8}$`)
+	ecsInstanceIDPattern = regexp.MustCompile(`^i-[a-z0-9]{20}$`)
+)
+
+func instanceIDPatternOf(api string) *regexp.Regexp {
+	if api == apiECS {
+		return ecsInstanceIDPattern
+	}
+	return instanceIDPattern
+}
 
 // Wire types. Field names are exactly those of the SDK's models.
 
@@ -144,89 +154,21 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	names := expandNames(name, int(count))
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	acct := e.accountLocked(c.account)
-	if token != "" {
-		if rec, ok := acct.tokens[token]; ok {
-			// Idempotent replay: same answer, no new VMs, whatever the
-			// parameters of this retry say.
-			rec.replays++
-			e.changedLocked()
-			return runInstancesResponse{InstanceIDSet: slices.Clone(rec.ids), RequestID: c.reqID}, nil
-		}
-	}
-	if q := e.quota.MaxInstances; q > 0 && len(acct.vms)+int(count) > q {
-		return nil, errf(CodeInstanceQuota,
-			"The instance quota is insufficient: %d instances exist, %d requested, quota %d.", len(acct.vms), count, q)
-	}
-	if q := e.quota.MaxInstancesPerZone; q > 0 {
-		inZone := 0
-		for _, v := range acct.vms {
-			if v.zone == zone {
-				inZone++
-			}
-		}
-		if inZone+int(count) > q {
-			return nil, errf(CodeInstanceQuota,
-				"The instance quota of zone %s is insufficient: %d instances exist, %d requested, quota %d.", zone, inZone, count, q)
-		}
-	}
-	for _, so := range e.stockOuts {
-		if (so.Zone == "" || so.Zone == zone) && (so.InstanceType == "" || so.InstanceType == instanceType) {
-			code := so.Code
-			if code == "" {
-				code = CodeInsufficientInstanceType
-			}
-			return nil, errf(code, "The specified instance type %s is sold out in zone %s.", instanceType, zone)
-		}
-	}
-	if deref(p.DryRun) {
-		return nil, errf(CodeDryRunOperation, "DryRun Operation. It means that the request would have succeeded, but the DryRun parameter was used.")
-	}
-
-	now := e.now().UTC()
-	ids := make([]string, 0, count)
-	for i := range int(count) {
-		e.seq++
-		v := &vm{
-			id:                e.newInstanceIDLocked(),
-			account:           c.account,
-			region:            c.region,
-			zone:              zone,
-			instanceType:      instanceType,
-			imageID:           deref(p.ImageId),
-			name:              names[i],
-			chargeType:        chargeType,
-			uuid:              newUUID(),
-			clientToken:       token,
-			tags:              slices.Clone(tags),
-			state:             StatePending,
-			created:           now,
-			seq:               e.seq,
-			outcome:           e.decideOutcomeLocked(zone, instanceType),
-			latestOp:          ActionRunInstances,
-			latestOpState:     "OPERATING",
-			latestOpRequestID: c.reqID,
-		}
-		acct.vms[v.id] = v
-		ids = append(ids, v.id)
-		e.counters.created++
-		e.scheduleLocked(v, e.bootDelay, e.bootLocked)
-	}
-	if token == "" {
-		e.counters.createdWithoutToken += int(count)
-	} else {
-		e.rememberTokenLocked(acct, token, ids)
-	}
-	e.changedLocked()
-	e.log.Info("RunInstances", "account", c.account, "zone", zone, "type", instanceType, "ids", ids, "clientToken", token)
-	return runInstancesResponse{InstanceIDSet: ids, RequestID: c.reqID}, nil
+	return e.launchVMs(c, cvmDialect, launchSpec{
+		zone:         zone,
+		instanceType: instanceType,
+		imageID:      deref(p.ImageId),
+		chargeType:   chargeType,
+		token:        token,
+		names:        expandNames(name, int(count)),
+		tags:         tags,
+		dryRun:       deref(p.DryRun),
+	}, func(ids []string) any {
+		return runInstancesResponse{InstanceIDSet: ids, RequestID: c.reqID}
+	})
 }
 
-func (e *Emulator) rememberTokenLocked(acct *account, token string, ids []string) {
+func (e *Emulator) rememberTokenLocked(acct *account, token, fingerprint string, ids []string) {
 	rec := acct.tokens[token]
 	if rec == nil {
 		for len(acct.tokenOrder) >= e.cfg.MaxClientTokens {
@@ -247,6 +189,7 @@ func (e *Emulator) rememberTokenLocked(acct *account, token string, ids []string
 		}
 	}
 	rec.ids = slices.Clone(ids)
+	rec.fingerprint = fingerprint
 	rec.creations++
 	if rec.creations > 1 {
 		e.counters.tokensReused++
@@ -273,16 +216,21 @@ func (e *Emulator) checkZone(region, zone string) *apiError {
 	return nil
 }
 
-// newInstanceIDLocked returns an unused "ins-" + 8 lowercase alphanumerics.
-func (e *Emulator) newInstanceIDLocked() string {
+// newInstanceIDLocked returns an unused instance ID: CVM's "ins-" + 8
+// lowercase alphanumerics, or ECS's "i-" + 20.
+func (e *Emulator) newInstanceIDLocked(api string) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	prefix, n := "ins-", 8
+	if api == apiECS {
+		prefix, n = "i-", 20
+	}
 	for {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
 		for i := range b {
 			b[i] = alphabet[int(b[i])%len(alphabet)]
 		}
-		id := "ins-" + string(b[:])
+		id := prefix + string(b)
 		if e.findLocked(id) == nil {
 			return id
 		}
@@ -473,14 +421,14 @@ func (e *Emulator) selectLocked(c *call, ids []string, fs []filter) []*vm {
 	var out []*vm
 	if len(ids) > 0 {
 		for _, id := range ids {
-			if v, ok := acct.vms[id]; ok && v.region == c.region {
+			if v, ok := acct.vms[id]; ok && v.region == c.region && v.api == c.api {
 				out = append(out, v)
 			}
 		}
 		return out
 	}
 	for _, v := range acct.vms {
-		if v.region == c.region && v.match(fs) {
+		if v.region == c.region && v.api == c.api && v.match(fs) {
 			out = append(out, v)
 		}
 	}
@@ -567,7 +515,7 @@ func (e *Emulator) terminateInstances(c *call) (any, *apiError) {
 	vms := make([]*vm, 0, len(ids))
 	for _, id := range ids {
 		v, ok := acct.vms[id]
-		if !ok || v.region != c.region {
+		if !ok || v.region != c.region || v.api != c.api {
 			return nil, errf(CodeInstanceIDNotFound, "The instance `%s` is not found.", id)
 		}
 		if v.state == StateTerminating {
@@ -576,7 +524,7 @@ func (e *Emulator) terminateInstances(c *call) (any, *apiError) {
 		vms = append(vms, v)
 	}
 	for _, v := range vms {
-		e.terminateLocked(v, c.reqID)
+		e.terminateLocked(v, c.action, c.reqID)
 	}
 	e.log.Info("TerminateInstances", "account", c.account, "ids", ids)
 	return terminateInstancesResponse{RequestID: c.reqID}, nil

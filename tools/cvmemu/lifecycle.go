@@ -25,9 +25,10 @@ type account struct {
 }
 
 type tokenRecord struct {
-	ids       []string
-	creations int // how often this token created VMs (more than 1 is a bug)
-	replays   int // how often a retry was answered from the record
+	ids         []string
+	fingerprint string // of the parameters, for dialects that check them
+	creations   int    // how often this token created VMs (more than 1 is a bug)
+	replays     int    // how often a retry was answered from the record
 }
 
 // outcome is the fate of a launch, decided when it is requested.
@@ -42,10 +43,11 @@ const (
 type tag struct{ Key, Value string }
 
 type vm struct {
-	id, account, region, zone      string
+	id, api, account, region, zone string
 	instanceType, imageID, name    string
 	chargeType, uuid, clientToken  string
 	tags                           []tag
+	attrs                          map[string]string // front-end specific, e.g. ECS VSwitchId
 	state                          string
 	ip                             string
 	created                        time.Time
@@ -272,10 +274,10 @@ func (e *Emulator) launchFailedLocked(v *vm, why string) {
 
 // terminateLocked starts terminating a VM: its guest stops at once, its node
 // goes NotReady, and it vanishes after the terminate delay.
-func (e *Emulator) terminateLocked(v *vm, reqID string) {
+func (e *Emulator) terminateLocked(v *vm, op, reqID string) {
 	e.cancelTimerLocked(v)
 	v.state = StateTerminating
-	v.latestOp, v.latestOpState, v.latestOpRequestID, v.latestOpErr = ActionTerminateInstances, "OPERATING", reqID, ""
+	v.latestOp, v.latestOpState, v.latestOpRequestID, v.latestOpErr = op, "OPERATING", reqID, ""
 	e.counters.terminated++
 	e.changedLocked()
 	if v.guest != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -58,10 +59,11 @@ type stateAccount struct {
 }
 
 type stateToken struct {
-	Token     string   `json:"token"`
-	IDs       []string `json:"ids"`
-	Creations int      `json:"creations"`
-	Replays   int      `json:"replays,omitempty"`
+	Token       string   `json:"token"`
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	IDs         []string `json:"ids"`
+	Creations   int      `json:"creations"`
+	Replays     int      `json:"replays,omitempty"`
 }
 
 type stateTag struct {
@@ -70,21 +72,23 @@ type stateTag struct {
 }
 
 type stateVM struct {
-	ID           string     `json:"id"`
-	Region       string     `json:"region"`
-	Zone         string     `json:"zone"`
-	InstanceType string     `json:"instanceType"`
-	ImageID      string     `json:"imageId"`
-	Name         string     `json:"name"`
-	ChargeType   string     `json:"chargeType"`
-	UUID         string     `json:"uuid"`
-	ClientToken  string     `json:"clientToken,omitempty"`
-	Tags         []stateTag `json:"tags,omitempty"`
-	State        string     `json:"state"`
-	PrivateIP    string     `json:"privateIp,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	Seq          uint64     `json:"seq"`
-	Outcome      string     `json:"outcome"`
+	ID           string            `json:"id"`
+	API          string            `json:"api,omitempty"` // "" CVM, "ecs" ECS
+	Region       string            `json:"region"`
+	Zone         string            `json:"zone"`
+	InstanceType string            `json:"instanceType"`
+	ImageID      string            `json:"imageId"`
+	Name         string            `json:"name"`
+	ChargeType   string            `json:"chargeType"`
+	UUID         string            `json:"uuid"`
+	ClientToken  string            `json:"clientToken,omitempty"`
+	Tags         []stateTag        `json:"tags,omitempty"`
+	Attrs        map[string]string `json:"attrs,omitempty"`
+	State        string            `json:"state"`
+	PrivateIP    string            `json:"privateIp,omitempty"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	Seq          uint64            `json:"seq"`
+	Outcome      string            `json:"outcome"`
 	// Due is when a PENDING VM boots or a TERMINATING one vanishes.
 	Due               time.Time `json:"due,omitzero"`
 	LatestOp          string    `json:"latestOperation,omitempty"`
@@ -228,7 +232,7 @@ func (e *Emulator) snapshotLocked() *stateFile {
 		slices.SortFunc(sa.VMs, func(x, y stateVM) int { return cmpSeq(x.Seq, y.Seq) })
 		for _, tok := range a.tokenOrder {
 			rec := a.tokens[tok]
-			sa.Tokens = append(sa.Tokens, stateToken{Token: tok, IDs: slices.Clone(rec.ids), Creations: rec.creations, Replays: rec.replays})
+			sa.Tokens = append(sa.Tokens, stateToken{Token: tok, Fingerprint: rec.fingerprint, IDs: slices.Clone(rec.ids), Creations: rec.creations, Replays: rec.replays})
 		}
 		for fp := range a.evicted {
 			sa.Evicted = append(sa.Evicted, fp)
@@ -242,7 +246,7 @@ func (e *Emulator) snapshotLocked() *stateFile {
 // toState renders a VM for the state file.
 func (v *vm) toState() stateVM {
 	s := stateVM{
-		ID: v.id, Region: v.region, Zone: v.zone, InstanceType: v.instanceType, ImageID: v.imageID,
+		ID: v.id, API: v.api, Attrs: maps.Clone(v.attrs), Region: v.region, Zone: v.zone, InstanceType: v.instanceType, ImageID: v.imageID,
 		Name: v.name, ChargeType: v.chargeType, UUID: v.uuid, ClientToken: v.clientToken,
 		State: v.state, PrivateIP: v.ip, CreatedAt: v.created, Seq: v.seq, Outcome: outcomeNames[v.outcome],
 		LatestOp: v.latestOp, LatestOpState: v.latestOpState, LatestOpRequestID: v.latestOpRequestID, LatestOpErr: v.latestOpErr,
@@ -320,7 +324,7 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 					return nil, fmt.Errorf("account %q: ClientToken %q: malformed instance id %q", name, t.Token, id)
 				}
 			}
-			a.tokens[t.Token] = &tokenRecord{ids: slices.Clone(t.IDs), creations: t.Creations, replays: t.Replays}
+			a.tokens[t.Token] = &tokenRecord{ids: slices.Clone(t.IDs), fingerprint: t.Fingerprint, creations: t.Creations, replays: t.Replays}
 			a.tokenOrder = append(a.tokenOrder, t.Token)
 		}
 		for _, fp := range sa.Evicted {
@@ -356,7 +360,12 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 
 // toVM validates a saved VM and turns it into a live one.
 func (s *stateVM) toVM(account string) (*vm, error) {
-	if !instanceIDPattern.MatchString(s.ID) {
+	switch s.API {
+	case apiCVM, apiECS:
+	default:
+		return nil, fmt.Errorf("VM %s: unknown API %q", s.ID, s.API)
+	}
+	if !instanceIDPatternOf(s.API).MatchString(s.ID) {
 		return nil, fmt.Errorf("malformed instance id %q", s.ID)
 	}
 	switch s.State {
@@ -385,7 +394,7 @@ func (s *stateVM) toVM(account string) (*vm, error) {
 		}
 	}
 	v := &vm{
-		id: s.ID, account: account, region: s.Region, zone: s.Zone,
+		id: s.ID, api: s.API, attrs: maps.Clone(s.Attrs), account: account, region: s.Region, zone: s.Zone,
 		instanceType: s.InstanceType, imageID: s.ImageID, name: s.Name,
 		chargeType: s.ChargeType, uuid: s.UUID, clientToken: s.ClientToken,
 		state: s.State, ip: s.PrivateIP, created: s.CreatedAt, seq: s.Seq, outcome: out, due: s.Due,
