@@ -28,7 +28,7 @@ func testConfig(t *testing.T, dataDir string, sshPort int) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = dataDir
-	cfg.GRPCAddr, cfg.RESTAddr, cfg.OpsAddr, cfg.EmulatorAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.GRPCAddr, cfg.RESTAddr, cfg.OpsAddr, cfg.EmulatorAddr, cfg.ECSEmulatorAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.NATSPort = -1
 	cfg.SSHPort = sshPort
 	cfg.BootDelay = 200 * time.Millisecond

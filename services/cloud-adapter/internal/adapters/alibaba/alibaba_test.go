@@ -443,3 +443,29 @@ func TestCancelledCallerGetsContextError(t *testing.T) {
 		t.Fatalf("Describe = %v, want context.Canceled", err)
 	}
 }
+
+// TestConcurrentCallsAreSafe: the SDK client is not safe for concurrent
+// use; the adapter's calls on one account and region run at once (-race
+// checks them).
+func TestConcurrentCallsAreSafe(t *testing.T) {
+	c, f := newCloud(t, opts{})
+	f.on(ActionRunInstances, runOK)
+	f.on(ActionDescribeInstances, func(map[string]string) (int, any) { return 200, map[string]any{} })
+	f.on(ActionDeleteInstances, func(map[string]string) (int, any) { return 200, map[string]any{} })
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			ctx := context.Background()
+			if _, err := c.CreateBatch(ctx, ports.CreateRequest{Target: target, ClientToken: fmt.Sprintf("t%d", i), Parameters: template, Count: 1}); err != nil {
+				t.Error(err)
+			}
+			if _, err := c.Describe(ctx, target, []string{"i-1"}); err != nil {
+				t.Error(err)
+			}
+			if err := c.Terminate(ctx, target, []string{"i-1"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}

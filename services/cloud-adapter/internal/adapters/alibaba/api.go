@@ -48,12 +48,15 @@ type ClientOptions struct {
 	Transport http.RoundTripper
 }
 
-// Clients builds and caches one SDK client per (account, region).
+// Clients builds and caches the SDK clients of each (account, region).
+// An SDK client is not safe for concurrent use (every RPC call reads and
+// clears its debug headers field), so each (account, region) has a pool
+// and a call holds a client of its own for its duration.
 type Clients struct {
 	o    ClientOptions
 	http *httpClient
 	mu   sync.Mutex
-	m    map[[2]string]*ecs.Client
+	m    map[[2]string]*pooled
 }
 
 // NewClients returns a client cache.
@@ -67,7 +70,7 @@ func NewClients(o ClientOptions) *Clients {
 	if o.Scheme == "" {
 		o.Scheme = "https"
 	}
-	return &Clients{o: o, http: &httpClient{c: &http.Client{Transport: o.Transport, Timeout: o.Timeout}}, m: map[[2]string]*ecs.Client{}}
+	return &Clients{o: o, http: &httpClient{c: &http.Client{Transport: o.Transport, Timeout: o.Timeout}}, m: map[[2]string]*pooled{}}
 }
 
 // Get implements ClientFunc.
@@ -101,8 +104,51 @@ func (c *Clients) Get(account, region string) (API, error) {
 	if err != nil {
 		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating ECS client for %s/%s: %v", account, region, err))
 	}
-	c.m[k] = cl
-	return cl, nil
+	p := &pooled{cfg: cfg}
+	p.pool.Put(cl)
+	c.m[k] = p
+	return p, nil
+}
+
+// pooled is the API of one (account, region) over a pool of SDK clients.
+type pooled struct {
+	cfg  *openapi.Config
+	pool sync.Pool
+}
+
+func (p *pooled) get() (*ecs.Client, error) {
+	if cl, ok := p.pool.Get().(*ecs.Client); ok {
+		return cl, nil
+	}
+	// The same configuration built a client before, so this succeeds.
+	return ecs.NewClient(p.cfg)
+}
+
+func (p *pooled) RunInstancesWithContext(ctx context.Context, req *ecs.RunInstancesRequest, rt *dara.RuntimeOptions) (*ecs.RunInstancesResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.RunInstancesWithContext(ctx, req, rt)
+}
+
+func (p *pooled) DescribeInstancesWithContext(ctx context.Context, req *ecs.DescribeInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstancesResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.DescribeInstancesWithContext(ctx, req, rt)
+}
+
+func (p *pooled) DeleteInstancesWithContext(ctx context.Context, req *ecs.DeleteInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DeleteInstancesResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.DeleteInstancesWithContext(ctx, req, rt)
 }
 
 // httpClient sends the SDK's requests with one shared http.Client (the
