@@ -59,7 +59,7 @@ func TestMapError(t *testing.T) {
 		t.Fatalf("classified: %v", err)
 	}
 	own := ports.NewCapacityError("X", "")
-	if err := c.MapError(bg, own); err != error(own) {
+	if err := c.MapError(bg, own); !errors.Is(err, own) {
 		t.Fatalf("a CloudError is kept: %v", err)
 	}
 	if err := c.MapError(bg, context.DeadlineExceeded); !ports.IsTransientError(err) || ports.KindOf(err) != ports.ErrorKindTransient {
