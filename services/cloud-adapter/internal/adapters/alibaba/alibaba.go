@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ const (
 	ActionRunInstances      = "RunInstances"
 	ActionDescribeInstances = "DescribeInstances"
 	ActionDeleteInstances   = "DeleteInstances"
+	ActionTagResources      = "TagResources"
 )
 
 // DefaultLimits stay below ECS's default per-account flow control
@@ -49,6 +51,7 @@ func DefaultLimits() ratelimit.Limits {
 		ActionRunInstances:      {Rate: 8, Burst: 2},
 		ActionDeleteInstances:   {Rate: 8, Burst: 2},
 		ActionDescribeInstances: {Rate: 16, Burst: 4},
+		ActionTagResources:      {Rate: 8, Burst: 2},
 	}
 }
 
@@ -280,6 +283,45 @@ func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) err
 		return nil
 	}
 	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not deleted", len(remaining)))
+}
+
+// maxTagResources and maxTagsPerCall are TagResources' limits per call.
+const (
+	maxTagResources = 50
+	maxTagsPerCall  = 20
+)
+
+// Tag sets tags on existing VMs (ports.Cloud's Tag, for explicit
+// adoption) with ECS TagResources: up to 50 instances and 20 tags per call,
+// a key already on an instance gets the new value, its other tags stay.
+// An instance that does not exist fails the call (not found).
+func (c *Cloud) Tag(ctx context.Context, t ports.Target, ids []string, tags []domain.Tag) error {
+	if len(ids) > ports.MaxBatch {
+		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	}
+	if len(ids) == 0 || len(tags) == 0 {
+		return nil
+	}
+	for chunk := range slices.Chunk(ids, maxTagResources) {
+		for tagChunk := range slices.Chunk(tags, maxTagsPerCall) {
+			err := c.call(ctx, t, ActionTagResources, func(ctx context.Context, api API) error {
+				r := &ecs.TagResourcesRequest{
+					RegionId:     dara.String(t.Region),
+					ResourceType: dara.String("instance"),
+					ResourceId:   dara.StringSlice(chunk),
+				}
+				for _, tg := range tagChunk {
+					r.Tag = append(r.Tag, &ecs.TagResourcesRequestTag{Key: dara.String(tg.Key), Value: dara.String(tg.Value)})
+				}
+				_, err := api.TagResourcesWithContext(ctx, r, runtime())
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("TagResources (%d ids): %w", len(chunk), err)
+			}
+		}
+	}
+	return nil
 }
 
 // ListByTag implements ports.Cloud, paging DescribeInstances with the

@@ -469,3 +469,41 @@ func TestConcurrentCallsAreSafe(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestTagChunksByTheAPILimits: 60 instances and 21 tags are 2 x 2 calls of
+// at most 50 instances and 20 tags.
+func TestTagChunksByTheAPILimits(t *testing.T) {
+	c, f := newCloud(t, opts{})
+	f.on(ActionTagResources, func(p map[string]string) (int, any) {
+		if p["ResourceType"] != "instance" || p["RegionId"] != "cn-hangzhou" {
+			return 400, map[string]string{"Code": "InvalidParameter"}
+		}
+		return 200, map[string]string{"RequestId": "r"}
+	})
+	ids := make([]string, 60)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("i-%d", i)
+	}
+	var tags []domain.Tag
+	for i := range 21 {
+		tags = append(tags, domain.Tag{Key: fmt.Sprintf("k%d", i), Value: "v"})
+	}
+	if err := c.Tag(context.Background(), target, ids, tags); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.callsOf(ActionTagResources)
+	if len(calls) != 4 {
+		t.Fatalf("%d TagResources calls, want 4", len(calls))
+	}
+	p := calls[0].params
+	if p["ResourceId.50"] != "i-49" || p["ResourceId.51"] != "" || p["Tag.20.Key"] != "k19" || p["Tag.21.Key"] != "" {
+		t.Fatalf("first call params %v", p)
+	}
+	if p := calls[3].params; p["ResourceId.10"] != "i-59" || p["Tag.1.Key"] != "k20" {
+		t.Fatalf("last call params %v", p)
+	}
+	f.on(ActionTagResources, ecsError(404, "InvalidResourceId.NotFound"))
+	if err := c.Tag(context.Background(), target, ids[:1], tags[:1]); !ports.IsNotFoundError(err) {
+		t.Fatalf("missing instance: %v", err)
+	}
+}

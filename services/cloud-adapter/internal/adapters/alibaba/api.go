@@ -22,6 +22,7 @@ type API interface {
 	RunInstancesWithContext(ctx context.Context, req *ecs.RunInstancesRequest, rt *dara.RuntimeOptions) (*ecs.RunInstancesResponse, error)
 	DescribeInstancesWithContext(ctx context.Context, req *ecs.DescribeInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstancesResponse, error)
 	DeleteInstancesWithContext(ctx context.Context, req *ecs.DeleteInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DeleteInstancesResponse, error)
+	TagResourcesWithContext(ctx context.Context, req *ecs.TagResourcesRequest, rt *dara.RuntimeOptions) (*ecs.TagResourcesResponse, error)
 }
 
 var _ API = (*ecs.Client)(nil)
@@ -209,4 +210,13 @@ func (a accountCredential) GetType() *string {
 		return dara.String("sts")
 	}
 	return dara.String("access_key")
+}
+
+func (p *pooled) TagResourcesWithContext(ctx context.Context, req *ecs.TagResourcesRequest, rt *dara.RuntimeOptions) (*ecs.TagResourcesResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.TagResourcesWithContext(ctx, req, rt)
 }

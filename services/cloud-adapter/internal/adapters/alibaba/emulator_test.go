@@ -170,3 +170,14 @@ func TestEmulatorAnswerLostAfterCommit(t *testing.T) {
 		})
 	}
 }
+
+// TestEmulatorTagOfAMissingVMIsNotFound: ports.Cloud's Tag on a VM that
+// does not exist is a not-found error.
+func TestEmulatorTagOfAMissingVMIsNotFound(t *testing.T) {
+	srv := startEmulator(t, nil)
+	c := newAdapter(t, srv, nil, backoff.Policy{})
+	err := c.Tag(context.Background(), target, []string{"i-bp1nonexistent000000"}, []domain.Tag{{Key: domain.TagCluster, Value: "c1"}})
+	if !ports.IsNotFoundError(err) {
+		t.Fatalf("Tag(missing) = %v, want not found", err)
+	}
+}

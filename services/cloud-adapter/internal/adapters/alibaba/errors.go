@@ -21,6 +21,8 @@ var codes = cloudcall.Codes{
 	Exact: map[string]ports.ErrorKind{
 		"InvalidInstanceId.NotFound": ports.ErrorKindNotFound,
 		"InvalidInstanceId.NotExist": ports.ErrorKindNotFound,
+		// TagResources on an instance that does not exist.
+		"InvalidResourceId.NotFound": ports.ErrorKindNotFound,
 
 		// Out of stock in the zone, or the type is not sold there: CA must
 		// back off the group (OutOfResources), not fix a template.

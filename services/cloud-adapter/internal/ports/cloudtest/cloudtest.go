@@ -71,6 +71,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"RegionsAreIsolated", regions},
 		{"ThrottlingIsSurfacedTyped", throttling},
 		{"StockOutIsACapacityError", stockOut},
+		{"TagSetsTagsOnExistingVMs", tagVMs},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
@@ -347,4 +348,34 @@ func stockOut(t *testing.T, e Env) {
 	}
 	restore()
 	create(t, e, "tok-so2", "c1", 1)
+}
+
+// tagger is ports.Cloud's Tag (explicit adoption, issue 17), run when the
+// implementation has it.
+type tagger interface {
+	Tag(ctx context.Context, t ports.Target, ids []string, tags []domain.Tag) error
+}
+
+func tagVMs(t *testing.T, e Env) {
+	tg, ok := e.Cloud.(tagger)
+	if !ok {
+		t.Skip("this Cloud has no Tag")
+	}
+	ids := create(t, e, "tok-tag", "c1", 2)
+	tags := []domain.Tag{{Key: domain.TagGroup, Value: "g2"}, {Key: domain.TagInstance, Value: "i-adopted"}}
+	for range 2 { // idempotent
+		if err := tg.Tag(ctx(t), e.Target, ids, tags); err != nil {
+			t.Fatalf("Tag: %v", err)
+		}
+	}
+	sts, err := e.Cloud.Describe(ctx(t), e.Target, ids)
+	if err != nil || len(sts) != 2 {
+		t.Fatalf("Describe after Tag = %v, %v", sts, err)
+	}
+	for _, s := range sts {
+		// Set, replaced, and the other tags left alone.
+		if s.Tags[domain.TagGroup] != "g2" || s.Tags[domain.TagInstance] != "i-adopted" || s.Tags[domain.TagCluster] != "c1" || s.Tags[domain.TagBatch] != "tok-tag" {
+			t.Fatalf("VM %s tags after Tag: %v", s.CloudID, s.Tags)
+		}
+	}
 }
