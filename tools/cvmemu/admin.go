@@ -119,13 +119,16 @@ type VMInfo struct {
 	ID, Account, Region, Zone string
 	InstanceType, ImageID     string
 	Name                      string
-	State                     string // as the VM's API reports it (CVM RUNNING, ECS Running, ...)
-	PrivateIP                 string // empty until RUNNING
-	SSHAddr                   string // host:port of the VM's SSH server, if any
-	Sandbox                   string // the VM's sandbox directory, if it has a guest
-	Tags                      map[string]string
-	ClientToken               string
-	CreatedAt                 time.Time
+	// State is the core's state, the same for both APIs (StateRunning,
+	// ...); APIStatus is how the VM's own API reports it (CVM RUNNING,
+	// ECS Running, Stopping, ...).
+	State, APIStatus string
+	PrivateIP        string // empty until RUNNING
+	SSHAddr          string // host:port of the VM's SSH server, if any
+	Sandbox          string // the VM's sandbox directory, if it has a guest
+	Tags             map[string]string
+	ClientToken      string
+	CreatedAt        time.Time
 	// NodeName and ProviderID are what the VM reported joining as.
 	NodeName, ProviderID string
 }
@@ -137,9 +140,10 @@ func (e *Emulator) infoLocked(v *vm) VMInfo {
 		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
 		NodeName: v.nodeName, ProviderID: v.providerID,
 	}
+	info.APIStatus = v.state
 	if v.api == apiECS {
 		info.API = "ecs"
-		info.State = ecsStatusOf(v)
+		info.APIStatus = ecsStatusOf(v)
 	}
 	if v.guest != nil {
 		info.SSHAddr = v.guest.Addr()
@@ -239,6 +243,9 @@ func (e *Emulator) SetStockOuts(s []StockOut) {
 }
 
 // SetRateLimit sets the requests/second limit of an action; 0 removes it.
+// Actions are named as on the wire; RunInstances and DescribeInstances are
+// the same name for CVM and ECS, so one setting covers both front ends
+// (per account, as all rate limits).
 func (e *Emulator) SetRateLimit(action string, perSecond float64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -263,7 +270,8 @@ func (e *Emulator) SetTerminateDelay(d time.Duration) {
 	e.terminateDelay = max(d, 0)
 }
 
-// SetFaults sets the standing faults of an action (zero value: none).
+// SetFaults sets the standing faults of an action (zero value: none); as
+// for SetRateLimit, RunInstances and DescribeInstances cover both APIs.
 func (e *Emulator) SetFaults(action string, f ActionFaults) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

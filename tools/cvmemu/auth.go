@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,47 +35,66 @@ func parseTC3Authorization(h string) (tc3Auth, *apiError) {
 	if strings.TrimSpace(h) == "" {
 		return bad("the header is missing")
 	}
-	alg, rest, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || alg != tc3Algorithm {
-		return bad("only " + tc3Algorithm + " is supported")
+	f, why := parseAuthorization(h, tc3Algorithm)
+	if why != "" {
+		return bad(why)
 	}
-	var a tc3Auth
-	var credential, signedHeaders string
-	for part := range strings.SplitSeq(rest, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return bad("malformed field " + strconv.Quote(part))
-		}
-		switch k {
-		case "Credential":
-			credential = v
-		case "SignedHeaders":
-			signedHeaders = v
-		case "Signature":
-			a.signature = v
-		}
-	}
-	scope := strings.Split(credential, "/")
+	a := tc3Auth{signature: f.signature, signedHeaders: f.signedHeaders}
+	scope := strings.Split(f.credential, "/")
 	if len(scope) != 4 || scope[0] == "" || scope[3] != tc3RequestSuffix {
 		return bad("Credential must be SecretId/Date/Service/tc3_request")
 	}
 	a.secretID, a.date, a.service = scope[0], scope[1], scope[2]
-	if signedHeaders == "" || a.signature == "" {
-		return bad("SignedHeaders and Signature are required")
-	}
-	a.signedHeaders = strings.Split(signedHeaders, ";")
-	hasHost, hasCT := false, false
-	for _, sh := range a.signedHeaders {
-		if sh != strings.ToLower(sh) || sh == "" {
-			return bad("SignedHeaders must be lower case")
-		}
-		hasHost = hasHost || sh == "host"
-		hasCT = hasCT || sh == "content-type"
-	}
-	if !hasHost || !hasCT {
+	if !slices.Contains(a.signedHeaders, "host") || !slices.Contains(a.signedHeaders, "content-type") {
 		return bad("SignedHeaders must include content-type and host")
 	}
 	return a, nil
+}
+
+// authFields are the fields of an Authorization header of the form
+// "<algorithm> Credential=...,SignedHeaders=a;b,Signature=..." that both
+// clouds' signatures use.
+type authFields struct {
+	credential, signature string
+	signedHeaders         []string
+}
+
+// parseAuthorization splits such a header; why says what is wrong with it.
+func parseAuthorization(h, algorithm string) (authFields, string) {
+	var f authFields
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return f, "the header is missing"
+	}
+	alg, rest, ok := strings.Cut(h, " ")
+	if !ok || alg != algorithm {
+		return f, "only " + algorithm + " is supported"
+	}
+	var signed string
+	for part := range strings.SplitSeq(rest, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return f, "malformed field " + strconv.Quote(part)
+		}
+		switch k {
+		case "Credential":
+			f.credential = v
+		case "SignedHeaders":
+			signed = v
+		case "Signature":
+			f.signature = v
+		}
+	}
+	if f.credential == "" || signed == "" || f.signature == "" {
+		return f, "Credential, SignedHeaders and Signature are required"
+	}
+	f.signedHeaders = strings.Split(signed, ";")
+	for _, sh := range f.signedHeaders {
+		if sh == "" || sh != strings.ToLower(sh) {
+			return f, "SignedHeaders must be lower case"
+		}
+	}
+	return f, ""
 }
 
 // verifySignature authenticates a request signed with TC3-HMAC-SHA256 and

@@ -202,8 +202,10 @@ type StockOut struct {
 	Zone         string // "" matches every zone
 	InstanceType string // "" matches every instance type
 	// Code is the error answered; default
-	// ResourceInsufficient.SpecifiedInstanceType. ResourcesSoldOut.SpecifiedInstanceType
-	// and ResourceInsufficient.AvailabilityZoneSoldOut are other real ones.
+	// ResourceInsufficient.SpecifiedInstanceType for CVM (ResourcesSoldOut.SpecifiedInstanceType
+	// and ResourceInsufficient.AvailabilityZoneSoldOut are other real ones),
+	// OperationDenied.NoStock for ECS (InvalidResourceType.NotSupported is
+	// another real one, for a type the zone does not offer at all).
 	Code string
 }
 

@@ -34,6 +34,12 @@ type sshWorld struct {
 
 func newSSHWorld(t *testing.T) *sshWorld {
 	t.Helper()
+	return newSSHWorldWith(t, Start)
+}
+
+// newSSHWorldWith is newSSHWorld with the API of start (Start or StartECS).
+func newSSHWorldWith(t *testing.T, start func(string, Config, ...Option) (*Server, error)) *sshWorld {
+	t.Helper()
 	clientKey, err := simvm.GenerateSigner()
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +66,7 @@ func newSSHWorld(t *testing.T) *sshWorld {
 	// A random /24 per run keeps concurrent test processes apart; the
 	// emulator skips addresses that are taken anyway.
 	cfg.IPBase = fmt.Sprintf("127.79.%d.1", rand.IntN(250))
-	srv := startServer(t, cfg, WithSSH(factory), WithCluster(cluster))
+	srv := startWith(t, start, cfg, WithSSH(factory), WithCluster(cluster))
 
 	kh := filepath.Join(t.TempDir(), "known_hosts")
 	if err := simvm.WriteKnownHostsCA(kh, ca.PublicKey(), vmCfg.Port); err != nil {
@@ -114,6 +120,14 @@ func sshRun(t *testing.T, c *ssh.Client, cmd, stdin string) (stdout, stderr stri
 // testJoinArgs is the discovery part of a valid kubeadm join on a simulated
 // VM: the token and CA certificate hash of its image.
 const testJoinArgs = "10.0.0.1:6443 --token " + simvm.DevJoinToken + " --discovery-token-ca-cert-hash " + simvm.DevCACertHash
+
+// joinWithDefaults is what the sample join hook does: the providerID of the
+// guest's environment in /etc/default/kubelet, the image's token and hash.
+const joinWithDefaults = `set -eu
+etc="${SIMVM_SANDBOX:-}/etc"
+echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
+kubeadm join 10.0.0.1:6443 --token "$(cat "$etc/kubeadm/token")" --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
+`
 
 func TestSSHEndToEndJoin(t *testing.T) {
 	w := newSSHWorld(t)
@@ -171,12 +185,7 @@ kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef --discovery-token-uns
 	// instance ID); the sample hook puts the providerID of the guest's
 	// environment in /etc/default/kubelet, with the image's token and hash.
 	conn2 := w.dial(t, byID[vm2], 2222)
-	join := `set -eu
-etc="${SIMVM_SANDBOX:-}/etc"
-echo "KUBELET_EXTRA_ARGS=--provider-id=$PROVIDER_ID" > "$etc/default/kubelet"
-kubeadm join 10.0.0.1:6443 --token "$(cat "$etc/kubeadm/token")" --discovery-token-ca-cert-hash "$(cat "$etc/kubeadm/ca-cert-hash")"
-`
-	if _, errOut, status := sshRun(t, conn2, "sh -s", join); status != 0 {
+	if _, errOut, status := sshRun(t, conn2, "sh -s", joinWithDefaults); status != 0 {
 		t.Fatalf("join with defaults: %d %s", status, errOut)
 	}
 	wantProvider := ProviderID(testZone, vm2)

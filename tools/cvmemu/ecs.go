@@ -2,12 +2,14 @@ package cvmemu
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The ECS front end: the Alibaba Cloud ECS API (version 2014-05-26) in RPC
@@ -55,6 +57,7 @@ const (
 	ecsCodeInvalidTimeStampFormat  = "InvalidTimeStamp.Format"
 	ecsCodeInvalidTimeStampExpired = "InvalidTimeStamp.Expired"
 	ecsCodeSignatureNonceUsed      = "SignatureNonceUsed"
+	ecsCodeMissingNonce            = "MissingSignatureNonce"
 	ecsCodeSecurityTokenMalformed  = "InvalidSecurityToken.Malformed"
 
 	ECSCodeThrottling             = "Throttling.User"
@@ -176,6 +179,10 @@ func (f ecsFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 		f.e.writeJSON(w, reqID, http.StatusOK, result, `{"RequestId":"`+reqID+`","Code":"InternalError","Message":"response encoding failed"}`)
 		return
 	}
+	if aerr.rateLimit > 0 {
+		w.Header().Set("x-ratelimit-user-api", fmt.Sprintf("Limit:%g,Remain:0,TimeLeft:%d,Reset:%d",
+			aerr.rateLimit, aerr.retryIn.Milliseconds(), time.Now().Add(aerr.retryIn).UnixMilli()))
+	}
 	body := ecsError{
 		RequestID: reqID,
 		HostID:    "ecs.aliyuncs.com",
@@ -186,26 +193,21 @@ func (f ecsFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 	f.e.writeJSON(w, reqID, statusOf(aerr), body, `{"RequestId":"`+reqID+`","Code":"InternalError","Message":"response encoding failed"}`)
 }
 
-func (f ecsFront) throttled(observed int, limit float64) *apiError {
-	return errf(ECSCodeThrottling, "Request was denied due to user flow control (%d requests in the last second, limit %g/s).", observed, limit)
+func (f ecsFront) throttled(observed int, limit float64, wait time.Duration) *apiError {
+	aerr := errf(ECSCodeThrottling, "Request was denied due to user flow control (%d requests in the last second, limit %g/s).", observed, limit)
+	aerr.rateLimit, aerr.retryIn = limit, wait
+	return aerr
 }
 
-func (f ecsFront) dispatch(c *call) (any, *apiError) {
-	e := f.e
-	switch c.action {
-	case ActionRunInstances:
-		return e.ecsRunInstances(c)
-	case ActionDescribeInstances:
-		return e.ecsDescribeInstances(c)
-	case ActionDeleteInstances:
-		return e.ecsDeleteInstances(c)
-	case ActionDescribeInstanceStatus:
-		return e.ecsDescribeInstanceStatus(c)
-	case ActionTagResources:
-		return e.ecsTagResources(c)
-	}
-	return nil, errf(ecsCodeInvalidAction, "Specified api is not found, please check your url and method.")
+var ecsActions = map[string]actionFunc{
+	ActionRunInstances:           (*Emulator).ecsRunInstances,
+	ActionDescribeInstances:      (*Emulator).ecsDescribeInstances,
+	ActionDeleteInstances:        (*Emulator).ecsDeleteInstances,
+	ActionDescribeInstanceStatus: (*Emulator).ecsDescribeInstanceStatus,
+	ActionTagResources:           (*Emulator).ecsTagResources,
 }
+
+func (f ecsFront) actions() map[string]actionFunc { return ecsActions }
 
 // admit performs what the ECS API gateway does before an action runs.
 func (f ecsFront) admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError) {

@@ -3,7 +3,6 @@ package cvmemu
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,16 +23,7 @@ const (
 
 func startECS(t *testing.T, cfg Config, opts ...Option) *Server {
 	t.Helper()
-	s, err := StartECS("127.0.0.1:0", cfg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close server: %v", err)
-		}
-	})
-	return s
+	return startWith(t, StartECS, cfg, opts...)
 }
 
 func ecsClient(t *testing.T, s *Server, id, secret string) *ecs.Client {
@@ -250,24 +240,15 @@ func TestECSSignatureRejected(t *testing.T) {
 	}
 }
 
-func listen(t *testing.T) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
 // TestECSAndCVMShareOneCore: one emulator serves both APIs; each lists
 // only its own VMs, and quotas count them all.
 func TestECSAndCVMShareOneCore(t *testing.T) {
 	s := startServer(t, testConfig()) // CVM
-	ecsSrv := &http.Server{Handler: s.ECS(), ReadHeaderTimeout: 10 * time.Second}
-	ln := listen(t)
-	go func() { _ = ecsSrv.Serve(ln) }()
-	t.Cleanup(func() { _ = ecsSrv.Close() })
-	ec, err := NewECSClient(ln.Addr().String(), testSecretID, testKey, ecsRegion)
+	endpoint, err := s.ServeECS("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := NewECSClient(endpoint, testSecretID, testKey, ecsRegion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,10 +272,45 @@ func TestECSAndCVMShareOneCore(t *testing.T) {
 	if len(infos) != 2 || infos[0].API != "cvm" || infos[1].API != "ecs" {
 		t.Fatalf("ListVMs = %+v", infos)
 	}
+	// State is the core's, whatever the API (dev tools compare it with
+	// StateTerminating etc.); APIStatus is the API's own word.
+	ecsInfo := infos[1]
+	if !slices.Contains([]string{StatePending, StateRunning}, ecsInfo.State) ||
+		!slices.Contains([]string{ECSStatusPending, ECSStatusStarting, ECSStatusRunning}, ecsInfo.APIStatus) {
+		t.Errorf("ECS VM State %q, APIStatus %q", ecsInfo.State, ecsInfo.APIStatus)
+	}
 	if got := DefaultGuestEnv(infos[1])["PROVIDER_ID"]; got != fmt.Sprintf("%s.%s", ecsRegion, ecsIDs[0]) {
 		t.Errorf("ECS provider ID = %q", got)
 	}
 	s.SetQuota(Quota{MaxInstances: 2})
 	_, err = ecsRun(ec, ecsRunOpts{})
 	wantECSErr(t, err, ECSCodeQuota, http.StatusForbidden)
+}
+
+func TestECSInstanceShape(t *testing.T) {
+	for _, tc := range []struct {
+		typ      string
+		cpu, mib int32
+	}{
+		{"ecs.g6.large", 2, 8192},
+		{"ecs.c7.xlarge", 4, 8192},
+		{"ecs.r6.2xlarge", 8, 65536},
+		{"ecs.t6-c1m2.large", 2, 4096},
+		{"ecs.t5-c1m1.large", 2, 2048},
+		{"ecs.t6-c2m1.large", 2, 1024},
+		{"ecs.g8i.16xlarge", 64, 262144},
+		{"S5.MEDIUM4", 0, 0},
+		{"ecs.bogus", 0, 0},
+	} {
+		if cpu, mib := ECSInstanceShape(tc.typ); cpu != tc.cpu || mib != tc.mib {
+			t.Errorf("ECSInstanceShape(%q) = %d, %d; want %d, %d", tc.typ, cpu, mib, tc.cpu, tc.mib)
+		}
+	}
+	// InstanceShape (what dev/kubesim registers) knows both clouds' names.
+	if cpu, gib := InstanceShape("ecs.g6.large"); cpu != 2 || gib != 8 {
+		t.Errorf("InstanceShape(ecs.g6.large) = %d, %d", cpu, gib)
+	}
+	if cpu, gib := InstanceShape("S5.MEDIUM4"); cpu != 2 || gib != 4 {
+		t.Errorf("InstanceShape(S5.MEDIUM4) = %d, %d", cpu, gib)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -37,39 +38,11 @@ func parseACS3Authorization(h string) (acs3Auth, *apiError) {
 	bad := func(why string) (acs3Auth, *apiError) {
 		return acs3Auth{}, errf(ecsCodeIncompleteSignature, "The request signature does not conform to Aliyun standards: %s.", why)
 	}
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return bad("the Authorization header is missing")
+	f, why := parseAuthorization(h, acs3Algorithm)
+	if why != "" {
+		return bad("Authorization: " + why)
 	}
-	alg, rest, ok := strings.Cut(h, " ")
-	if !ok || alg != acs3Algorithm {
-		return bad("only " + acs3Algorithm + " is supported")
-	}
-	var a acs3Auth
-	var signed string
-	for part := range strings.SplitSeq(rest, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return bad("malformed field " + part)
-		}
-		switch k {
-		case "Credential":
-			a.accessKeyID = v
-		case "SignedHeaders":
-			signed = v
-		case "Signature":
-			a.signature = v
-		}
-	}
-	if a.accessKeyID == "" || signed == "" || a.signature == "" {
-		return bad("Credential, SignedHeaders and Signature are required")
-	}
-	a.signedHeaders = strings.Split(signed, ";")
-	for _, sh := range a.signedHeaders {
-		if sh == "" || sh != strings.ToLower(sh) {
-			return bad("SignedHeaders must be lower case")
-		}
-	}
+	a := acs3Auth{accessKeyID: f.credential, signedHeaders: f.signedHeaders, signature: f.signature}
 	if !slices.IsSorted(a.signedHeaders) {
 		return bad("SignedHeaders must be sorted")
 	}
@@ -85,6 +58,10 @@ func parseACS3Authorization(h string) (acs3Auth, *apiError) {
 // checks follow the real gateway: syntax, timestamp, AccessKeyId, nonce,
 // then the signature.
 func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) {
+	if r.Header.Get("Authorization") == "" && r.URL.Query().Has("Signature") {
+		return "", errf(ecsCodeIncompleteSignature,
+			"The request signature does not conform to Aliyun standards: the emulator verifies %s (the SDK's default), not the v1 Signature parameter.", acs3Algorithm)
+	}
 	auth, aerr := parseACS3Authorization(r.Header.Get("Authorization"))
 	if aerr != nil {
 		return "", aerr
@@ -99,6 +76,10 @@ func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) 
 		return "", errf(ecsCodeInvalidTimeStampExpired,
 			"Specified time stamp or date value is expired: %s, server time %s, allowed skew %s.",
 			date, now.UTC().Format("2006-01-02T15:04:05Z"), e.cfg.MaxClockSkew)
+	}
+	nonce := r.Header.Get("x-acs-signature-nonce")
+	if nonce == "" {
+		return "", errf(ecsCodeMissingNonce, "SignatureNonce (x-acs-signature-nonce) is mandatory for this action.")
 	}
 	secret, ok := e.cfg.Credentials[auth.accessKeyID]
 	if !ok {
@@ -116,7 +97,7 @@ func (e *Emulator) verifyACS3(r *http.Request, body []byte) (string, *apiError) 
 	}
 	// The nonce is spent only by a correctly signed request, so a forged
 	// one cannot burn a client's nonces.
-	if !e.spendNonce(auth.accessKeyID+"/"+r.Header.Get("x-acs-signature-nonce"), ts) {
+	if !e.spendNonce(auth.accessKeyID+"/"+nonce, ts) {
 		return "", errf(ecsCodeSignatureNonceUsed, "Specified signature nonce was used already.")
 	}
 	return auth.accessKeyID, nil
@@ -128,12 +109,15 @@ func (e *Emulator) spendNonce(key string, ts time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
-	if len(e.nonces) >= 1024 { // amortised pruning keeps the map bounded by the request rate
+	// Pruning whenever the map doubled keeps it bounded by the request
+	// rate over the skew window, at amortised constant cost.
+	if len(e.nonces) >= e.noncePrune {
 		for k, t := range e.nonces {
 			if now.Sub(t) > e.cfg.MaxClockSkew {
 				delete(e.nonces, k)
 			}
 		}
+		e.noncePrune = max(1024, 2*len(e.nonces))
 	}
 	if _, used := e.nonces[key]; used {
 		return false
@@ -177,13 +161,8 @@ func acs3Signature(secret string, r *http.Request, signedHeaders []string, paylo
 // canonicalQuery sorts the parameters and percent-encodes them (RFC 3986:
 // space as %20, '*' encoded, '~' not).
 func canonicalQuery(q url.Values) string {
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		vals := slices.Clone(q[k])
 		sort.Strings(vals)
 		for _, v := range vals {

@@ -182,6 +182,15 @@ func listParam(p map[string]string, name string, limit int) ([]string, *apiError
 	return out, nil
 }
 
+// requiredListParam is listParam for a list of at least one item.
+func requiredListParam(p map[string]string, name string, limit int) ([]string, *apiError) {
+	l, aerr := listParam(p, name, limit)
+	if aerr == nil && len(l) == 0 {
+		aerr = missing(name + ".1")
+	}
+	return l, aerr
+}
+
 var reservedTagPrefix = regexp.MustCompile(`^(?i)(aliyun|acs:)`)
 
 // tagParams collects Tag.N.Key/Tag.N.Value. requireKey: every item needs a
@@ -527,12 +536,9 @@ func (e *Emulator) ecsInstancesLocked(c *call, ids []string, notFound string) ([
 
 func (e *Emulator) ecsDeleteInstances(c *call) (any, *apiError) {
 	p := c.params
-	ids, aerr := listParam(p, "InstanceId", ecsMaxIDs)
+	ids, aerr := requiredListParam(p, "InstanceId", ecsMaxIDs)
 	if aerr != nil {
 		return nil, aerr
-	}
-	if len(ids) == 0 {
-		return nil, missing("InstanceId.1")
 	}
 	force, aerr := boolParam(p, "Force")
 	if aerr != nil {
@@ -577,12 +583,9 @@ func (e *Emulator) ecsTagResources(c *call) (any, *apiError) {
 	default:
 		return nil, errf(ecsCodeResourceTypeNotFound, "The specified ResourceType %q is not supported by the emulator (instance).", rt)
 	}
-	ids, aerr := listParam(p, "ResourceId", ecsMaxTagResources)
+	ids, aerr := requiredListParam(p, "ResourceId", ecsMaxTagResources)
 	if aerr != nil {
 		return nil, aerr
-	}
-	if len(ids) == 0 {
-		return nil, missing("ResourceId.1")
 	}
 	tags, aerr := tagParams(p, false)
 	if aerr != nil {
@@ -668,7 +671,10 @@ func (e *Emulator) ecsInstanceJSONLocked(v *vm) ecsInstanceJSON {
 	return j
 }
 
-var ecsTypePattern = regexp.MustCompile(`^ecs\.([a-z]+)[0-9a-z-]*\.(small|medium|large|([0-9]*)xlarge)$`)
+var (
+	ecsTypePattern  = regexp.MustCompile(`^ecs\.([a-z]+)[0-9a-z-]*\.(small|medium|large|([0-9]*)xlarge)$`)
+	ecsRatioPattern = regexp.MustCompile(`-c([1-9][0-9]*)m([1-9][0-9]*)\.`)
+)
 
 // ecsFamily is "ecs.g6" for "ecs.g6.large".
 func ecsFamily(t string) string {
@@ -682,7 +688,8 @@ func ecsFamily(t string) string {
 // reports it) from ECS instance type names like "ecs.g6.large" (2 vCPUs,
 // 8 GiB): the size gives the vCPUs (small and medium 1, large 2, xlarge 4,
 // Nxlarge 4N), the family letter the GiB per vCPU (c 2, g 4, r 8, others
-// 4). 0, 0 if the name has another shape.
+// 4) unless the family names its ratio ("ecs.t6-c1m2.large": 2 GiB per
+// vCPU). 0, 0 if the name has another shape.
 func ECSInstanceShape(t string) (cpu, memMiB int32) {
 	m := ecsTypePattern.FindStringSubmatch(t)
 	if m == nil {
@@ -700,12 +707,17 @@ func ECSInstanceShape(t string) (cpu, memMiB int32) {
 		}
 		cpu = int32(4 * n)
 	}
-	perCPU := int32(4)
+	perCPU := int32(4096)
 	switch m[1][0] {
 	case 'c':
-		perCPU = 2
+		perCPU = 2048
 	case 'r':
-		perCPU = 8
+		perCPU = 8192
 	}
-	return cpu, cpu * perCPU * 1024
+	if r := ecsRatioPattern.FindStringSubmatch(t); r != nil {
+		c, _ := strconv.Atoi(r[1])
+		g, _ := strconv.Atoi(r[2])
+		perCPU = int32(g * 1024 / c)
+	}
+	return cpu, cpu * perCPU
 }

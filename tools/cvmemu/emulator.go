@@ -5,6 +5,13 @@
 // and quotas, stock-outs, rate limits and injected faults behave like the
 // real service's.
 //
+// The same emulator core also speaks the Alibaba Cloud ECS API (2014-05-26,
+// see Emulator.ECS and StartECS) to the official alibabacloud-go ECS SDK:
+// ACS3-HMAC-SHA256 signatures, RPC-style parameters, ECS error codes and
+// HTTP statuses. Both front ends share VMs, SSH guests, cluster joins,
+// quotas, stock-outs, rate limits, faults (keyed by action name) and the
+// state file; each lists only the VMs it created.
+//
 // Optionally each RUNNING VM gets an SSH server (package simvm) on its
 // loopback "private IP", and joins reported by the VM's kubeadm shim register
 // nodes in a simulated cluster (package simcluster):
@@ -71,12 +78,13 @@ type Emulator struct {
 	// (tests check what reached the cloud, e.g. sealed parameters opened).
 	runObserver func(account string, body []byte)
 	// nonces are the ECS signature nonces seen within the clock skew.
-	nonces   map[string]time.Time
-	buckets  map[rateKey]*tokenBucket
-	windows  map[rateKey]*rateWindow
-	ips      ipAllocator
-	seq      uint64
-	counters counters
+	nonces     map[string]time.Time
+	noncePrune int // prune nonces when the map reaches this size
+	buckets    map[rateKey]*tokenBucket
+	windows    map[rateKey]*rateWindow
+	ips        ipAllocator
+	seq        uint64
+	counters   counters
 
 	// Persistence (Config.StateFile); saveReq is nil without it. saveReq
 	// holds one token while a save is due.
@@ -139,6 +147,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		injected:       map[string][]Fault{},
 		accounts:       map[string]*account{},
 		nonces:         map[string]time.Time{},
+		noncePrune:     1024,
 		buckets:        map[rateKey]*tokenBucket{},
 		windows:        map[rateKey]*rateWindow{},
 		ips:            ips,
@@ -225,12 +234,13 @@ type frontEnd interface {
 	// is non-nil once the action and account are known, even with an
 	// error (e.g. a bad region), so rate accounting sees it.
 	admit(w http.ResponseWriter, r *http.Request, reqID string) (*call, *apiError)
-	// dispatch runs an admitted call.
-	dispatch(c *call) (any, *apiError)
+	// actions are the front end's actions by name.
+	actions() map[string]actionFunc
 	// write answers the client.
 	write(w http.ResponseWriter, reqID string, result any, aerr *apiError)
-	// throttled is the error for a request over its rate limit.
-	throttled(observed int, limit float64) *apiError
+	// throttled is the error for a request over its rate limit; a token
+	// is back after wait.
+	throttled(observed int, limit float64, wait time.Duration) *apiError
 }
 
 type errorBody struct {
@@ -327,7 +337,7 @@ func (e *Emulator) handle(fe frontEnd, w http.ResponseWriter, r *http.Request, r
 		return nil, fault.apiError(), fault.DropConnection
 	}
 
-	result, aerr := fe.dispatch(c)
+	result, aerr := fe.actions()[c.action](e, c)
 	if aerr != nil {
 		log.Debug("request failed", "code", aerr.Code, "msg", aerr.Message)
 		e.countError(c.action, aerr.Code)
@@ -363,7 +373,7 @@ func (e *Emulator) rateCheck(fe frontEnd, c *call, limit bool) *apiError {
 		}
 		if !b.allow(now) {
 			e.counters.throttled[c.action]++
-			return fe.throttled(observed, rate)
+			return fe.throttled(observed, rate, b.wait())
 		}
 	}
 	return nil
@@ -390,26 +400,23 @@ func (f cvmFront) write(w http.ResponseWriter, reqID string, result any, aerr *a
 		`{"Response":{"Error":{"Code":"InternalError","Message":"response encoding failed"},"RequestId":"`+reqID+`"}}`)
 }
 
-func (f cvmFront) throttled(observed int, limit float64) *apiError {
+func (f cvmFront) throttled(observed int, limit float64, _ time.Duration) *apiError {
 	return errf(CodeRequestLimitExceeded,
 		"Your current request times equals to `%d` in a second, which exceeds the frequency limit `%g` for a second. Please reduce the frequency of calls.",
 		observed, limit)
 }
 
-func (f cvmFront) dispatch(c *call) (any, *apiError) {
-	e := f.e
-	switch c.action {
-	case ActionRunInstances:
-		return e.runInstances(c)
-	case ActionDescribeInstances:
-		return e.describeInstances(c)
-	case ActionDescribeInstancesStatus:
-		return e.describeInstancesStatus(c)
-	case ActionTerminateInstances:
-		return e.terminateInstances(c)
-	}
-	return nil, errf(CodeInvalidAction, "The action `%s` is not supported by the emulator.", c.action)
+// actionFunc runs an admitted call of one action.
+type actionFunc func(*Emulator, *call) (any, *apiError)
+
+var cvmActions = map[string]actionFunc{
+	ActionRunInstances:            (*Emulator).runInstances,
+	ActionDescribeInstances:       (*Emulator).describeInstances,
+	ActionDescribeInstancesStatus: (*Emulator).describeInstancesStatus,
+	ActionTerminateInstances:      (*Emulator).terminateInstances,
 }
+
+func (f cvmFront) actions() map[string]actionFunc { return cvmActions }
 
 // admit performs what the CVM API gateway does before an action runs:
 // protocol checks, signature, version, action and region.

@@ -1,6 +1,9 @@
 package cvmemu
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Error codes answered by the emulator. They are the codes the real API uses
 // (see tencentcloud/cvm/v20170312/errors.go and the common error code list),
@@ -53,6 +56,12 @@ type apiError struct {
 	// Status is the HTTP status of the ECS front end's answer; 0 derives
 	// it from the code. The CVM front end always answers 200.
 	Status int
+	// rateLimit, for an ECS throttling error, is the limit (requests per
+	// second) and how long until the next request is admitted, sent in
+	// x-ratelimit-user-api as the real gateway does (the SDK's
+	// ThrottlingError.RetryAfter).
+	rateLimit float64
+	retryIn   time.Duration
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

@@ -1,8 +1,13 @@
 package cvmemu_test
 
 import (
+	"fmt"
 	"log"
 	"path/filepath"
+	"time"
+
+	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
+	"github.com/alibabacloud-go/tea/dara"
 
 	"golang.org/x/crypto/ssh"
 
@@ -63,4 +68,72 @@ func Example() {
 		log.Fatal(err)
 	}
 	_ = client
+}
+
+// ExampleStartECS drives the ECS front end with the official Alibaba Cloud
+// SDK, the way an ECS cloud adapter does: the emulator's endpoint replaces
+// ecs.<region>.aliyuncs.com, requests are signed as for the real API. The
+// same options (WithSSH, WithCluster, Config.StateFile) give its VMs SSH,
+// cluster joins and persistence.
+func ExampleStartECS() {
+	cfg := cvmemu.DefaultConfig()
+	cfg.Credentials = map[string]string{"LTAIdev": "dev-secret"}
+	cfg.BootDelay = 10 * time.Millisecond
+	srv, err := cvmemu.StartECS("127.0.0.1:0", cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	client, err := cvmemu.NewECSClient(srv.Endpoint(), "LTAIdev", "dev-secret", "cn-hangzhou")
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := client.RunInstances(&ecs.RunInstancesRequest{
+		RegionId:     dara.String("cn-hangzhou"),
+		ZoneId:       dara.String("cn-hangzhou-h"),
+		InstanceType: dara.String("ecs.g6.large"),
+		ImageId:      dara.String("aliyun_3_x64_20G_alibase_20240819.vhd"),
+		Amount:       dara.Int32(2),
+		ClientToken:  dara.String("scale-up-1"), // a retry with it creates nothing new
+		Tag:          []*ecs.RunInstancesRequestTag{{Key: dara.String("nodesmith/group"), Value: dara.String("workers")}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ids := dara.StringSliceValue(run.Body.InstanceIdSets.InstanceIdSet)
+	fmt.Println("created", len(ids), "instances")
+
+	for { // VMs boot asynchronously: Pending, Starting, Running
+		desc, err := client.DescribeInstances(&ecs.DescribeInstancesRequest{
+			RegionId: dara.String("cn-hangzhou"),
+			Tag:      []*ecs.DescribeInstancesRequestTag{{Key: dara.String("nodesmith/group"), Value: dara.String("workers")}},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		running := 0
+		for _, in := range desc.Body.Instances.Instance {
+			if dara.StringValue(in.Status) == "Running" {
+				running++
+			}
+		}
+		if running == len(ids) {
+			fmt.Println(running, "running")
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Running instances are deleted with Force, as on the real API.
+	if _, err := client.DeleteInstances(&ecs.DeleteInstancesRequest{
+		RegionId: dara.String("cn-hangzhou"), InstanceId: dara.StringSlice(ids), Force: dara.Bool(true),
+	}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted")
+	// Output:
+	// created 2 instances
+	// 2 running
+	// deleted
 }

@@ -41,7 +41,14 @@ func testConfig() Config {
 
 func startServer(t *testing.T, cfg Config, opts ...Option) *Server {
 	t.Helper()
-	s, err := Start("127.0.0.1:0", cfg, opts...)
+	return startWith(t, Start, cfg, opts...)
+}
+
+// startWith starts a server with start (Start or StartECS), closed when
+// the test ends.
+func startWith(t *testing.T, start func(string, Config, ...Option) (*Server, error), cfg Config, opts ...Option) *Server {
+	t.Helper()
+	s, err := start("127.0.0.1:0", cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -581,13 +581,14 @@ func portOf(addr string) (int64, error) {
 var shapePattern = regexp.MustCompile(`^[A-Z0-9]+\.(SMALL|MEDIUM|LARGE|(\d*)XLARGE)(\d+)$`)
 
 // InstanceShape derives CPU and memory (GiB) from names like "S5.MEDIUM4"
-// (2 cores, 4 GiB) or "S5.2XLARGE16" (8 cores, 16 GiB); 0, 0 if unknown.
-// It is the shape DescribeInstances reports, and the capacity the
-// simulated kubelets of dev/kubesim register.
+// (2 cores, 4 GiB) or "S5.2XLARGE16" (8 cores, 16 GiB), or from ECS names
+// (see ECSInstanceShape); 0, 0 if unknown. It is the shape DescribeInstances
+// reports, and the capacity the simulated kubelets of dev/kubesim register.
 func InstanceShape(t string) (cpu, mem int64) {
 	m := shapePattern.FindStringSubmatch(t)
 	if m == nil {
-		return 0, 0
+		c, mib := ECSInstanceShape(t)
+		return int64(c), int64(mib) / 1024
 	}
 	mem, _ = strconv.ParseInt(m[3], 10, 64)
 	switch m[1] {

@@ -31,6 +31,14 @@ func (b *tokenBucket) allow(now time.Time) bool {
 	return false
 }
 
+// wait is how long until the next token.
+func (b *tokenBucket) wait() time.Duration {
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}
+
 // rateWindow measures the request rate a client actually produced: the
 // number of requests in the trailing one-second window, and its peak. It
 // holds at most one second's worth of timestamps.

@@ -320,7 +320,7 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 				return nil, fmt.Errorf("account %q: ClientToken %q is listed twice", name, t.Token)
 			}
 			for _, id := range t.IDs {
-				if !instanceIDPattern.MatchString(id) {
+				if !instanceIDPattern.MatchString(id) && !ecsInstanceIDPattern.MatchString(id) {
 					return nil, fmt.Errorf("account %q: ClientToken %q: malformed instance id %q", name, t.Token, id)
 				}
 			}
