@@ -7,6 +7,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -29,55 +30,50 @@ var providers = map[string]func(providerEnv) (ports.Cloud, error){
 }
 
 func newTencent(e providerEnv) (ports.Cloud, error) {
-	limits, err := ratelimit.Parse(e.cfg.TencentRateLimits)
+	settings, err := e.settings(tencent.Provider, e.cfg.TencentRateLimits)
 	if err != nil {
 		return nil, err
 	}
-	// The buckets are this replica's own: say so where operators look when
-	// the account is throttled.
-	logLimits(e.log, tencent.Provider, limits)
 	clients := tencent.NewClients(tencent.ClientOptions{
 		Credentials: e.creds,
 		Endpoint:    e.cfg.TencentEndpoint,
 		Scheme:      e.cfg.TencentScheme,
 		Timeout:     e.cfg.CallTimeout,
 	})
-	return tencent.New(tencent.Options{
-		Clients:     clients.Get,
-		Limits:      limits,
-		Retry:       backoff.Policy{Initial: e.cfg.RetryInitial, Max: e.cfg.RetryMax, Attempts: e.cfg.RetryAttempts},
-		CallTimeout: e.cfg.CallTimeout,
-		Metrics:     e.metrics,
-		Logger:      e.log,
-	}), nil
-}
-
-// logLimits says where operators look when an account is throttled that
-// the buckets are this replica's own.
-func logLimits(log *slog.Logger, provider string, limits ratelimit.Limits) {
-	log.Info("client-side rate limits per replica (calls/s:burst per account, region and action; "+
-		"replicas do not share them, so with N replicas on one account each should get 1/N of the account's limit)",
-		"provider", provider, "limits", limits.String())
+	return tencent.New(tencent.Options{Clients: clients.Get, Settings: settings}), nil
 }
 
 func newAlibaba(e providerEnv) (ports.Cloud, error) {
-	limits, err := ratelimit.Parse(e.cfg.AlibabaRateLimits)
+	settings, err := e.settings(alibaba.Provider, e.cfg.AlibabaRateLimits)
 	if err != nil {
 		return nil, err
 	}
-	logLimits(e.log, alibaba.Provider, limits)
 	clients := alibaba.NewClients(alibaba.ClientOptions{
 		Credentials: e.creds,
 		Endpoint:    e.cfg.AlibabaEndpoint,
 		Scheme:      e.cfg.AlibabaScheme,
 		Timeout:     e.cfg.CallTimeout,
 	})
-	return alibaba.New(alibaba.Options{
-		Clients:     clients.Get,
+	return alibaba.New(alibaba.Options{Clients: clients.Get, Settings: settings}), nil
+}
+
+// settings are a provider's pacing (its --<provider>-rate-limits), the
+// shared retry and timeout flags, metrics and logs. The buckets are this
+// replica's own: the start-up log says so where operators look when an
+// account is throttled.
+func (e providerEnv) settings(provider, rateLimits string) (cloudcall.Settings, error) {
+	limits, err := ratelimit.Parse(rateLimits)
+	if err != nil {
+		return cloudcall.Settings{}, err
+	}
+	e.log.Info("client-side rate limits per replica (calls/s:burst per account, region and action; "+
+		"replicas do not share them, so with N replicas on one account each should get 1/N of the account's limit)",
+		"provider", provider, "limits", limits.String())
+	return cloudcall.Settings{
 		Limits:      limits,
 		Retry:       backoff.Policy{Initial: e.cfg.RetryInitial, Max: e.cfg.RetryMax, Attempts: e.cfg.RetryAttempts},
 		CallTimeout: e.cfg.CallTimeout,
 		Metrics:     e.metrics,
 		Logger:      e.log,
-	}), nil
+	}, nil
 }

@@ -26,6 +26,20 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/telemetry"
 )
 
+// Settings are what every adapter is configured with besides its SDK
+// clients; adapters' Options embed them.
+type Settings struct {
+	// Limits pace calls per (account, region, action); adapters replace
+	// nil with their cloud's defaults.
+	Limits ratelimit.Limits
+	// Retry bounds the retries of throttled and transient answers.
+	Retry backoff.Policy
+	// CallTimeout bounds one API call.
+	CallTimeout time.Duration
+	Metrics     *metrics.Cloud
+	Logger      *slog.Logger
+}
+
 // Options configure a Caller.
 type Options struct {
 	// Provider is the provider name (metrics, logs, span attributes).
@@ -36,14 +50,7 @@ type Options struct {
 	// Classify reads the cloud's own answer out of an SDK error; false
 	// when err is not one (then it is a client-side failure).
 	Classify func(err error) (*ports.CloudError, bool)
-	// Limits pace calls per (account, region, action).
-	Limits ratelimit.Limits
-	// Retry bounds the retries of throttled and transient answers.
-	Retry backoff.Policy
-	// CallTimeout bounds one API call.
-	CallTimeout time.Duration
-	Metrics     *metrics.Cloud
-	Logger      *slog.Logger
+	Settings
 }
 
 // Caller runs API calls for one provider. It is safe for concurrent use.

@@ -25,8 +25,10 @@ func newCaller(limits ratelimit.Limits) *Caller {
 			}
 			return ports.NewCloudError(Codes{Prefixes: []Prefix{{Prefix: "Throttling", Kind: ports.ErrorKindThrottled}}}.Kind(s.code), s.code, ""), true
 		},
-		Limits: limits,
-		Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 3},
+		Settings: Settings{
+			Limits: limits,
+			Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 3},
+		},
 	})
 }
 

@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -21,10 +20,8 @@ import (
 	"github.com/alibabacloud-go/tea/dara"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
@@ -65,18 +62,12 @@ const maxPages = 1000
 // maxTags is the most tags an ECS resource carries.
 const maxTags = 20
 
-// Options configure a Cloud.
+// Options configure a Cloud: its SDK clients, and pacing, retries and
+// timeouts (nil Limits means DefaultLimits).
 type Options struct {
 	// Clients returns the SDK client of an account and region.
 	Clients ClientFunc
-	// Limits pace calls per (account, region, action); nil means DefaultLimits.
-	Limits ratelimit.Limits
-	// Retry bounds the retries of throttled and transient answers.
-	Retry backoff.Policy
-	// CallTimeout bounds one API call.
-	CallTimeout time.Duration
-	Metrics     *metrics.Cloud
-	Logger      *slog.Logger
+	cloudcall.Settings
 }
 
 // Cloud is the Alibaba Cloud ECS adapter.
@@ -93,8 +84,7 @@ func New(o Options) *Cloud {
 		o.Limits = DefaultLimits()
 	}
 	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: Provider, Service: "ecs", Classify: classify,
-		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
+		Provider: Provider, RPCSystem: Provider, Service: "ecs", Classify: classify, Settings: o.Settings,
 	})
 	return &Cloud{o: o, caller: caller}
 }
@@ -110,14 +100,8 @@ func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func
 // template is the command's parameters_json decoded into the SDK request,
 // then RegionId, Amount, ClientToken and nodesmith's tags are set over it.
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
-	if req.Count < 1 || req.Count > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("InvalidAmount", fmt.Sprintf("instance count %d is not in 1..%d", req.Count, ports.MaxBatch))
-	}
-	if req.ClientToken == "" {
-		return nil, ports.NewInvalidParametersError("MissingClientToken", "RunInstances without a ClientToken could create duplicates")
-	}
-	if len(req.ClientToken) > domain.MaxClientTokenLen {
-		return nil, ports.NewInvalidParametersError("InvalidClientToken.TooLong", fmt.Sprintf("client token longer than %d characters", domain.MaxClientTokenLen))
+	if err := cloudcall.CheckCreate(req); err != nil {
+		return nil, err
 	}
 	// Build once up front so a broken template fails without a call.
 	if _, err := runRequest(req); err != nil {
@@ -210,8 +194,8 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if len(ids) > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	if err := cloudcall.CheckIDs(ids); err != nil {
+		return nil, err
 	}
 	idsJSON, err := json.Marshal(ids)
 	if err != nil {
@@ -243,46 +227,25 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 // answer the adapter describes the VMs and deletes only those still there
 // and not going.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
-	if len(ids) > ports.MaxBatch {
-		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
-	}
-	remaining := ids
-	// Each round removes at least the VMs that made the previous one fail;
-	// three rounds cover VMs vanishing while we look.
-	for range 3 {
-		if len(remaining) == 0 {
-			return nil
-		}
-		err := c.call(ctx, t, ActionDeleteInstances, func(ctx context.Context, api API) error {
-			r := &ecs.DeleteInstancesRequest{
-				RegionId:   dara.String(t.Region),
-				InstanceId: dara.StringSlice(remaining),
-				Force:      dara.Bool(true),
+	return cloudcall.Terminator{
+		Terminate: func(ctx context.Context, ids []string) error {
+			err := c.call(ctx, t, ActionDeleteInstances, func(ctx context.Context, api API) error {
+				r := &ecs.DeleteInstancesRequest{
+					RegionId:   dara.String(t.Region),
+					InstanceId: dara.StringSlice(ids),
+					Force:      dara.Bool(true),
+				}
+				_, err := api.DeleteInstancesWithContext(ctx, r, runtime())
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("DeleteInstances (%d ids): %w", len(ids), err)
 			}
-			_, err := api.DeleteInstancesWithContext(ctx, r, runtime())
-			return err
-		})
-		if err == nil {
 			return nil
-		}
-		if !isGone(err) {
-			return fmt.Errorf("DeleteInstances (%d ids): %w", len(remaining), err)
-		}
-		sts, derr := c.Describe(ctx, t, remaining)
-		if derr != nil {
-			return derr
-		}
-		remaining = remaining[:0:0]
-		for _, st := range sts {
-			if st.State != domain.StateTerminating {
-				remaining = append(remaining, st.CloudID)
-			}
-		}
-	}
-	if len(remaining) == 0 {
-		return nil
-	}
-	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not deleted", len(remaining)))
+		},
+		Gone:     isGone,
+		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return c.Describe(ctx, t, ids) },
+	}.TerminateAll(ctx, ids)
 }
 
 // maxTagResources and maxTagsPerCall are TagResources' limits per call.
@@ -296,8 +259,8 @@ const (
 // a key already on an instance gets the new value, its other tags stay.
 // An instance that does not exist fails the call (not found).
 func (c *Cloud) Tag(ctx context.Context, t ports.Target, ids []string, tags []domain.Tag) error {
-	if len(ids) > ports.MaxBatch {
-		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	if err := cloudcall.CheckIDs(ids); err != nil {
+		return err
 	}
 	if len(ids) == 0 || len(tags) == 0 {
 		return nil

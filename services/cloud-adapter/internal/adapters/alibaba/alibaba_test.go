@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -134,8 +135,10 @@ func newCloud(t *testing.T, o opts) (*Cloud, *fakeECS) {
 	}
 	clients := NewClients(ClientOptions{Credentials: o.creds, Endpoint: strings.TrimPrefix(srv.URL, "http://"), Scheme: "http", Timeout: 5 * time.Second})
 	return New(Options{
-		Clients: clients.Get, Limits: ratelimit.Limits{}, Retry: o.retry, CallTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clients: clients.Get, Settings: cloudcall.Settings{
+			Limits: ratelimit.Limits{}, Retry: o.retry, CallTimeout: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	}), f
 }
 

@@ -2,17 +2,16 @@ package alibaba
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	openapi "github.com/alibabacloud-go/darabonba-openapi/v2/client"
 	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
 	"github.com/alibabacloud-go/tea/dara"
 	"github.com/aliyun/credentials-go/credentials"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -31,84 +30,62 @@ var _ API = (*ecs.Client)(nil)
 // *ports.CloudError (auth when the account has no credentials).
 type ClientFunc func(account, region string) (API, error)
 
-// ClientOptions configure SDK clients.
-type ClientOptions struct {
-	// Credentials supplies each account's RAM AccessKey (and STS token),
-	// looked up on every request so rotated secrets apply without new
-	// clients.
-	Credentials ports.Credentials
-	// Endpoint overrides the API host ("host:port"), e.g. for the emulator;
-	// empty means the region's public ECS endpoint.
-	Endpoint string
-	// Scheme is "https" (default) or "http".
-	Scheme string
-	// Timeout bounds one HTTP request.
-	Timeout time.Duration
-	// Transport is shared by every client; nil means a clone of
-	// http.DefaultTransport.
-	Transport http.RoundTripper
-}
+// ClientOptions configure SDK clients; Credentials are the accounts' RAM
+// AccessKeys (and STS tokens).
+type ClientOptions = cloudcall.ClientOptions
 
 // Clients builds and caches the SDK clients of each (account, region).
 // An SDK client is not safe for concurrent use (every RPC call reads and
 // clears its debug headers field), so each (account, region) has a pool
 // and a call holds a client of its own for its duration.
 type Clients struct {
-	o    ClientOptions
-	http *httpClient
-	mu   sync.Mutex
-	m    map[[2]string]*pooled
+	o     ClientOptions
+	http  *httpClient
+	cache *cloudcall.ClientCache[*pooled]
 }
 
 // NewClients returns a client cache.
 func NewClients(o ClientOptions) *Clients {
-	if o.Transport == nil {
-		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
-	if o.Scheme == "" {
-		o.Scheme = "https"
-	}
-	return &Clients{o: o, http: &httpClient{c: &http.Client{Transport: o.Transport, Timeout: o.Timeout}}, m: map[[2]string]*pooled{}}
+	o = o.WithDefaults()
+	return &Clients{o: o, http: &httpClient{c: &http.Client{Transport: o.Transport, Timeout: o.Timeout}}, cache: cloudcall.NewClientCache[*pooled](o.Credentials)}
 }
 
 // Get implements ClientFunc.
 func (c *Clients) Get(account, region string) (API, error) {
-	if _, err := c.o.Credentials.Lookup(account); err != nil {
-		return nil, ports.NewAuthError("NoCredentials", fmt.Sprintf("no credentials configured for account %q", account))
-	}
-	if region == "" {
-		return nil, ports.NewInvalidParametersError("MissingRegion", "the command's target has no region")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := [2]string{account, region}
-	if cl, ok := c.m[k]; ok {
-		return cl, nil
-	}
-	cfg := &openapi.Config{
-		RegionId:   dara.String(region),
-		Protocol:   dara.String(strings.ToLower(c.o.Scheme)),
-		Credential: accountCredential{account: account, store: c.o.Credentials},
-		// Our transport and timeout; no SDK retries (RetryOptions nil):
-		// retries are ours, bounded, jittered and rate-limited.
-		HttpClient:     c.http,
-		ReadTimeout:    dara.Int(int(c.o.Timeout.Milliseconds())),
-		ConnectTimeout: dara.Int(int(c.o.Timeout.Milliseconds())),
-	}
-	if c.o.Endpoint != "" {
-		cfg.Endpoint = dara.String(c.o.Endpoint)
-	}
-	cl, err := ecs.NewClient(cfg)
+	p, err := c.cache.Get(account, region, func() (*pooled, error) {
+		cfg := &openapi.Config{
+			RegionId:   dara.String(region),
+			Protocol:   dara.String(strings.ToLower(c.o.Scheme)),
+			Credential: accountCredential{account: account, store: c.o.Credentials},
+			// Our transport and timeout; no SDK retries (RetryOptions nil):
+			// retries are ours, bounded, jittered and rate-limited.
+			HttpClient:     c.http,
+			ReadTimeout:    dara.Int(int(c.o.Timeout.Milliseconds())),
+			ConnectTimeout: dara.Int(int(c.o.Timeout.Milliseconds())),
+		}
+		if c.o.Endpoint != "" {
+			cfg.Endpoint = dara.String(c.o.Endpoint)
+		}
+		cl, err := ecs.NewClient(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p := &pooled{cfg: cfg}
+		p.pool.Put(cl)
+		return p, nil
+	})
 	if err != nil {
-		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating ECS client for %s/%s: %v", account, region, err))
+		return nil, err // not a typed nil in the interface
 	}
-	p := &pooled{cfg: cfg}
-	p.pool.Put(cl)
-	c.m[k] = p
 	return p, nil
+}
+
+// httpClient sends the SDK's requests with one shared http.Client (the
+// SDK's own keeps a client per host with its own transport).
+type httpClient struct{ c *http.Client }
+
+func (h *httpClient) Call(req *http.Request, _ *http.Transport) (*http.Response, error) {
+	return h.c.Do(req)
 }
 
 // pooled is the API of one (account, region) over a pool of SDK clients.
@@ -150,14 +127,6 @@ func (p *pooled) DeleteInstancesWithContext(ctx context.Context, req *ecs.Delete
 	}
 	defer p.pool.Put(cl)
 	return cl.DeleteInstancesWithContext(ctx, req, rt)
-}
-
-// httpClient sends the SDK's requests with one shared http.Client (the
-// SDK's own keeps a client per host with its own transport).
-type httpClient struct{ c *http.Client }
-
-func (h *httpClient) Call(req *http.Request, _ *http.Transport) (*http.Response, error) {
-	return h.c.Do(req)
 }
 
 // accountCredential implements the SDK's credentials.Credential by looking

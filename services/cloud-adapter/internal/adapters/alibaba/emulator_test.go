@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
@@ -74,8 +75,10 @@ func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry ba
 	}
 	clients := alibaba.NewClients(alibaba.ClientOptions{Credentials: cr, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
 	return alibaba.New(alibaba.Options{
-		Clients: clients.Get, Limits: ratelimit.Limits{}, Retry: retry, CallTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clients: clients.Get, Settings: cloudcall.Settings{
+			Limits: ratelimit.Limits{}, Retry: retry, CallTimeout: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -92,8 +93,10 @@ func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud 
 	}
 	clients := tencent.NewClients(tencent.ClientOptions{Credentials: o.creds, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
 	return tencent.New(tencent.Options{
-		Clients: clients.Get, Limits: o.limits, Retry: o.retry, CallTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clients: clients.Get, Settings: cloudcall.Settings{
+			Limits: o.limits, Retry: o.retry, CallTimeout: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 }
 

@@ -16,10 +16,8 @@ import (
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
@@ -52,18 +50,12 @@ const pageSize = 100
 // keep it paging forever.
 const maxPages = 1000
 
-// Options configure a Cloud.
+// Options configure a Cloud: its SDK clients, and pacing, retries and
+// timeouts (nil Limits means DefaultLimits).
 type Options struct {
 	// Clients returns the SDK client of an account and region.
 	Clients ClientFunc
-	// Limits pace calls per (account, region, action); nil means DefaultLimits.
-	Limits ratelimit.Limits
-	// Retry bounds the retries of throttled and transient answers.
-	Retry backoff.Policy
-	// CallTimeout bounds one API call.
-	CallTimeout time.Duration
-	Metrics     *metrics.Cloud
-	Logger      *slog.Logger
+	cloudcall.Settings
 }
 
 // Cloud is the Tencent Cloud CVM adapter.
@@ -81,8 +73,7 @@ func New(o Options) *Cloud {
 		o.Limits = DefaultLimits()
 	}
 	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify,
-		Limits: o.Limits, Retry: o.Retry, CallTimeout: o.CallTimeout, Metrics: o.Metrics, Logger: o.Logger,
+		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify, Settings: o.Settings,
 	})
 	return &Cloud{o: o, caller: caller, log: caller.Logger()}
 }
@@ -97,14 +88,8 @@ func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func
 // template is the command's parameters_json decoded into the SDK request,
 // then InstanceCount, ClientToken and nodesmith's tags are set over it.
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
-	if req.Count < 1 || req.Count > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("InvalidInstanceCount", fmt.Sprintf("instance count %d is not in 1..%d", req.Count, ports.MaxBatch))
-	}
-	if req.ClientToken == "" {
-		return nil, ports.NewInvalidParametersError("MissingClientToken", "RunInstances without a ClientToken could create duplicates")
-	}
-	if len(req.ClientToken) > domain.MaxClientTokenLen {
-		return nil, ports.NewInvalidParametersError("InvalidClientToken.TooLong", fmt.Sprintf("client token longer than %d characters", domain.MaxClientTokenLen))
+	if err := cloudcall.CheckCreate(req); err != nil {
+		return nil, err
 	}
 	// Decode once up front so a broken template fails without a call.
 	if _, err := runRequest(req); err != nil {
@@ -185,8 +170,8 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if len(ids) > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	if err := cloudcall.CheckIDs(ids); err != nil {
+		return nil, err
 	}
 	var out []domain.Status
 	err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
@@ -210,43 +195,22 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 // call when any VM is already gone or terminating, so on such an answer the
 // adapter describes the VMs and terminates only those still there.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
-	if len(ids) > ports.MaxBatch {
-		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
-	}
-	remaining := ids
-	// Each round removes at least the VMs that made the previous one fail;
-	// three rounds cover VMs vanishing while we look.
-	for range 3 {
-		if len(remaining) == 0 {
-			return nil
-		}
-		err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
-			r := cvm.NewTerminateInstancesRequest()
-			r.InstanceIds = common.StringPtrs(remaining)
-			_, err := api.TerminateInstancesWithContext(ctx, r)
-			return err
-		})
-		if err == nil {
-			return nil
-		}
-		if !isGone(err) {
-			return fmt.Errorf("TerminateInstances (%d ids): %w", len(remaining), err)
-		}
-		sts, derr := c.Describe(ctx, t, remaining)
-		if derr != nil {
-			return derr
-		}
-		remaining = remaining[:0:0]
-		for _, st := range sts {
-			if st.State != domain.StateTerminating {
-				remaining = append(remaining, st.CloudID)
+	return cloudcall.Terminator{
+		Terminate: func(ctx context.Context, ids []string) error {
+			err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
+				r := cvm.NewTerminateInstancesRequest()
+				r.InstanceIds = common.StringPtrs(ids)
+				_, err := api.TerminateInstancesWithContext(ctx, r)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("TerminateInstances (%d ids): %w", len(ids), err)
 			}
-		}
-	}
-	if len(remaining) == 0 {
-		return nil
-	}
-	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not terminating", len(remaining)))
+			return nil
+		},
+		Gone:     isGone,
+		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return c.Describe(ctx, t, ids) },
+	}.TerminateAll(ctx, ids)
 }
 
 // ListByTag implements ports.Cloud, paging DescribeInstances with the

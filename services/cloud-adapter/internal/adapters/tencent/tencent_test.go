@@ -122,9 +122,11 @@ func newCloud(t *testing.T, api *stubAPI) *Cloud {
 	}
 	return New(Options{
 		Clients: func(account, region string) (API, error) { return api, nil },
-		Limits:  ratelimit.Limits{}, // unpaced: these tests are about behaviour
-		Retry:   backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: cloudcall.Settings{
+			Limits: ratelimit.Limits{}, // unpaced: these tests are about behaviour
+			Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 }
 
