@@ -107,30 +107,25 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 	if _, err := runRequest(req); err != nil {
 		return nil, err
 	}
-	var ids []string
-	err := c.call(ctx, req.Target, ActionRunInstances, func(ctx context.Context, api API) error {
+	ids, err := cloudcall.Value(ctx, c.caller, req.Target, ActionRunInstances, c.o.Clients, func(ctx context.Context, api API) ([]string, error) {
 		r, err := runRequest(req) // a fresh request per attempt
 		if err != nil {
-			return err
+			return nil, err
 		}
 		resp, err := api.RunInstancesWithContext(ctx, r, runtime())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		ids = nil
+		var ids []string
 		if resp != nil && resp.Body != nil && resp.Body.InstanceIdSets != nil {
-			for _, id := range resp.Body.InstanceIdSets.InstanceIdSet {
-				if id != nil {
-					ids = append(ids, *id)
-				}
-			}
+			ids = dara.StringSliceValue(resp.Body.InstanceIdSets.InstanceIdSet)
 		}
 		if len(ids) != req.Count {
 			// Amount without MinAmount is all or nothing: anything else is
 			// an answer we cannot map to the batch's instances.
-			return ports.NewTransientError("UnexpectedAnswer", fmt.Sprintf("RunInstances returned %d instance ids for Amount %d", len(ids), req.Count))
+			return nil, ports.NewTransientError("UnexpectedAnswer", fmt.Sprintf("RunInstances returned %d instance ids for Amount %d", len(ids), req.Count))
 		}
-		return nil
+		return ids, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
@@ -201,19 +196,13 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	if err != nil {
 		return nil, ports.NewInvalidParametersError("InvalidInstanceIds", err.Error())
 	}
-	var out []domain.Status
-	err = c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
-		r := &ecs.DescribeInstancesRequest{
+	out, err := cloudcall.Value(ctx, c.caller, t, ActionDescribeInstances, c.o.Clients, func(ctx context.Context, api API) ([]domain.Status, error) {
+		resp, err := api.DescribeInstancesWithContext(ctx, &ecs.DescribeInstancesRequest{
 			RegionId:    dara.String(t.Region),
 			InstanceIds: dara.String(string(idsJSON)),
 			MaxResults:  dara.Int32(pageSize),
-		}
-		resp, err := api.DescribeInstancesWithContext(ctx, r, runtime())
-		if err != nil {
-			return err
-		}
-		out = statuses(resp)
-		return nil
+		}, runtime())
+		return statuses(resp), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)

@@ -25,6 +25,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
 
@@ -32,28 +33,6 @@ const template = `{"InstanceType":"ecs.g7.large","ImageId":"m-test","ZoneId":"cn
 "SystemDisk":{"Category":"cloud_essd","Size":"40"}}`
 
 var target = ports.Target{Account: "acct", Region: "cn-hangzhou"}
-
-// creds is a mutable ports.Credentials.
-type creds struct {
-	mu sync.Mutex
-	m  map[string]ports.Credential
-}
-
-func (c *creds) Lookup(account string) (ports.Credential, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cr, ok := c.m[account]
-	if !ok {
-		return ports.Credential{}, ports.ErrNoCredentials
-	}
-	return cr, nil
-}
-
-func (c *creds) set(account string, cr ports.Credential) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[account] = cr
-}
 
 // call is one request the fake ECS received.
 type call struct {
@@ -118,7 +97,7 @@ func ecsError(status int, code string) func(map[string]string) (int, any) {
 }
 
 type opts struct {
-	creds *creds
+	creds *cloudtest.Creds
 	retry backoff.Policy
 }
 
@@ -128,7 +107,7 @@ func newCloud(t *testing.T, o opts) (*Cloud, *fakeECS) {
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	if o.creds == nil {
-		o.creds = &creds{m: map[string]ports.Credential{"acct": {SecretID: "LTAItest", SecretKey: "secret"}}}
+		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: "LTAItest", SecretKey: "secret"}})
 	}
 	if o.retry.Attempts == 0 {
 		o.retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 4}
@@ -414,13 +393,13 @@ func TestListByTagPagesByNextTokenAndKeepsOnlyTheCluster(t *testing.T) {
 }
 
 func TestCredentialsSTSAndRotation(t *testing.T) {
-	cr := &creds{m: map[string]ports.Credential{"acct": {SecretID: "STS.id", SecretKey: "s", Token: "sts-token"}}}
+	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: "STS.id", SecretKey: "s", Token: "sts-token"}})
 	c, f := newCloud(t, opts{creds: cr})
 	f.on(ActionDescribeInstances, func(map[string]string) (int, any) { return 200, map[string]any{} })
 	if _, err := c.Describe(context.Background(), target, []string{"i-1"}); err != nil {
 		t.Fatal(err)
 	}
-	cr.set("acct", ports.Credential{SecretID: "LTAInew", SecretKey: "s2"})
+	cr.Set("acct", ports.Credential{SecretID: "LTAInew", SecretKey: "s2"})
 	if _, err := c.Describe(context.Background(), target, []string{"i-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,21 +31,6 @@ const (
 
 var target = ports.Target{Account: "acct", Region: region}
 
-type creds struct {
-	mu sync.Mutex
-	m  map[string]ports.Credential
-}
-
-func (c *creds) Lookup(account string) (ports.Credential, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cr, ok := c.m[account]
-	if !ok {
-		return ports.Credential{}, ports.ErrNoCredentials
-	}
-	return cr, nil
-}
-
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
 	cfg := cvmemu.DefaultConfig()
@@ -68,7 +52,7 @@ func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry backoff.Policy) *alibaba.Cloud {
 	t.Helper()
 	if cr == nil {
-		cr = &creds{m: map[string]ports.Credential{"acct": {SecretID: accessKeyID, SecretKey: accessKeySecret}}}
+		cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: accessKeyID, SecretKey: accessKeySecret}})
 	}
 	if retry.Attempts == 0 {
 		retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 3}
@@ -133,7 +117,7 @@ func TestEmulatorFailuresAreTyped(t *testing.T) {
 			srv := startEmulator(t, tc.emulator)
 			var cr ports.Credentials
 			if tc.cred.Valid() {
-				cr = &creds{m: map[string]ports.Credential{"acct": tc.cred}}
+				cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": tc.cred})
 			}
 			_, err := newAdapter(t, srv, cr, backoff.Policy{}).CreateBatch(context.Background(), ports.CreateRequest{
 				Target: target, ClientToken: "tok", Parameters: template, Count: 3, Tags: domain.CreationTags("c1", "g1", "b1", ""),

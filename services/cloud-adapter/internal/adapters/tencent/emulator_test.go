@@ -21,6 +21,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -33,28 +34,6 @@ const (
 )
 
 var target = ports.Target{Account: "acct", Region: region}
-
-// creds is a mutable ports.Credentials.
-type creds struct {
-	mu sync.Mutex
-	m  map[string]ports.Credential
-}
-
-func (c *creds) Lookup(account string) (ports.Credential, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cr, ok := c.m[account]
-	if !ok {
-		return ports.Credential{}, ports.ErrNoCredentials
-	}
-	return cr, nil
-}
-
-func (c *creds) set(account string, cr ports.Credential) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[account] = cr
-}
 
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
@@ -77,13 +56,13 @@ func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 type adapterOpts struct {
 	limits ratelimit.Limits
 	retry  backoff.Policy
-	creds  *creds
+	creds  *cloudtest.Creds
 }
 
 func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud {
 	t.Helper()
 	if o.creds == nil {
-		o.creds = &creds{m: map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: secretKey}}}
+		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: secretKey}})
 	}
 	if o.limits == nil {
 		o.limits = ratelimit.Limits{}
@@ -251,7 +230,7 @@ func TestEmulatorRealFailures(t *testing.T) {
 			srv := startEmulator(t, tc.emulator)
 			o := adapterOpts{}
 			if tc.creds.Valid() {
-				o.creds = &creds{m: map[string]ports.Credential{"acct": tc.creds}}
+				o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": tc.creds})
 			}
 			params := template
 			if tc.params != "" {
@@ -273,12 +252,12 @@ func TestEmulatorRealFailures(t *testing.T) {
 
 func TestEmulatorRotatedCredentialsApplyToExistingClients(t *testing.T) {
 	srv := startEmulator(t, nil)
-	cr := &creds{m: map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: "old-and-wrong"}}}
+	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: "old-and-wrong"}})
 	c := newAdapter(t, srv, adapterOpts{creds: cr})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); !ports.IsAuthError(err) {
 		t.Fatalf("Describe with a wrong key = %v, want an auth error", err)
 	}
-	cr.set("acct", ports.Credential{SecretID: secretID, SecretKey: secretKey})
+	cr.Set("acct", ports.Credential{SecretID: secretID, SecretKey: secretKey})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); err != nil {
 		t.Fatalf("Describe after rotation: %v", err)
 	}

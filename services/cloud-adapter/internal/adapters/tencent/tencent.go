@@ -95,26 +95,17 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 	if _, err := runRequest(req); err != nil {
 		return nil, err
 	}
-	var ids []string
-	err := c.call(ctx, req.Target, ActionRunInstances, func(ctx context.Context, api API) error {
+	ids, err := cloudcall.Value(ctx, c.caller, req.Target, ActionRunInstances, c.o.Clients, func(ctx context.Context, api API) ([]string, error) {
 		// A fresh request per attempt: the SDK keeps per-call state in it.
 		r, err := runRequest(req)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		resp, err := api.RunInstancesWithContext(ctx, r)
-		if err != nil {
-			return err
+		if err != nil || resp.Response == nil {
+			return nil, err
 		}
-		ids = nil
-		if resp.Response != nil {
-			for _, id := range resp.Response.InstanceIdSet {
-				if id != nil {
-					ids = append(ids, *id)
-				}
-			}
-		}
-		return nil
+		return common.StringValues(resp.Response.InstanceIdSet), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
@@ -173,17 +164,12 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	if err := cloudcall.CheckIDs(ids); err != nil {
 		return nil, err
 	}
-	var out []domain.Status
-	err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+	out, err := cloudcall.Value(ctx, c.caller, t, ActionDescribeInstances, c.o.Clients, func(ctx context.Context, api API) ([]domain.Status, error) {
 		r := cvm.NewDescribeInstancesRequest()
 		r.InstanceIds = common.StringPtrs(ids)
 		r.Limit = common.Int64Ptr(pageSize)
 		resp, err := api.DescribeInstancesWithContext(ctx, r)
-		if err != nil {
-			return err
-		}
-		out = statuses(resp)
-		return nil
+		return statuses(resp), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
