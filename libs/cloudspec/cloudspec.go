@@ -13,6 +13,7 @@ package cloudspec
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sort"
 	"strings"
@@ -43,15 +44,28 @@ func (e FieldError) Error() string { return e.Path + ": " + e.Msg }
 
 // Credentials is a cloud API key: a key id, its secret and, for temporary
 // (STS) keys, a security token. Each cloud names the three differently
-// (CredentialNames); nodesmith's own formats use these neutral fields.
+// (CredentialNames: Tencent SecretId/SecretKey/Token, Alibaba
+// AccessKeyId/AccessKeySecret/SecurityToken); nodesmith's Go code uses
+// these neutral fields. Its String, GoString and LogValue hide everything,
+// so printing or logging one by mistake leaks nothing.
 type Credentials struct {
-	KeyID         string
-	Secret        string
+	KeyID  string
+	Secret string
+	// SecurityToken is set for temporary credentials only.
 	SecurityToken string
 }
 
+const redacted = "[redacted]"
+
+func (Credentials) String() string       { return redacted }
+func (Credentials) GoString() string     { return redacted }
+func (Credentials) LogValue() slog.Value { return slog.StringValue(redacted) }
+
 // Valid reports whether the key id and secret are both set.
 func (c Credentials) Valid() bool { return c.KeyID != "" && c.Secret != "" }
+
+// Equal reports whether two credentials are the same.
+func (c Credentials) Equal(o Credentials) bool { return c == o }
 
 // CredentialNames are a cloud's own names of the Credentials fields, for
 // documentation and error messages.

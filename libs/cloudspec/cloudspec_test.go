@@ -1,6 +1,9 @@
 package cloudspec
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -109,5 +112,20 @@ func TestInRegion(t *testing.T) {
 		if got := tc.parts.InRegion(tc.region); got != tc.want {
 			t.Errorf("%+v.InRegion(%q) = %v", tc.parts, tc.region, got)
 		}
+	}
+}
+
+func TestCredentialsHideTheirValues(t *testing.T) {
+	c := Credentials{KeyID: "LTAIkeyid", Secret: "s3cr3t", SecurityToken: "t0ken"}
+	var logs bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "creds", c)
+	out := fmt.Sprintf("%v %+v %#v %s", c, c, c, c) + logs.String()
+	for _, v := range []string{"LTAIkeyid", "s3cr3t", "t0ken"} {
+		if strings.Contains(out, v) {
+			t.Fatalf("%q printed: %s", v, out)
+		}
+	}
+	if !c.Equal(c) || c.Equal(Credentials{KeyID: "LTAIkeyid", Secret: "s3cr3t"}) {
+		t.Error("Equal")
 	}
 }

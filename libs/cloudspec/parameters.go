@@ -117,7 +117,13 @@ func parseObject(params string) (map[string]any, []FieldError) {
 // exactly, else ignoring case) with a value of its type, the fields the
 // cloud needs must be there and the fields nodesmith sets must not. Errors
 // are sorted by path ("parameters.DataDisks[0].DiskSize").
-func (p Provider) ValidateParameters(params string) []FieldError {
+//
+// secretParameters names the template's secret parameters (top-level
+// fields the cloud adapter merges in; their values are sealed, so only
+// their names are checked: request fields, not ones nodesmith sets, and
+// they count as present). Their errors are at "secretParameters.<name>"
+// and never hold a value.
+func (p Provider) ValidateParameters(params string, secretParameters ...string) []FieldError {
 	obj, errs := parseObject(params)
 	if errs != nil {
 		return errs
@@ -126,6 +132,15 @@ func (p Provider) ValidateParameters(params string) []FieldError {
 	v := validator{req: p.requestName}
 	if obj != nil {
 		v.object(obj, p.request, "parameters", top)
+	}
+	fields := jsonFields(p.request)
+	for _, k := range secretParameters {
+		name, _, ok := lookupField(fields, k)
+		if !ok {
+			v.add("secretParameters."+k, "is not a field of the %s", v.req)
+			continue
+		}
+		top[name] = written{"secretParameters." + k, secretValue{}}
 	}
 	for _, alts := range p.required {
 		if !anySet(top, alts) {
@@ -138,18 +153,21 @@ func (p Provider) ValidateParameters(params string) []FieldError {
 	}
 	for name, why := range p.forbidden {
 		if w, ok := top[name]; ok && w.val != nil {
-			v.add("parameters."+w.key, "must not be set: %s", why)
+			v.add(w.path, "must not be set: %s", why)
 		}
 	}
 	sort.SliceStable(v.errs, func(i, j int) bool { return v.errs[i].Path < v.errs[j].Path })
 	return v.errs
 }
 
-// written is a top-level value and the key it was given under.
+// written is a top-level value and the path it was given at.
 type written struct {
-	key string
-	val any
+	path string
+	val  any
 }
+
+// secretValue stands for a secret parameter's value: present, unknown.
+type secretValue struct{}
 
 func anySet(top map[string]written, names []string) bool {
 	for _, n := range names {
@@ -196,7 +214,7 @@ func (v *validator) object(obj map[string]any, t reflect.Type, path string, top 
 			continue
 		}
 		if top != nil {
-			top[name] = written{k, obj[k]}
+			top[name] = written{p, obj[k]}
 		}
 		v.value(obj[k], ft, p)
 	}

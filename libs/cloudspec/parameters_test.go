@@ -125,13 +125,13 @@ func TestValidateParametersAlibaba(t *testing.T) {
 			{"parameters.ImageId", "is required"},
 			{"parameters.SecurityGroupId", "is required (or SecurityGroupIds)"}}},
 		{"nodesmith's fields", `{` + minimal + `,"SecurityGroupId":"sg-1","RegionId":"cn-hangzhou","Amount":2,"MinAmount":1,"ClientToken":"t","Tag":[{"Key":"k","Value":"v"}]}`, []FieldError{
-			{"parameters.Amount", "must not be set: nodesmith creates one instance per call"},
+			{"parameters.Amount", "must not be set: nodesmith sets it (the size of a batch)"},
 			{"parameters.ClientToken", "must not be set: nodesmith sets it to make retries idempotent"},
-			{"parameters.MinAmount", "must not be set: nodesmith creates one instance per call"},
+			{"parameters.MinAmount", "must not be set: nodesmith creates a batch whole or not at all"},
 			{"parameters.RegionId", "must not be set: the region is the template's region"},
 			{"parameters.Tag", "must not be set: nodesmith tags its instances itself"}}},
 		{"nodesmith's fields in another case", `{` + minimal + `,"SecurityGroupId":"sg-1","amount":2}`, []FieldError{
-			{"parameters.amount", "must not be set: nodesmith creates one instance per call"}}},
+			{"parameters.amount", "must not be set: nodesmith sets it (the size of a batch)"}}},
 		{"Tencent fields are not ECS fields", `{` + minimal + `,"SecurityGroupId":"sg-1","Placement":{"Zone":"z"},"InstanceCount":1}`, []FieldError{
 			{"parameters.InstanceCount", "is not a field of the Alibaba Cloud ECS RunInstances request"},
 			{"parameters.Placement", "is not a field of the Alibaba Cloud ECS RunInstances request"}}},
@@ -146,6 +146,36 @@ func TestValidateParametersAlibaba(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if errs := p.ValidateParameters(tc.params); !reflect.DeepEqual(errs, tc.errs) {
+				t.Fatalf("errors %v, want %v", errs, tc.errs)
+			}
+		})
+	}
+}
+
+func TestValidateParametersWithSecretParameters(t *testing.T) {
+	ali := mustLookup(t, Alibaba)
+	const minimal = `{"ZoneId":"z","InstanceType":"t","VSwitchId":"v","SecurityGroupId":"sg"}`
+	for _, tc := range []struct {
+		name, provider, params string
+		secret                 []string
+		errs                   []FieldError
+	}{
+		{"a secret required field counts", Alibaba, minimal, []string{"ImageId", "Password"}, nil},
+		{"named as the decoder would match it", Alibaba, minimal, []string{"imageid"}, nil},
+		{"without it", Alibaba, minimal, []string{"Password"}, []FieldError{{"parameters.ImageId", "is required"}}},
+		{"not a request field", Alibaba, minimal, []string{"ImageId", "LoginPassword"},
+			[]FieldError{{"secretParameters.LoginPassword", "is not a field of the Alibaba Cloud ECS RunInstances request"}}},
+		{"a field nodesmith sets", Alibaba, minimal, []string{"ImageId", "ClientToken"},
+			[]FieldError{{"secretParameters.ClientToken", "must not be set: nodesmith sets it to make retries idempotent"}}},
+		{"tencent", Tencent, `{"ImageId":"img"}`, []string{"LoginSettings", "Nope"},
+			[]FieldError{{"secretParameters.Nope", "is not a field of the Tencent Cloud RunInstances request"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ali
+			if tc.provider == Tencent {
+				p = mustLookup(t, Tencent)
+			}
+			if errs := p.ValidateParameters(tc.params, tc.secret...); !reflect.DeepEqual(errs, tc.errs) {
 				t.Fatalf("errors %v, want %v", errs, tc.errs)
 			}
 		})

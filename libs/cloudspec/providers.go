@@ -59,8 +59,8 @@ func init() {
 		},
 		forbidden: map[string]string{
 			"RegionId":    "the region is the template's region",
-			"Amount":      "nodesmith creates one instance per call",
-			"MinAmount":   "nodesmith creates one instance per call",
+			"Amount":      "nodesmith sets it (the size of a batch)",
+			"MinAmount":   "nodesmith creates a batch whole or not at all",
 			"ClientToken": "nodesmith sets it to make retries idempotent",
 			"Tag":         "nodesmith tags its instances itself",
 		},

@@ -32,11 +32,11 @@ func TestKeyRingFile(t *testing.T) {
 		t.Fatalf("ring ids %v, want [%s %s]", ring.IDs(), k1.ID(), k2.ID())
 	}
 	// The first key seals; both open.
-	blob, _ := ring.SealCredentials("a", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	blob, _ := ring.SealCredentials("a", sealed.Credentials{KeyID: "i", Secret: "k"})
 	if _, err := k1.OpenCredentials("a", blob, ring.ID()); err != nil {
 		t.Fatalf("the first key does not open what the ring sealed: %v", err)
 	}
-	old, _ := k2.SealCredentials("a", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	old, _ := k2.SealCredentials("a", sealed.Credentials{KeyID: "i", Secret: "k"})
 	if _, err := ring.OpenCredentials("a", old, k2.ID()); err != nil {
 		t.Fatalf("the ring does not open what its second key sealed: %v", err)
 	}
@@ -164,13 +164,13 @@ func TestResealUnderNewestKey(t *testing.T) {
 
 func TestResealCredentials(t *testing.T) {
 	oldK, newK := key(t, 9), key(t, 10)
-	blob, _ := oldK.SealCredentials("team", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	blob, _ := oldK.SealCredentials("team", sealed.Credentials{KeyID: "i", Secret: "k"})
 	ring, _ := sealed.NewRing(newK, oldK)
 	nb, id, changed, err := ring.ResealCredentials("team", blob, oldK.ID())
 	if err != nil || !changed || id != newK.ID() {
 		t.Fatalf("ResealCredentials = %v, %v, %v", id, changed, err)
 	}
-	if c, err := newK.OpenCredentials("team", nb, id); err != nil || c.SecretKey != "k" {
+	if c, err := newK.OpenCredentials("team", nb, id); err != nil || c.Secret != "k" {
 		t.Fatalf("the new key does not open them: %v", err)
 	}
 	if _, _, changed, _ := ring.ResealCredentials("team", nb, id); changed {

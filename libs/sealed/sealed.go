@@ -26,6 +26,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 )
 
 // KeySize is the size of a key in bytes (AES-256).
@@ -283,24 +285,24 @@ func (k *Key) Open(blob []byte, keyID string, aad []byte) ([]byte, error) {
 	return nil, ErrCorrupt
 }
 
-// Credentials are a cloud account's API key as sealed for the catalog.
-// String and GoString hide the secret values.
-type Credentials struct {
-	SecretID  string `json:"secretId"`
-	SecretKey string `json:"secretKey"`
-	// Token is an optional session token.
-	Token string `json:"token,omitempty"`
-}
+// Credentials are a cloud account's API key (libs/cloudspec): the catalog
+// holds them sealed. String and GoString hide the secret values.
+type Credentials = cloudspec.Credentials
 
-func (Credentials) String() string   { return "[redacted]" }
-func (Credentials) GoString() string { return "[redacted]" }
+// sealedCredentials is the sealed plaintext: its JSON names predate the
+// neutral field names and stay, so stored credentials keep opening.
+type sealedCredentials struct {
+	KeyID         string `json:"secretId"`
+	Secret        string `json:"secretKey"`
+	SecurityToken string `json:"token,omitempty"`
+}
 
 // SealCredentials seals c for account.
 func (k *Key) SealCredentials(account string, c Credentials) ([]byte, error) {
-	if c.SecretID == "" || c.SecretKey == "" {
-		return nil, errors.New("credentials need a secretId and a secretKey")
+	if !c.Valid() {
+		return nil, errors.New("credentials need a key id and a secret")
 	}
-	pt, err := json.Marshal(c)
+	pt, err := json.Marshal(sealedCredentials(c))
 	if err != nil {
 		return nil, fmt.Errorf("encoding credentials: %w", err)
 	}
@@ -313,11 +315,11 @@ func (k *Key) OpenCredentials(account string, blob []byte, keyID string) (Creden
 	if err != nil {
 		return Credentials{}, fmt.Errorf("opening the credentials of account %q: %w", account, err)
 	}
-	var c Credentials
-	if err := json.Unmarshal(pt, &c); err != nil || c.SecretID == "" || c.SecretKey == "" {
+	var c sealedCredentials
+	if err := json.Unmarshal(pt, &c); err != nil || !Credentials(c).Valid() {
 		return Credentials{}, fmt.Errorf("opening the credentials of account %q: %w", account, ErrCorrupt)
 	}
-	return c, nil
+	return Credentials(c), nil
 }
 
 // ResealCredentials returns credentials sealed for account under keyID

@@ -24,7 +24,7 @@ func key(t *testing.T, b byte) *sealed.Key {
 
 func TestCredentialsRoundTripAndBinding(t *testing.T) {
 	k := key(t, 1)
-	c := sealed.Credentials{SecretID: "AKIDx", SecretKey: "very-secret"}
+	c := sealed.Credentials{KeyID: "AKIDx", Secret: "very-secret"}
 	blob, err := k.SealCredentials("team", c)
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +35,21 @@ func TestCredentialsRoundTripAndBinding(t *testing.T) {
 	got, err := k.OpenCredentials("team", blob, k.ID())
 	if err != nil || got != c {
 		t.Fatalf("OpenCredentials = %v, %v", got == c, err)
+	}
+	// The sealed plaintext keeps its JSON names (secretId, secretKey,
+	// token), so credentials stored before the neutral Go names open,
+	// and a security token travels with them.
+	old, err := k.Seal([]byte(`{"secretId":"LTAI-id","secretKey":"s","token":"sts"}`), []byte("ali"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := k.OpenCredentials("ali", old, k.ID()); err != nil || got != (sealed.Credentials{KeyID: "LTAI-id", Secret: "s", SecurityToken: "sts"}) {
+		t.Fatalf("credentials in the stored format: %v", err)
+	}
+	sts := sealed.Credentials{KeyID: "STS.id", Secret: "s", SecurityToken: "tok"}
+	blob2, _ := k.SealCredentials("ali", sts)
+	if pt, err := k.Open(blob2, k.ID(), []byte("ali")); err != nil || string(pt) != `{"secretId":"STS.id","secretKey":"s","token":"tok"}` {
+		t.Fatalf("sealed plaintext changed: %s %v", pt, err)
 	}
 	tests := []struct {
 		name    string
@@ -95,7 +110,7 @@ func TestKeyFiles(t *testing.T) {
 	if fmt.Sprint(k1) != "sealed.Key("+k1.ID()+")" {
 		t.Errorf("a key prints as %q", fmt.Sprint(k1))
 	}
-	if fmt.Sprintf("%v %+v", sealed.Credentials{SecretKey: "s3"}, sealed.Credentials{SecretKey: "s3"}) != "[redacted] [redacted]" {
+	if fmt.Sprintf("%v %+v", sealed.Credentials{Secret: "s3"}, sealed.Credentials{Secret: "s3"}) != "[redacted] [redacted]" {
 		t.Error("credentials print their values")
 	}
 	for name, content := range map[string]string{

@@ -125,7 +125,7 @@ func TestRotation(t *testing.T) {
 	// account.
 	a := start(keyA)
 	before := check(a, keyA, keyA.ID())
-	creds, err := keyA.SealCredentials("team", sealed.Credentials{SecretID: "id", SecretKey: "team-secret"})
+	creds, err := keyA.SealCredentials("team", sealed.Credentials{KeyID: "id", Secret: "team-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRotation(t *testing.T) {
 		if !ok || e.Account.KeyID != ring.ID() {
 			t.Fatalf("account credentials: %v, under %+v", ok, e.Account)
 		}
-		if c, err := ring.OpenCredentials("team", e.Account.SealedCredentials, e.Account.KeyID); err != nil || c.SecretKey != "team-secret" {
+		if c, err := ring.OpenCredentials("team", e.Account.SealedCredentials, e.Account.KeyID); err != nil || c.Secret != "team-secret" {
 			t.Fatalf("account credentials do not open: %v", err)
 		}
 	}

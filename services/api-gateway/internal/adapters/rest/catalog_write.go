@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -42,11 +44,30 @@ type AccountSpec struct {
 	ClearCredentials bool `json:"clearCredentials,omitempty"`
 }
 
-// CredentialsSpec is a cloud API key.
+// CredentialsSpec is a cloud API key. The JSON names are Tencent Cloud's
+// (they came first) and mean the same for every cloud: on Alibaba Cloud
+// secretId is the AccessKeyId, secretKey the AccessKeySecret and token the
+// STS SecurityToken (libs/cloudspec CredentialNames).
 type CredentialsSpec struct {
-	SecretID  string `json:"secretId"`
+	// SecretID is the key id.
+	SecretID string `json:"secretId"`
+	// SecretKey is the key's secret.
 	SecretKey string `json:"secretKey"`
-	Token     string `json:"token,omitempty"`
+	// Token is the security token of temporary (STS) credentials.
+	Token string `json:"token,omitempty"`
+}
+
+// cloudNames says what the credential fields are called by the account's
+// cloud, when it is not Tencent Cloud's naming already.
+func cloudNames(provider string) string {
+	if provider == "" {
+		provider = cloudspec.DefaultProvider
+	}
+	p, ok := cloudspec.Lookup(provider)
+	if !ok || p.Name == cloudspec.Tencent {
+		return ""
+	}
+	return fmt.Sprintf(" (the %s %s and %s)", p.Title, p.Credentials.KeyID, p.Credentials.Secret)
 }
 
 var catalogName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
@@ -203,7 +224,11 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 	if errs := p.Reconcile(&t); len(errs) > 0 {
 		return "", invalid(errs[0].Path, "%s", errs[0].Msg)
 	}
-	if errs := p.ValidateParameters(t.Parameters); len(errs) > 0 {
+	// The secret parameters' names are checked too (their values may be
+	// sealed already); a malformed secretParameters is reported later.
+	var secret map[string]json.RawMessage
+	_ = json.Unmarshal(spec.SecretParameters, &secret)
+	if errs := p.ValidateParameters(t.Parameters, slices.Sorted(maps.Keys(secret))...); len(errs) > 0 {
 		return "", newError(http.StatusUnprocessableEntity, domain.CodeInvalidArgument,
 			fieldErrors(p.Title, errs)).with("field", errs[0].Path)
 	}
@@ -248,7 +273,7 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	case c != nil:
 		if strings.TrimSpace(c.SecretID) == "" || strings.TrimSpace(c.SecretKey) == "" {
-			h.writeError(w, r, invalid("credentials", "secretId and secretKey are required"))
+			h.writeError(w, r, invalid("credentials", "secretId and secretKey are required%s", cloudNames(spec.Provider)))
 			return
 		}
 		if h.secrets == nil {
@@ -258,7 +283,7 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		blob, err := h.secrets.SealCredentials(name, sealed.Credentials{
-			SecretID: strings.TrimSpace(c.SecretID), SecretKey: strings.TrimSpace(c.SecretKey), Token: strings.TrimSpace(c.Token),
+			KeyID: strings.TrimSpace(c.SecretID), Secret: strings.TrimSpace(c.SecretKey), SecurityToken: strings.TrimSpace(c.Token),
 		})
 		if err != nil {
 			// The error never holds the secret (see libs/sealed).

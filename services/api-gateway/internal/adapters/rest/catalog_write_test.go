@@ -96,7 +96,7 @@ func TestCatalogWrites(t *testing.T) {
 		t.Fatal("the credentials were sent in plaintext")
 	}
 	creds, err := key.OpenCredentials("team", sent.GetSealedCredentials(), sent.GetKeyId())
-	if err != nil || creds.SecretID != secretID || creds.SecretKey != secretKey {
+	if err != nil || creds.KeyID != secretID || creds.Secret != secretKey {
 		t.Fatalf("the sealed credentials do not open to what was sent: %v", err)
 	}
 	acctTag := r.header.Get("ETag")
@@ -289,6 +289,22 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 		tm.GetParametersJson() != `{"ImageId":"aliyun_3_x64_20G_alibase_20240528.vhd","InstanceType":"ecs.g7.large","SecurityGroupIds":["sg-1"],"SystemDisk":{"Category":"cloud_essd","Size":"40"},"VSwitchId":"vsw-1","ZoneId":"cn-hangzhou-h"}` {
 		t.Errorf("template sent: %v", tm)
 	}
+	// Credentials have the same JSON names on every cloud; the error says
+	// what they are on Alibaba Cloud.
+	r = f.do(t, call{method: "PUT", path: "/api/v1/accounts/ali2", token: adminToken, body: `{"provider":"alibabacloud","credentials":{"secretId":"LTAIx"}}`})
+	if e := errorBody(t, r); r.status != http.StatusBadRequest || !strings.Contains(e.Message, "the Alibaba Cloud AccessKeyId and AccessKeySecret") {
+		t.Errorf("incomplete Alibaba credentials: %d %s", r.status, r.body)
+	}
+	r = f.do(t, call{method: "PUT", path: "/api/v1/accounts/ali2", token: adminToken, body: `{"provider":"alibabacloud","credentials":{"secretId":"STS.x","secretKey":"k","token":"sts"}}`})
+	if r.status != http.StatusCreated {
+		t.Fatalf("Alibaba STS credentials: %d %s", r.status, r.body)
+	}
+	// A required field may be a secret parameter.
+	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs3", token: adminToken,
+		body: `{"account":"ali","zone":"z","instanceType":"t","parameters":{"VSwitchId":"v","SecurityGroupId":"sg"},"secretParameters":{"ImageId":"m-private","Password":"p4ss"}}`})
+	if r.status != http.StatusCreated || strings.Contains(string(r.body), "p4ss") {
+		t.Fatalf("template with secret parameters: %d %s", r.status, r.body)
+	}
 	// The parameters alone name zone and type.
 	r = f.do(t, call{method: "PUT", path: "/api/v1/templates/ecs2", token: adminToken,
 		body: `{"account":"ali","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i","InstanceType":"ecs.c7.xlarge"}}`})
@@ -310,6 +326,7 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 		{"wrong type", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `,"DataDisk":[{"Size":"big"}]}}`, 422, "parameters.DataDisk[0].Size"},
 		{"zone differs", `{"account":"ali","zone":"cn-hangzhou-h","parameters":{` + rest + `,"ZoneId":"cn-hangzhou-i"}}`, 400, "zone"},
 		{"type differs", `{"account":"ali","instanceType":"a","parameters":{` + rest + `,"InstanceType":"b"}}`, 400, "instanceType"},
+		{"a secret parameter ECS does not have", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `},"secretParameters":{"LoginPassword":"p4ss"}}`, 422, "secretParameters.LoginPassword"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(f.lc.Calls())

@@ -107,7 +107,7 @@ func newCloud(t *testing.T, o opts) (*Cloud, *fakeECS) {
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	if o.creds == nil {
-		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: "LTAItest", SecretKey: "secret"}})
+		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: "LTAItest", Secret: "secret"}})
 	}
 	if o.retry.Attempts == 0 {
 		o.retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 4}
@@ -393,13 +393,13 @@ func TestListByTagPagesByNextTokenAndKeepsOnlyTheCluster(t *testing.T) {
 }
 
 func TestCredentialsSTSAndRotation(t *testing.T) {
-	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: "STS.id", SecretKey: "s", Token: "sts-token"}})
+	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: "STS.id", Secret: "s", SecurityToken: "sts-token"}})
 	c, f := newCloud(t, opts{creds: cr})
 	f.on(ActionDescribeInstances, func(map[string]string) (int, any) { return 200, map[string]any{} })
 	if _, err := c.Describe(context.Background(), target, []string{"i-1"}); err != nil {
 		t.Fatal(err)
 	}
-	cr.Set("acct", ports.Credential{SecretID: "LTAInew", SecretKey: "s2"})
+	cr.Set("acct", ports.Credential{KeyID: "LTAInew", Secret: "s2"})
 	if _, err := c.Describe(context.Background(), target, []string{"i-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -149,33 +149,33 @@ func (a accountCredential) get() ports.Credential {
 func (a accountCredential) GetCredential() (*credentials.CredentialModel, error) {
 	c := a.get()
 	m := &credentials.CredentialModel{
-		AccessKeyId:     dara.String(c.SecretID),
-		AccessKeySecret: dara.String(c.SecretKey),
+		AccessKeyId:     dara.String(c.KeyID),
+		AccessKeySecret: dara.String(c.Secret),
 		Type:            dara.String("access_key"),
 	}
-	if c.Token != "" {
-		m.SecurityToken = dara.String(c.Token)
+	if c.SecurityToken != "" {
+		m.SecurityToken = dara.String(c.SecurityToken)
 		m.Type = dara.String("sts")
 	}
 	return m, nil
 }
 
 func (a accountCredential) GetAccessKeyId() (*string, error) { //nolint:revive // SDK interface
-	return dara.String(a.get().SecretID), nil
+	return dara.String(a.get().KeyID), nil
 }
 
 func (a accountCredential) GetAccessKeySecret() (*string, error) {
-	return dara.String(a.get().SecretKey), nil
+	return dara.String(a.get().Secret), nil
 }
 
 func (a accountCredential) GetSecurityToken() (*string, error) {
-	return dara.String(a.get().Token), nil
+	return dara.String(a.get().SecurityToken), nil
 }
 
 func (a accountCredential) GetBearerToken() *string { return dara.String("") }
 
 func (a accountCredential) GetType() *string {
-	if a.get().Token != "" {
+	if a.get().SecurityToken != "" {
 		return dara.String("sts")
 	}
 	return dara.String("access_key")

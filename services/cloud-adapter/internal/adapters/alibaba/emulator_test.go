@@ -52,7 +52,7 @@ func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry backoff.Policy) *alibaba.Cloud {
 	t.Helper()
 	if cr == nil {
-		cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: accessKeyID, SecretKey: accessKeySecret}})
+		cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: accessKeyID, Secret: accessKeySecret}})
 	}
 	if retry.Attempts == 0 {
 		retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 3}
@@ -106,8 +106,8 @@ func TestEmulatorFailuresAreTyped(t *testing.T) {
 		want     ports.ErrorKind
 		code     string
 	}{
-		{name: "wrong secret", cred: ports.Credential{SecretID: accessKeyID, SecretKey: "wrong"}, want: ports.ErrorKindAuth, code: "SignatureDoesNotMatch"},
-		{name: "unknown key", cred: ports.Credential{SecretID: "LTAInobody", SecretKey: "x"}, want: ports.ErrorKindAuth, code: "InvalidAccessKeyId.NotFound"},
+		{name: "wrong secret", cred: ports.Credential{KeyID: accessKeyID, Secret: "wrong"}, want: ports.ErrorKindAuth, code: "SignatureDoesNotMatch"},
+		{name: "unknown key", cred: ports.Credential{KeyID: "LTAInobody", Secret: "x"}, want: ports.ErrorKindAuth, code: "InvalidAccessKeyId.NotFound"},
 		{name: "quota", emulator: func(c *cvmemu.Config) { c.Quota.MaxInstances = 2 }, want: ports.ErrorKindCapacity, code: cvmemu.ECSCodeQuota},
 		{name: "type not sold", emulator: func(c *cvmemu.Config) {
 			c.StockOuts = []cvmemu.StockOut{{InstanceType: "ecs.g7.large", Code: cvmemu.ECSCodeResourceNotSupported}}

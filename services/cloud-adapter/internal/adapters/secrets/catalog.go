@@ -149,6 +149,6 @@ func (w *CatalogWatcher) apply(account string, e jetstream.KeyValueEntry) {
 			"sealed_with_key", a.GetKeyId(), "our_key", w.key.ID(), "err", err)
 		return
 	}
-	w.store.SetCatalogCredential(account, &ports.Credential{SecretID: c.SecretID, SecretKey: c.SecretKey, Token: c.Token})
+	w.store.SetCatalogCredential(account, &c)
 	log.Info("catalog credentials in use for account", "key", w.key.ID(), "revision", e.Revision())
 }

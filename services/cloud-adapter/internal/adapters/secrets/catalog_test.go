@@ -66,7 +66,7 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 		}
 	}
 	// Present before the watch starts: loaded before Synced.
-	put("team", key, &sealed.Credentials{SecretID: "cat-id", SecretKey: "cat-secret"})
+	put("team", key, &sealed.Credentials{KeyID: "cat-id", Secret: "cat-secret"})
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "creds.yaml")
@@ -86,37 +86,42 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("catalog watch not synced")
 	}
-	if c := lookup(t, s, "team"); c.SecretID != "cat-id" || c.SecretKey != "cat-secret" {
-		t.Fatalf("team after sync = %s/%v, want the catalog's", c.SecretID, c.SecretKey == "cat-secret")
+	if c := lookup(t, s, "team"); c.KeyID != "cat-id" || c.Secret != "cat-secret" {
+		t.Fatalf("team after sync = %s/%v, want the catalog's", c.KeyID, c.Secret == "cat-secret")
 	}
 	eventuallyID := func(account, want string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			c, err := s.Lookup(account)
-			if err == nil && c.SecretID == want {
+			if err == nil && c.KeyID == want {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: secretId %q (%v), want %q", account, c.SecretID, err, want)
+				t.Fatalf("%s: secretId %q (%v), want %q", account, c.KeyID, err, want)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	// Rotated through the API.
-	put("team", key, &sealed.Credentials{SecretID: "cat-id-2", SecretKey: "cat-secret-2"})
+	put("team", key, &sealed.Credentials{KeyID: "cat-id-2", Secret: "cat-secret-2"})
 	eventuallyID("team", "cat-id-2")
 	// A new account that only the catalog knows.
-	put("fresh", key, &sealed.Credentials{SecretID: "fresh-id", SecretKey: "fresh-secret"})
-	eventuallyID("fresh", "fresh-id")
+	// (Temporary credentials, e.g. an Alibaba Cloud STS AccessKey: the
+	// security token travels with them.)
+	put("fresh", key, &sealed.Credentials{KeyID: "STS.fresh-id", Secret: "fresh-secret", SecurityToken: "fresh-sts-token"})
+	eventuallyID("fresh", "STS.fresh-id")
+	if c := lookup(t, s, "fresh"); c.Secret != "fresh-secret" || c.SecurityToken != "fresh-sts-token" {
+		t.Fatal("the catalog's temporary credentials lost their secret or security token")
+	}
 	eventuallyGauge(t, reg, "in_use", 2)
 	// Sealed under another key: not usable, files apply, the error says why.
-	put("team", mustKey(t, 2), &sealed.Credentials{SecretID: "x", SecretKey: "other-key-secret"})
+	put("team", mustKey(t, 2), &sealed.Credentials{KeyID: "x", Secret: "other-key-secret"})
 	eventuallyID("team", "file-id")
 	eventuallyGauge(t, reg, "unusable", 1)
 	eventuallyGauge(t, reg, "in_use", 1)
 	// Credentials cleared: files apply.
-	put("other", key, &sealed.Credentials{SecretID: "o-cat", SecretKey: "o-cat-secret"})
+	put("other", key, &sealed.Credentials{KeyID: "o-cat", Secret: "o-cat-secret"})
 	eventuallyID("other", "o-cat")
 	put("other", key, nil)
 	eventuallyID("other", "o-id")
@@ -191,7 +196,7 @@ func TestCatalogCredentialsWithoutAKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob, _ := mustKey(t, 1).SealCredentials("team", sealed.Credentials{SecretID: "i", SecretKey: "k"})
+	blob, _ := mustKey(t, 1).SealCredentials("team", sealed.Credentials{KeyID: "i", Secret: "k"})
 	data, _ := proto.Marshal(&statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{Name: "team", SealedCredentials: blob, KeyId: "abc"}}})
 	if _, err := kv.Put(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, "team"), data); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,11 @@
 //  3. environment variables NODESMITH_ACCOUNT_<ACCOUNT>_SECRET_ID,
 //     _SECRET_KEY and _TOKEN, where <ACCOUNT> is the account name in upper
 //     case with every character other than A-Z and 0-9 replaced by "_".
+//
+// The names are Tencent Cloud's (they came first) and mean the same for
+// every cloud (libs/cloudspec Credentials): on Alibaba Cloud secretId is
+// the AccessKeyId, secretKey the AccessKeySecret and token the STS
+// SecurityToken.
 package secrets
 
 import (
@@ -220,9 +225,9 @@ func fromDir(dir string) (map[string]ports.Credential, error) {
 			continue
 		}
 		c := ports.Credential{
-			SecretID:  readTrimmed(filepath.Join(path, FileSecretID)),
-			SecretKey: readTrimmed(filepath.Join(path, FileSecretKey)),
-			Token:     readTrimmed(filepath.Join(path, FileToken)),
+			KeyID:         readTrimmed(filepath.Join(path, FileSecretID)),
+			Secret:        readTrimmed(filepath.Join(path, FileSecretKey)),
+			SecurityToken: readTrimmed(filepath.Join(path, FileToken)),
 		}
 		if !c.Valid() {
 			return nil, fmt.Errorf("credentials of account %q in %s: both %s and %s must be non-empty files", name, dir, FileSecretID, FileSecretKey)
@@ -263,7 +268,7 @@ func fromFile(path string) (map[string]ports.Credential, error) {
 	}
 	out := map[string]ports.Credential{}
 	for name, a := range f.Accounts {
-		c := ports.Credential{SecretID: strings.TrimSpace(a.SecretID), SecretKey: strings.TrimSpace(a.SecretKey), Token: strings.TrimSpace(a.Token)}
+		c := ports.Credential{KeyID: strings.TrimSpace(a.SecretID), Secret: strings.TrimSpace(a.SecretKey), SecurityToken: strings.TrimSpace(a.Token)}
 		if !c.Valid() {
 			return nil, fmt.Errorf("credentials file %s: account %q needs secretId and secretKey", path, name)
 		}
@@ -288,11 +293,11 @@ func fromEnv(environ []string) (map[string]ports.Credential, error) {
 			c := out[name]
 			switch suffix {
 			case EnvSuffixSecretID:
-				c.SecretID = strings.TrimSpace(v)
+				c.KeyID = strings.TrimSpace(v)
 			case EnvSuffixSecretKey:
-				c.SecretKey = strings.TrimSpace(v)
+				c.Secret = strings.TrimSpace(v)
 			case EnvSuffixToken:
-				c.Token = strings.TrimSpace(v)
+				c.SecurityToken = strings.TrimSpace(v)
 			}
 			out[name] = c
 			break

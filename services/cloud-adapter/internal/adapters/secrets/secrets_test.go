@@ -55,12 +55,12 @@ func TestSourcesAndPrecedence(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	for account, want := range map[string]ports.Credential{
-		"prod":    {SecretID: "dir-id", SecretKey: "dir-key", Token: "dir-token"},
-		"staging": {SecretID: "st-id", SecretKey: "st-key"},
-		"test-bj": {SecretID: "tb-id", SecretKey: "tb-key"},
+		"prod":    {KeyID: "dir-id", Secret: "dir-key", SecurityToken: "dir-token"},
+		"staging": {KeyID: "st-id", Secret: "st-key"},
+		"test-bj": {KeyID: "tb-id", Secret: "tb-key"},
 	} {
-		if got := lookup(t, s, account); got.SecretID != want.SecretID || got.SecretKey != want.SecretKey || got.Token != want.Token {
-			t.Errorf("%s: wrong credential (id %q)", account, got.SecretID)
+		if got := lookup(t, s, account); got.KeyID != want.KeyID || got.Secret != want.Secret || got.SecurityToken != want.SecurityToken {
+			t.Errorf("%s: wrong credential (id %q)", account, got.KeyID)
 		}
 	}
 	if _, err := s.Lookup("nobody"); !errors.Is(err, ports.ErrNoCredentials) {
@@ -75,7 +75,7 @@ func TestJSONFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lookup(t, s, "a").SecretKey != "key" {
+	if lookup(t, s, "a").Secret != "key" {
 		t.Fatal("wrong key")
 	}
 }
@@ -131,7 +131,7 @@ func TestReloadPicksUpRotationAndKeepsOldOnError(t *testing.T) {
 	if err := s.Reload(); err != nil {
 		t.Fatalf("Reload: %v", err)
 	}
-	if lookup(t, s, "a").SecretKey != "key2" || lookup(t, s, "b").SecretID != "idb" {
+	if lookup(t, s, "a").Secret != "key2" || lookup(t, s, "b").KeyID != "idb" {
 		t.Fatal("rotation not picked up")
 	}
 
@@ -139,7 +139,7 @@ func TestReloadPicksUpRotationAndKeepsOldOnError(t *testing.T) {
 	if err := s.Reload(); err == nil {
 		t.Fatal("Reload accepted an incomplete key")
 	}
-	if lookup(t, s, "a").SecretKey != "key2" {
+	if lookup(t, s, "a").Secret != "key2" {
 		t.Fatal("a failed reload dropped the working credential")
 	}
 
@@ -164,7 +164,7 @@ func TestReloadPicksUpRotationAndKeepsOldOnError(t *testing.T) {
 }
 
 func TestCredentialNeverPrintsItsSecret(t *testing.T) {
-	c := ports.Credential{SecretID: "AKIDsecret", SecretKey: "topsecret"}
+	c := ports.Credential{KeyID: "AKIDsecret", Secret: "topsecret"}
 	var logs bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "cred", c)
 	for _, out := range []string{fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s", c, c, c, c), logs.String()} {

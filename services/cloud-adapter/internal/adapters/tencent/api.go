@@ -78,13 +78,13 @@ func (a accountCredential) get() ports.Credential {
 	return c
 }
 
-func (a accountCredential) GetSecretId() string  { return a.get().SecretID }  //nolint:revive // SDK interface
-func (a accountCredential) GetSecretKey() string { return a.get().SecretKey } //nolint:revive // SDK interface
-func (a accountCredential) GetToken() string     { return a.get().Token }     //nolint:revive // SDK interface
+func (a accountCredential) GetSecretId() string  { return a.get().KeyID }         //nolint:revive // SDK interface
+func (a accountCredential) GetSecretKey() string { return a.get().Secret }        //nolint:revive // SDK interface
+func (a accountCredential) GetToken() string     { return a.get().SecurityToken } //nolint:revive // SDK interface
 
 // GetCredential returns one consistent snapshot of the key, as the SDK
 // signs with it.
 func (a accountCredential) GetCredential() (string, string, string) {
 	c := a.get()
-	return c.SecretID, c.SecretKey, c.Token
+	return c.KeyID, c.Secret, c.SecurityToken
 }

@@ -62,7 +62,7 @@ type adapterOpts struct {
 func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud {
 	t.Helper()
 	if o.creds == nil {
-		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: secretKey}})
+		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: secretID, Secret: secretKey}})
 	}
 	if o.limits == nil {
 		o.limits = ratelimit.Limits{}
@@ -222,8 +222,8 @@ func TestEmulatorRealFailures(t *testing.T) {
 		{name: "sold out", emulator: func(c *cvmemu.Config) {
 			c.StockOuts = []cvmemu.StockOut{{InstanceType: "S5.MEDIUM4", Code: cvmemu.CodeSoldOutInstanceType}}
 		}, want: ports.ErrorKindCapacity, code: cvmemu.CodeSoldOutInstanceType},
-		{name: "wrong secret", creds: ports.Credential{SecretID: secretID, SecretKey: "wrong"}, want: ports.ErrorKindAuth, code: cvmemu.CodeAuthSignatureFailure},
-		{name: "unknown key", creds: ports.Credential{SecretID: "AKIDnobody", SecretKey: "x"}, want: ports.ErrorKindAuth, code: cvmemu.CodeAuthSecretIDNotFound},
+		{name: "wrong secret", creds: ports.Credential{KeyID: secretID, Secret: "wrong"}, want: ports.ErrorKindAuth, code: cvmemu.CodeAuthSignatureFailure},
+		{name: "unknown key", creds: ports.Credential{KeyID: "AKIDnobody", Secret: "x"}, want: ports.ErrorKindAuth, code: cvmemu.CodeAuthSecretIDNotFound},
 		{name: "template without zone", params: `{"ImageId":"img-1"}`, want: ports.ErrorKindInvalidParameters, code: cvmemu.CodeMissingParameter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,12 +252,12 @@ func TestEmulatorRealFailures(t *testing.T) {
 
 func TestEmulatorRotatedCredentialsApplyToExistingClients(t *testing.T) {
 	srv := startEmulator(t, nil)
-	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {SecretID: secretID, SecretKey: "old-and-wrong"}})
+	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: secretID, Secret: "old-and-wrong"}})
 	c := newAdapter(t, srv, adapterOpts{creds: cr})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); !ports.IsAuthError(err) {
 		t.Fatalf("Describe with a wrong key = %v, want an auth error", err)
 	}
-	cr.Set("acct", ports.Credential{SecretID: secretID, SecretKey: secretKey})
+	cr.Set("acct", ports.Credential{KeyID: secretID, Secret: secretKey})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); err != nil {
 		t.Fatalf("Describe after rotation: %v", err)
 	}

@@ -446,7 +446,7 @@ func (s staticCreds) Lookup(account string) (ports.Credential, error) {
 }
 
 func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
-	cl := NewClients(ClientOptions{Credentials: staticCreds{"a": {SecretID: "id", SecretKey: "key"}}})
+	cl := NewClients(ClientOptions{Credentials: staticCreds{"a": {KeyID: "id", Secret: "key"}}})
 	if _, err := cl.Get("nobody", "ap-guangzhou"); !ports.IsAuthError(err) {
 		t.Fatalf("Get(unknown account) = %v, want an auth error", err)
 	}
@@ -459,7 +459,7 @@ func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
 	if a1 != a2 || a1 == b {
 		t.Fatal("want one client per (account, region)")
 	}
-	id, key, token := accountCredential{account: "a", store: staticCreds{"a": {SecretID: "id", SecretKey: "key", Token: "tk"}}}.GetCredential()
+	id, key, token := accountCredential{account: "a", store: staticCreds{"a": {KeyID: "id", Secret: "key", SecurityToken: "tk"}}}.GetCredential()
 	if id != "id" || key != "key" || token != "tk" {
 		t.Fatal("credential snapshot is wrong")
 	}

@@ -459,7 +459,7 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 			}
 			dt.ParametersJSON = string(b)
 		}
-		c.cloudParameters(&dt, p)
+		c.cloudParameters(&dt, p, sortedKeys(t.SecretParameters))
 		for _, k := range sortedKeys(t.SecretParameters) {
 			if _, dup := t.Parameters[k]; dup {
 				c.add(p+".secretParameters."+k, 0, "is also in parameters: a parameter is either secret or not")
@@ -676,9 +676,9 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 // cloudParameters applies the cloud's template rules (libs/cloudspec) to a
 // template of a known provider: its zone and instance type and those of
 // its create parameters fill each other and must agree, and the parameters
-// must be a valid create request. Unknown providers' parameters pass
-// through.
-func (c *checker) cloudParameters(dt *domain.InstanceTemplate, p string) {
+// must be a valid create request (with the secret parameters' names).
+// Unknown providers' parameters pass through.
+func (c *checker) cloudParameters(dt *domain.InstanceTemplate, p string, secretParameters []string) {
 	cloud, ok := cloudspec.Lookup(dt.Provider)
 	if !ok || c.hasProblem(p+".parameters") {
 		return
@@ -687,7 +687,7 @@ func (c *checker) cloudParameters(dt *domain.InstanceTemplate, p string) {
 	errs := cloud.Reconcile(&t)
 	if errs == nil {
 		dt.Zone, dt.InstanceType, dt.ParametersJSON = t.Zone, t.InstanceType, t.Parameters
-		errs = cloud.ValidateParameters(t.Parameters)
+		errs = cloud.ValidateParameters(t.Parameters, secretParameters...)
 	}
 	for _, e := range errs {
 		c.add(p+"."+e.Path, 0, "%s", e.Msg)
