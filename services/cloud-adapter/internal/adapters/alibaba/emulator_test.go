@@ -6,6 +6,7 @@ package alibaba_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -166,5 +167,46 @@ func TestEmulatorTagOfAMissingVMIsNotFound(t *testing.T) {
 	err := c.Tag(context.Background(), target, []string{"i-bp1nonexistent000000"}, []domain.Tag{{Key: domain.TagCluster, Value: "c1"}})
 	if !ports.IsNotFoundError(err) {
 		t.Fatalf("Tag(missing) = %v, want not found", err)
+	}
+}
+
+// TestEmulatorListByTagPagesThroughNextToken: 250 VMs of a cluster take
+// three DescribeInstances pages of the emulator, chained by NextToken; the
+// other cluster's VMs are not listed.
+func TestEmulatorListByTagPagesThroughNextToken(t *testing.T) {
+	srv := startEmulator(t, nil)
+	c := newAdapter(t, srv, nil, backoff.Policy{})
+	ctx := context.Background()
+	var mine []string
+	for i, n := range []int{100, 100, 50} {
+		ids, err := c.CreateBatch(ctx, ports.CreateRequest{
+			Target: target, ClientToken: fmt.Sprintf("tok-%d", i), Parameters: template, Count: n,
+			Tags: domain.CreationTags("c1", "g1", fmt.Sprintf("b%d", i), ""),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, ids...)
+	}
+	if _, err := c.CreateBatch(ctx, ports.CreateRequest{
+		Target: target, ClientToken: "tok-other", Parameters: template, Count: 2, Tags: domain.CreationTags("c2", "g1", "bx", ""),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := c.ListByTag(ctx, target, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range sts {
+		got[s.CloudID] = true
+	}
+	if len(sts) != 250 || len(got) != 250 {
+		t.Fatalf("listed %d VMs (%d distinct), want the 250 of c1", len(sts), len(got))
+	}
+	for _, id := range mine {
+		if !got[id] {
+			t.Fatalf("%s not listed", id)
+		}
 	}
 }
