@@ -33,6 +33,9 @@ type Config struct {
 	NATSPort int
 	// EmulatorAddr serves the Tencent CVM API emulator.
 	EmulatorAddr string
+	// ECSEmulatorAddr serves the Alibaba Cloud ECS API of the same
+	// emulator (one simulated world, two clouds' APIs).
+	ECSEmulatorAddr string
 	// SSHPort is the port every simulated VM's SSH server listens on (on its own loopback IP).
 	SSHPort int
 	// ConfigFile is a node-group configuration to use instead of the built-in one.
@@ -66,15 +69,16 @@ type EmulatorKey struct {
 // DefaultConfig is what `make run` uses.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:      ".data",
-		GRPCAddr:     "127.0.0.1:8086",
-		RESTAddr:     "127.0.0.1:8080",
-		OpsAddr:      "127.0.0.1:8087",
-		NATSPort:     4222,
-		EmulatorAddr: "127.0.0.1:9180",
-		SSHPort:      2222,
-		BootDelay:    2 * time.Second,
-		ReadyDelay:   time.Second,
+		DataDir:         ".data",
+		GRPCAddr:        "127.0.0.1:8086",
+		RESTAddr:        "127.0.0.1:8080",
+		OpsAddr:         "127.0.0.1:8087",
+		NATSPort:        4222,
+		EmulatorAddr:    "127.0.0.1:9180",
+		ECSEmulatorAddr: "127.0.0.1:9181",
+		SSHPort:         2222,
+		BootDelay:       2 * time.Second,
+		ReadyDelay:      time.Second,
 	}
 }
 
@@ -86,6 +90,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.OpsAddr, "ops-addr", c.OpsAddr, "/metrics, /livez and /readyz address")
 	fs.IntVar(&c.NATSPort, "nats-port", c.NATSPort, "embedded NATS client port (-1: any free port)")
 	fs.StringVar(&c.EmulatorAddr, "emulator-addr", c.EmulatorAddr, "Tencent CVM API emulator address")
+	fs.StringVar(&c.ECSEmulatorAddr, "ecs-emulator-addr", c.ECSEmulatorAddr, "Alibaba Cloud ECS API emulator address")
 	fs.IntVar(&c.SSHPort, "ssh-port", c.SSHPort, "SSH port of the simulated VMs")
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "node-group configuration file (default: the built-in one)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "REST admin bearer token (default: $ADMIN_TOKEN or a generated one)")
@@ -100,7 +105,7 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
 	}
-	for name, addr := range map[string]string{"--grpc-addr": c.GRPCAddr, "--rest-addr": c.RESTAddr, "--ops-addr": c.OpsAddr, "--emulator-addr": c.EmulatorAddr} {
+	for name, addr := range map[string]string{"--grpc-addr": c.GRPCAddr, "--rest-addr": c.RESTAddr, "--ops-addr": c.OpsAddr, "--emulator-addr": c.EmulatorAddr, "--ecs-emulator-addr": c.ECSEmulatorAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
 		}

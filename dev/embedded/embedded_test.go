@@ -28,7 +28,7 @@ func testConfig(t *testing.T, dataDir string, sshPort int) Config {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = dataDir
-	cfg.GRPCAddr, cfg.RESTAddr, cfg.OpsAddr, cfg.EmulatorAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.GRPCAddr, cfg.RESTAddr, cfg.OpsAddr, cfg.EmulatorAddr, cfg.ECSEmulatorAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.NATSPort = -1
 	cfg.SSHPort = sshPort
 	cfg.BootDelay = 200 * time.Millisecond
@@ -138,14 +138,20 @@ func TestScaleUpRunsEndToEndAndSurvivesRestart(t *testing.T) {
 	groups := call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
 		return c.NodeGroups(ctx, &pb.NodeGroupsRequest{})
 	})
-	for deadline := time.Now().Add(30 * time.Second); len(groups.GetNodeGroups()) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); len(groups.GetNodeGroups()) < 2 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond) // lifecycle applies the config file asynchronously
 		groups = call(t, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
 			return c.NodeGroups(ctx, &pb.NodeGroupsRequest{})
 		})
 	}
-	if len(groups.GetNodeGroups()) != 1 || groups.GetNodeGroups()[0].GetId() != "workers" || groups.GetNodeGroups()[0].GetMaxSize() < 10 {
-		t.Fatalf("built-in config: %v", groups.GetNodeGroups())
+	var workers *pb.NodeGroup
+	for _, g := range groups.GetNodeGroups() {
+		if g.GetId() == "workers" {
+			workers = g
+		}
+	}
+	if len(groups.GetNodeGroups()) != 2 || workers == nil || workers.GetMaxSize() < 10 {
+		t.Fatalf("built-in config (workers and ecs-workers): %v", groups.GetNodeGroups())
 	}
 	call(t, func(ctx context.Context) (*pb.NodeGroupIncreaseSizeResponse, error) {
 		return c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 3})

@@ -38,10 +38,22 @@ var DefaultNodeGroupConfig []byte
 // is generated per data directory.
 const emulatorSecretID = "AKIDnodesmithdev0000000000000000"
 
+// ecsAccessKeyID is the alibaba-dev account's RAM AccessKey id on the
+// emulator's ECS API; its secret is generated per data directory.
+const ecsAccessKeyID = "LTAI5tNodesmithDev00000000"
+
+// The accounts of the built-in configuration (default-config.yaml).
+const (
+	devAccount     = "dev"
+	alibabaAccount = "alibaba-dev"
+)
+
 // Addrs tells where the running stack listens.
 type Addrs struct {
 	GRPC, REST, Ops, NATS, Emulator string
-	AdminToken                      string
+	// ECSEmulator serves the Alibaba Cloud ECS API of the same emulator.
+	ECSEmulator string
+	AdminToken  string
 	// Kube is the Kubernetes side (nil without Config.Kube).
 	Kube *Kube
 }
@@ -85,12 +97,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if err != nil {
 		return err
 	}
-	credDir := cfg.path("credentials")
-	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretId"), []byte(emulatorSecretID), 0o600); err != nil {
+	ecsSecret, err := loadOrCreateSecret(cfg.path("keys", "ecs-emulator-secret-key"), 24)
+	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(credDir, "dev", "secretKey"), []byte(emulatorSecret), 0o600); err != nil {
-		return err
+	// The cloud adapter reads both accounts' keys as a mounted Secret:
+	// <account>/secretId and secretKey (the RAM AccessKey id and secret
+	// for the Alibaba account).
+	credDir := cfg.path("credentials")
+	for account, key := range map[string][2]string{devAccount: {emulatorSecretID, emulatorSecret}, alibabaAccount: {ecsAccessKeyID, ecsSecret}} {
+		if err := writeFileAtomic(filepath.Join(credDir, account, "secretId"), []byte(key[0]), 0o600); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(credDir, account, "secretKey"), []byte(key[1]), 0o600); err != nil {
+			return err
+		}
 	}
 	// The sealing key ring: the gateway seals credentials, hook env values
 	// and secret parameters written through the admin API with it,
@@ -155,8 +176,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	}
 	defer vms.Close()
 	emuCfg := cvmemu.DefaultConfig()
-	emuCfg.Credentials = map[string]string{emulatorSecretID: emulatorSecret}
-	emuCfg.Accounts = map[string]string{emulatorSecretID: "dev"}
+	emuCfg.Credentials = map[string]string{emulatorSecretID: emulatorSecret, ecsAccessKeyID: ecsSecret}
+	emuCfg.Accounts = map[string]string{emulatorSecretID: devAccount, ecsAccessKeyID: alibabaAccount}
 	for _, k := range cfg.EmulatorKeys {
 		emuCfg.Credentials[k.SecretID] = k.SecretKey
 		emuCfg.Accounts[k.SecretID] = k.Account
@@ -169,6 +190,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 		return err
 	}
 	defer emu.Close()
+	// The same emulator's ECS API: one simulated world (VMs, SSH, cluster
+	// joins, state file), two clouds.
+	ecsEmu, err := serveECS(cfg.ECSEmulatorAddr, emu.Emulator, log.With("component", "ecsemu"))
+	if err != nil {
+		return err
+	}
+	defer ecsEmu.Close()
 	if emulatorHook != nil {
 		emulatorHook(emu)
 	}
@@ -210,6 +238,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	ca.HealthAddr = ""
 	ca.TencentEndpoint = emu.Endpoint()
 	ca.TencentScheme = "http"
+	ca.AlibabaEndpoint = ecsEmu.Endpoint()
+	ca.AlibabaScheme = "http"
 	ca.CredentialsDir = credDir
 	ca.SecretsKeyFile = secretsKeyFile
 	ca.WatchPollInterval = time.Second
@@ -271,7 +301,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 			// examples work the moment it appears.
 			go func() {
 				if waitReady(ctx, comps) {
-					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), AdminToken: adminToken, Kube: kubeInfo})
+					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), ECSEmulator: ecsEmu.Endpoint(), AdminToken: adminToken, Kube: kubeInfo})
 				}
 			}()
 		}})
@@ -299,12 +329,18 @@ nodesmith is running (embedded). State: %s (delete it, or make clean, to start o
   metrics, livez, readyz             http://%s/metrics
   NATS JetStream                     %s
   Tencent CVM emulator               http://%s
-  node group                         "workers" (min 0, max 20), VMs answer SSH on 127.77.x.y
+  Alibaba Cloud ECS emulator         http://%s   (the same simulated world)
+  node groups                        "workers" on Tencent Cloud, "ecs-workers" on Alibaba Cloud
+                                     (min 0, max 20 each), VMs answer SSH on 127.77.x.y
 
 Try it (grpcurl: make tools, then bin/grpcurl):
 
   bin/grpcurl -plaintext -import-path proto -proto externalgrpc/externalgrpc.proto \
     -d '{"id":"workers","delta":3}' %s \
+    clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupIncreaseSize
+
+  bin/grpcurl -plaintext -import-path proto -proto externalgrpc/externalgrpc.proto \
+    -d '{"id":"ecs-workers","delta":2}' %s \
     clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/NodeGroupIncreaseSize
 
   bin/grpcurl -plaintext -import-path proto -proto externalgrpc/externalgrpc.proto \
@@ -314,7 +350,7 @@ Try it (grpcurl: make tools, then bin/grpcurl):
   curl -s -H "Authorization: Bearer %s" %s/api/v1/nodegroups
   curl -s -H "Authorization: Bearer %s" "%s/api/v1/instances?group=workers"
   curl -s http://%s/readyz
-`, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
+`, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, a.ECSEmulator, grpcHost, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
 	if a.Kube != nil {
 		printKubeBanner(w, *a.Kube)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/config"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsconn"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -68,6 +69,15 @@ type Config struct {
 	// TencentScheme is "https" or "http" (the emulator).
 	TencentScheme string
 
+	// AlibabaRateLimits paces ECS calls per (account, region, action):
+	// "Action=rate[:burst],...".
+	AlibabaRateLimits string
+	// AlibabaEndpoint overrides the ECS API host ("host:port"), e.g. the
+	// emulator's; empty means the region's public ECS endpoint.
+	AlibabaEndpoint string
+	// AlibabaScheme is "https" or "http" (the emulator).
+	AlibabaScheme string
+
 	// CredentialsDir holds <account>/secretId, <account>/secretKey and
 	// optionally <account>/token (a mounted Secret).
 	CredentialsDir string
@@ -107,6 +117,8 @@ func DefaultConfig() Config {
 		RetryAttempts:             6,
 		TencentRateLimits:         tencent.DefaultLimits().String(),
 		TencentScheme:             "https",
+		AlibabaRateLimits:         alibaba.DefaultLimits().String(),
+		AlibabaScheme:             "https",
 		CredentialsReloadInterval: 10 * time.Second,
 	}
 }
@@ -132,6 +144,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TencentRateLimits, "tencent-rate-limits", c.TencentRateLimits, "client-side CVM rate limits per account, region and action: Action=rate[:burst],...")
 	fs.StringVar(&c.TencentEndpoint, "tencent-endpoint", c.TencentEndpoint, "CVM API host:port override (e.g. the emulator); empty: Tencent Cloud")
 	fs.StringVar(&c.TencentScheme, "tencent-scheme", c.TencentScheme, "CVM API scheme: https or http")
+	fs.StringVar(&c.AlibabaRateLimits, "alibaba-rate-limits", c.AlibabaRateLimits, "client-side ECS rate limits per account, region and action: Action=rate[:burst],...")
+	fs.StringVar(&c.AlibabaEndpoint, "alibaba-endpoint", c.AlibabaEndpoint, "ECS API host:port override (e.g. the emulator); empty: Alibaba Cloud")
+	fs.StringVar(&c.AlibabaScheme, "alibaba-scheme", c.AlibabaScheme, "ECS API scheme: https or http")
 	fs.StringVar(&c.CredentialsDir, "credentials-dir", c.CredentialsDir, "directory of <account>/secretId and <account>/secretKey files")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "YAML/JSON file: accounts: {<account>: {secretId, secretKey, token}}")
 	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "file with the key (base64 of 32 bytes) that opens credentials stored with accounts through the admin API; the gateway's file")
@@ -179,6 +194,15 @@ func (c Config) Validate() error {
 	}
 	if strings.Contains(c.TencentEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("tencent endpoint must be host[:port] (set the scheme with --tencent-scheme), got %q", c.TencentEndpoint))
+	}
+	if _, err := ratelimit.Parse(c.AlibabaRateLimits); err != nil {
+		errs = append(errs, fmt.Errorf("alibaba rate limits: %w", err))
+	}
+	if s := strings.ToLower(c.AlibabaScheme); s != "http" && s != "https" {
+		errs = append(errs, fmt.Errorf("alibaba scheme must be http or https, got %q", c.AlibabaScheme))
+	}
+	if strings.Contains(c.AlibabaEndpoint, "/") {
+		errs = append(errs, fmt.Errorf("alibaba endpoint must be host[:port] (set the scheme with --alibaba-scheme), got %q", c.AlibabaEndpoint))
 	}
 	if c.CredentialsReloadInterval <= 0 {
 		errs = append(errs, errors.New("credentials reload interval must be positive"))

@@ -64,6 +64,7 @@ type Cloud struct {
 	vms         map[string]*VM
 	tokens      map[string][]string
 	next        map[Op][]error
+	always      map[Op]error
 	calls       Calls
 	seq         int
 	now         func() time.Time
@@ -86,6 +87,7 @@ func (c *Cloud) Reset() {
 	c.vms = map[string]*VM{}
 	c.tokens = map[string][]string{}
 	c.next = map[Op][]error{}
+	c.always = map[Op]error{}
 	c.calls = Calls{}
 	c.seq = 0
 }
@@ -170,8 +172,24 @@ func (c *Cloud) Remove(id string) {
 	delete(c.vms, id)
 }
 
+// FailAlways makes every call of op return err until FailAlways(op, nil),
+// after the errors FailNext queued (a cloud throttling an account for a
+// while, a zone out of stock).
+func (c *Cloud) FailAlways(op Op, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.always, op)
+		return
+	}
+	c.always[op] = err
+}
+
 func (c *Cloud) popErr(op Op) error {
 	q := c.next[op]
+	if len(q) == 0 && c.always[op] != nil {
+		return c.always[op]
+	}
 	if len(q) == 0 {
 		return nil
 	}
@@ -193,7 +211,11 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 	if req.Count < 1 || req.Count > ports.MaxBatch {
 		return nil, ports.NewInvalidParametersError("InvalidCount", fmt.Sprintf("count %d out of range", req.Count))
 	}
-	if ids, ok := c.tokens[req.ClientToken]; ok && req.ClientToken != "" {
+	if req.ClientToken == "" {
+		// As the real adapters: a create without a token could duplicate VMs.
+		return nil, ports.NewInvalidParametersError("MissingClientToken", "CreateBatch without a ClientToken")
+	}
+	if ids, ok := c.tokens[req.ClientToken]; ok {
 		return c.answerLater(ctx, slices.Clone(ids))
 	}
 	tags := map[string]string{}
@@ -253,8 +275,8 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	var out []domain.Status
 	for _, id := range ids {
 		v, ok := c.vms[id]
-		if !ok {
-			continue
+		if !ok || v.Target != t {
+			continue // VMs of another account or region are not seen
 		}
 		if v.State == domain.StatePending {
 			if v.bootIn <= 0 {
@@ -291,7 +313,7 @@ func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) err
 		return ports.NewInvalidParametersError("TooManyIds", fmt.Sprintf("%d ids", len(ids)))
 	}
 	for _, id := range ids {
-		if v, ok := c.vms[id]; ok {
+		if v, ok := c.vms[id]; ok && v.Target == t {
 			v.State = domain.StateTerminating
 		}
 	}

@@ -2,17 +2,14 @@ package tencent
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/profile"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -45,83 +42,54 @@ var _ API = (*sdkClients)(nil)
 type ClientFunc func(account, region string) (API, error)
 
 // ClientOptions configure SDK clients.
-type ClientOptions struct {
-	// Credentials supplies each account's key, looked up on every request
-	// so rotated secrets apply without new clients.
-	Credentials ports.Credentials
-	// Endpoint overrides the API host ("host:port"), e.g. for the emulator.
-	Endpoint string
-	// Scheme is "https" (default) or "http".
-	Scheme string
-	// Timeout bounds one HTTP request.
-	Timeout time.Duration
-	// Transport is shared by every client; nil means a clone of
-	// http.DefaultTransport.
-	Transport http.RoundTripper
-}
+type ClientOptions = cloudcall.ClientOptions
 
 // Clients builds and caches one SDK client per (account, region).
 type Clients struct {
-	o  ClientOptions
-	mu sync.Mutex
-	m  map[[2]string]*sdkClients
+	o     ClientOptions
+	cache *cloudcall.ClientCache[*sdkClients]
 }
 
 // NewClients returns a client cache.
 func NewClients(o ClientOptions) *Clients {
-	if o.Transport == nil {
-		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
-	return &Clients{o: o, m: map[[2]string]*sdkClients{}}
+	o = o.WithDefaults()
+	return &Clients{o: o, cache: cloudcall.NewClientCache[*sdkClients](o.Credentials)}
 }
 
 // Get implements ClientFunc.
 func (c *Clients) Get(account, region string) (API, error) {
-	if _, err := c.o.Credentials.Lookup(account); err != nil {
-		return nil, ports.NewAuthError("NoCredentials", fmt.Sprintf("no credentials configured for account %q", account))
-	}
-	if region == "" {
-		return nil, ports.NewInvalidParametersError("MissingRegion", "the command's target has no region")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := [2]string{account, region}
-	if cl, ok := c.m[k]; ok {
-		return cl, nil
-	}
-	cpf := profile.NewClientProfile()
-	cpf.Language = "en-US"
-	cpf.HttpProfile.ReqTimeout = int(math.Ceil(c.o.Timeout.Seconds()))
-	cpf.HttpProfile.Endpoint = c.o.Endpoint
-	if c.o.Scheme != "" {
+	cl, err := c.cache.Get(account, region, func() (*sdkClients, error) {
+		cpf := profile.NewClientProfile()
+		cpf.Language = "en-US"
+		cpf.HttpProfile.ReqTimeout = int(math.Ceil(c.o.Timeout.Seconds()))
+		cpf.HttpProfile.Endpoint = c.o.Endpoint
 		cpf.HttpProfile.Scheme = strings.ToUpper(c.o.Scheme)
-	}
-	// Retries are ours (bounded, jittered, rate-limited); the SDK's would
-	// also inject random ClientTokens, which must never happen.
-	cpf.NetworkFailureMaxRetries = 0
-	cpf.RateLimitExceededMaxRetries = 0
-	cred := accountCredential{account: account, store: c.o.Credentials}
-	cl, err := cvm.NewClient(cred, region, cpf)
+		// Retries are ours (bounded, jittered, rate-limited); the SDK's would
+		// also inject random ClientTokens, which must never happen.
+		cpf.NetworkFailureMaxRetries = 0
+		cpf.RateLimitExceededMaxRetries = 0
+		cred := accountCredential{account: account, store: c.o.Credentials}
+		cl, err := cvm.NewClient(cred, region, cpf)
+		if err != nil {
+			return nil, err
+		}
+		cl.WithHttpTransport(c.o.Transport)
+		// The Tag service has its own host (tag.tencentcloudapi.com); an
+		// Endpoint override (the emulator) serves both.
+		tcpf := *cpf
+		tcpf.HttpProfile = profile.NewHttpProfile()
+		*tcpf.HttpProfile = *cpf.HttpProfile
+		tc, err := tag.NewClient(cred, region, &tcpf)
+		if err != nil {
+			return nil, err
+		}
+		tc.WithHttpTransport(c.o.Transport)
+		return &sdkClients{Client: cl, tag: tc}, nil
+	})
 	if err != nil {
-		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating CVM client for %s/%s: %v", account, region, err))
+		return nil, err // not a typed nil in the interface
 	}
-	cl.WithHttpTransport(c.o.Transport)
-	// The Tag service has its own host (tag.tencentcloudapi.com); an
-	// Endpoint override (the emulator) serves both.
-	tcpf := *cpf
-	tcpf.HttpProfile = profile.NewHttpProfile()
-	*tcpf.HttpProfile = *cpf.HttpProfile
-	tc, err := tag.NewClient(cred, region, &tcpf)
-	if err != nil {
-		return nil, ports.NewInvalidParametersError("ClientError", fmt.Sprintf("creating Tag client for %s/%s: %v", account, region, err))
-	}
-	tc.WithHttpTransport(c.o.Transport)
-	both := &sdkClients{Client: cl, tag: tc}
-	c.m[k] = both
-	return both, nil
+	return cl, nil
 }
 
 // accountCredential implements the SDK's CredentialIface by looking the

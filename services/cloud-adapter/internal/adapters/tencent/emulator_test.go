@@ -18,8 +18,10 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -32,28 +34,6 @@ const (
 )
 
 var target = ports.Target{Account: "acct", Region: region}
-
-// creds is a mutable ports.Credentials.
-type creds struct {
-	mu sync.Mutex
-	m  map[string]ports.Credential
-}
-
-func (c *creds) Lookup(account string) (ports.Credential, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cr, ok := c.m[account]
-	if !ok {
-		return ports.Credential{}, ports.ErrNoCredentials
-	}
-	return cr, nil
-}
-
-func (c *creds) set(account string, cr ports.Credential) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[account] = cr
-}
 
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
@@ -76,13 +56,13 @@ func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 type adapterOpts struct {
 	limits ratelimit.Limits
 	retry  backoff.Policy
-	creds  *creds
+	creds  *cloudtest.Creds
 }
 
 func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud {
 	t.Helper()
 	if o.creds == nil {
-		o.creds = &creds{m: map[string]ports.Credential{"acct": {KeyID: secretID, Secret: secretKey}}}
+		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: secretID, Secret: secretKey}})
 	}
 	if o.limits == nil {
 		o.limits = ratelimit.Limits{}
@@ -92,8 +72,10 @@ func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud 
 	}
 	clients := tencent.NewClients(tencent.ClientOptions{Credentials: o.creds, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
 	return tencent.New(tencent.Options{
-		Clients: clients.Get, Limits: o.limits, Retry: o.retry, CallTimeout: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clients: clients.Get, Settings: cloudcall.Settings{
+			Limits: o.limits, Retry: o.retry, CallTimeout: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 }
 
@@ -248,7 +230,7 @@ func TestEmulatorRealFailures(t *testing.T) {
 			srv := startEmulator(t, tc.emulator)
 			o := adapterOpts{}
 			if tc.creds.Valid() {
-				o.creds = &creds{m: map[string]ports.Credential{"acct": tc.creds}}
+				o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": tc.creds})
 			}
 			params := template
 			if tc.params != "" {
@@ -270,12 +252,12 @@ func TestEmulatorRealFailures(t *testing.T) {
 
 func TestEmulatorRotatedCredentialsApplyToExistingClients(t *testing.T) {
 	srv := startEmulator(t, nil)
-	cr := &creds{m: map[string]ports.Credential{"acct": {KeyID: secretID, Secret: "old-and-wrong"}}}
+	cr := cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: secretID, Secret: "old-and-wrong"}})
 	c := newAdapter(t, srv, adapterOpts{creds: cr})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); !ports.IsAuthError(err) {
 		t.Fatalf("Describe with a wrong key = %v, want an auth error", err)
 	}
-	cr.set("acct", ports.Credential{KeyID: secretID, Secret: secretKey})
+	cr.Set("acct", ports.Credential{KeyID: secretID, Secret: secretKey})
 	if _, err := c.Describe(context.Background(), target, []string{"ins-00000000"}); err != nil {
 		t.Fatalf("Describe after rotation: %v", err)
 	}

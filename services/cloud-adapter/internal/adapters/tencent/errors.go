@@ -1,12 +1,11 @@
 package tencent
 
 import (
-	"context"
 	"errors"
-	"strings"
 
 	tcerr "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/errors"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -17,7 +16,7 @@ import (
 // rule knows are ErrorKindUnknown (reported, not retried).
 
 // exactKinds lists codes whose kind differs from what their prefix says.
-var exactKinds = map[string]ports.ErrorKind{
+var codes = cloudcall.Codes{Exact: map[string]ports.ErrorKind{
 	"InvalidInstanceId.NotFound": ports.ErrorKindNotFound,
 	// Terminating a VM that is already gone.
 	"UnsupportedOperation.InstanceStateTerminated": ports.ErrorKindNotFound,
@@ -50,58 +49,54 @@ var exactKinds = map[string]ports.ErrorKind{
 	"UnsupportedOperation.InstanceStateStarting":  ports.ErrorKindTransient,
 	"UnsupportedOperation.InstanceStateStopping":  ports.ErrorKindTransient,
 	"UnsupportedOperation.InstanceStateRebooting": ports.ErrorKindTransient,
-}
+},
+	// Code families, checked in order.
+	Prefixes: []cloudcall.Prefix{
+		{Prefix: "RequestLimitExceeded", Kind: ports.ErrorKindThrottled},
 
-// prefixKinds maps code families, checked in order.
-var prefixKinds = []struct {
-	prefix string
-	kind   ports.ErrorKind
-}{
-	{"RequestLimitExceeded", ports.ErrorKindThrottled},
+		{Prefix: "ResourceInsufficient", Kind: ports.ErrorKindCapacity},
+		{Prefix: "ResourcesSoldOut", Kind: ports.ErrorKindCapacity},
+		{Prefix: "LimitExceeded", Kind: ports.ErrorKindCapacity},
+		{Prefix: "InstancesQuotaLimitExceeded", Kind: ports.ErrorKindCapacity},
+		{Prefix: "ImageQuotaLimitExceeded", Kind: ports.ErrorKindCapacity},
+		{Prefix: "OverQuota", Kind: ports.ErrorKindCapacity},
 
-	{"ResourceInsufficient", ports.ErrorKindCapacity},
-	{"ResourcesSoldOut", ports.ErrorKindCapacity},
-	{"LimitExceeded", ports.ErrorKindCapacity},
-	{"InstancesQuotaLimitExceeded", ports.ErrorKindCapacity},
-	{"ImageQuotaLimitExceeded", ports.ErrorKindCapacity},
-	{"OverQuota", ports.ErrorKindCapacity},
+		{Prefix: "AuthFailure", Kind: ports.ErrorKindAuth},
+		{Prefix: "UnauthorizedOperation", Kind: ports.ErrorKindAuth},
+		{Prefix: "OperationDenied", Kind: ports.ErrorKindAuth},
+		{Prefix: "InvalidPermission", Kind: ports.ErrorKindAuth},
+		{Prefix: "AccountQualificationRestrictions", Kind: ports.ErrorKindAuth},
+		{Prefix: "ClientError.CredentialError", Kind: ports.ErrorKindAuth},
 
-	{"AuthFailure", ports.ErrorKindAuth},
-	{"UnauthorizedOperation", ports.ErrorKindAuth},
-	{"OperationDenied", ports.ErrorKindAuth},
-	{"InvalidPermission", ports.ErrorKindAuth},
-	{"AccountQualificationRestrictions", ports.ErrorKindAuth},
-	{"ClientError.CredentialError", ports.ErrorKindAuth},
+		{Prefix: "InternalError", Kind: ports.ErrorKindTransient},
+		{Prefix: "InternalServerError", Kind: ports.ErrorKindTransient},
+		{Prefix: "ServiceUnavailable", Kind: ports.ErrorKindTransient},
+		{Prefix: "SecGroupActionFailure", Kind: ports.ErrorKindTransient},
+		{Prefix: "ClientError.NetworkError", Kind: ports.ErrorKindTransient},
+		{Prefix: "ClientError.IOError", Kind: ports.ErrorKindTransient},
+		{Prefix: "ClientError.HttpStatusCodeError", Kind: ports.ErrorKindTransient},
+		{Prefix: "ClientError.ParseJsonError", Kind: ports.ErrorKindTransient},
+		{Prefix: "ClientError.CircuitBreakerError", Kind: ports.ErrorKindTransient},
 
-	{"InternalError", ports.ErrorKindTransient},
-	{"InternalServerError", ports.ErrorKindTransient},
-	{"ServiceUnavailable", ports.ErrorKindTransient},
-	{"SecGroupActionFailure", ports.ErrorKindTransient},
-	{"ClientError.NetworkError", ports.ErrorKindTransient},
-	{"ClientError.IOError", ports.ErrorKindTransient},
-	{"ClientError.HttpStatusCodeError", ports.ErrorKindTransient},
-	{"ClientError.ParseJsonError", ports.ErrorKindTransient},
-	{"ClientError.CircuitBreakerError", ports.ErrorKindTransient},
-
-	{"Invalid", ports.ErrorKindInvalidParameters},
-	{"MissingParameter", ports.ErrorKindInvalidParameters},
-	{"UnknownParameter", ports.ErrorKindInvalidParameters},
-	{"UnsupportedOperation", ports.ErrorKindInvalidParameters},
-	{"UnsupportedRegion", ports.ErrorKindInvalidParameters},
-	{"UnsupportedProtocol", ports.ErrorKindInvalidParameters},
-	{"FailedOperation", ports.ErrorKindInvalidParameters},
-	{"ResourceNotFound", ports.ErrorKindInvalidParameters},
-	{"ResourceUnavailable", ports.ErrorKindInvalidParameters},
-	{"ResourceInUse", ports.ErrorKindInvalidParameters},
-	{"RegionAbilityLimit", ports.ErrorKindInvalidParameters},
-	{"NoSuchVersion", ports.ErrorKindInvalidParameters},
-	{"RequestSizeLimitExceeded", ports.ErrorKindInvalidParameters},
-	{"DryRunOperation", ports.ErrorKindInvalidParameters},
-	{"EniNotAllowedChangeSubnet", ports.ErrorKindInvalidParameters},
-	{"VpcAddrNotInSubNet", ports.ErrorKindInvalidParameters},
-	{"VpcIpIsUsed", ports.ErrorKindInvalidParameters},
-	{"ClientError", ports.ErrorKindInvalidParameters},
-}
+		{Prefix: "Invalid", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "MissingParameter", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "UnknownParameter", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "UnsupportedOperation", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "UnsupportedRegion", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "UnsupportedProtocol", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "FailedOperation", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "ResourceNotFound", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "ResourceUnavailable", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "ResourceInUse", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "RegionAbilityLimit", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "NoSuchVersion", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "RequestSizeLimitExceeded", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "DryRunOperation", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "EniNotAllowedChangeSubnet", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "VpcAddrNotInSubNet", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "VpcIpIsUsed", Kind: ports.ErrorKindInvalidParameters},
+		{Prefix: "ClientError", Kind: ports.ErrorKindInvalidParameters},
+	}}
 
 // goneCodes are Terminate answers meaning "some of these VMs are already
 // gone or going": the whole call is refused, so the adapter looks up which
@@ -113,45 +108,19 @@ var goneCodes = map[string]bool{
 }
 
 // kindOf classifies a Tencent Cloud error code.
-func kindOf(code string) ports.ErrorKind {
-	if k, ok := exactKinds[code]; ok {
-		return k
-	}
-	for _, p := range prefixKinds {
-		if code == p.prefix || strings.HasPrefix(code, p.prefix) {
-			return p.kind
-		}
-	}
-	return ports.ErrorKindUnknown
-}
+func kindOf(code string) ports.ErrorKind { return codes.Kind(code) }
 
-// mapError turns an SDK error into a *ports.CloudError. When parent (the
-// caller's context) has ended, its error is returned instead: that is not
-// the cloud's answer.
-func mapError(parent context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	if parent.Err() != nil {
-		return parent.Err()
-	}
-	if _, ok := ports.AsCloudError(err); ok {
-		return err // already classified (by the adapter itself)
-	}
+// classify reads a Tencent Cloud answer out of an SDK error.
+func classify(err error) (*ports.CloudError, bool) {
 	var sdk *tcerr.TencentCloudSDKError
-	if errors.As(err, &sdk) {
-		msg := sdk.Message
-		if sdk.RequestId != "" {
-			msg += " (request " + sdk.RequestId + ")"
-		}
-		return ports.NewCloudError(kindOf(sdk.Code), sdk.Code, msg)
+	if !errors.As(err, &sdk) {
+		return nil, false
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return ports.NewTransientError("Timeout", err.Error())
+	msg := sdk.Message
+	if sdk.RequestId != "" {
+		msg += " (request " + sdk.RequestId + ")"
 	}
-	// Anything else comes from the client side of the call (transport,
-	// encoding); repeating it is the sensible bounded response.
-	return ports.NewTransientError("ClientError", err.Error())
+	return ports.NewCloudError(kindOf(sdk.Code), sdk.Code, msg), true
 }
 
 func isGone(err error) bool {

@@ -7,7 +7,6 @@ package tencent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,17 +14,12 @@ import (
 
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/telemetry"
 )
 
 // Provider is the name commands use for Tencent Cloud.
@@ -60,24 +54,18 @@ const pageSize = 100
 // keep it paging forever.
 const maxPages = 1000
 
-// Options configure a Cloud.
+// Options configure a Cloud: its SDK clients, and pacing, retries and
+// timeouts (nil Limits means DefaultLimits).
 type Options struct {
 	// Clients returns the SDK client of an account and region.
 	Clients ClientFunc
-	// Limits pace calls per (account, region, action); nil means DefaultLimits.
-	Limits ratelimit.Limits
-	// Retry bounds the retries of throttled and transient answers.
-	Retry backoff.Policy
-	// CallTimeout bounds one API call.
-	CallTimeout time.Duration
-	Metrics     *metrics.Cloud
-	Logger      *slog.Logger
+	cloudcall.Settings
 }
 
 // Cloud is the Tencent Cloud CVM adapter.
 type Cloud struct {
 	o      Options
-	limits *ratelimit.Limiters
+	caller *cloudcall.Caller
 	log    *slog.Logger
 }
 
@@ -88,141 +76,40 @@ func New(o Options) *Cloud {
 	if o.Limits == nil {
 		o.Limits = DefaultLimits()
 	}
-	if o.Retry.Attempts == 0 {
-		o.Retry = backoff.DefaultPolicy()
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = 30 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	for action, l := range o.Limits {
-		o.Metrics.RateLimit(Provider, action, l.Rate, l.Burst)
-	}
-	return &Cloud{o: o, limits: ratelimit.New(o.Limits), log: o.Logger.With("provider", Provider)}
+	caller := cloudcall.New(cloudcall.Options{
+		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify, Settings: o.Settings,
+	})
+	return &Cloud{o: o, caller: caller, log: caller.Logger()}
 }
 
-// call runs one API action with rate limiting, a timeout, error mapping,
-// metrics and bounded retries of throttled and transient answers. It is
-// one client span (a child of the command's span) whatever the number of
-// attempts: the attempts, the time spent waiting for the rate limiter and
-// each retried failure are recorded on it.
+// call runs one API action through the shared cloudcall machinery (rate
+// limit, timeout, error mapping, bounded retries, metrics, one span).
 func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
-	ctx, span := telemetry.Tracer().Start(ctx, "cvm "+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("rpc.system", Provider),
-		attribute.String("rpc.service", "cvm"),
-		attribute.String("rpc.method", action),
-		attribute.String("cloud.provider", Provider),
-		attribute.String("cloud.account.id", t.Account),
-		attribute.String("cloud.region", t.Region)))
-	defer span.End()
-	attempt := 0
-	var waitedTotal time.Duration
-	api, err := c.o.Clients(t.Account, t.Region)
-	if err == nil {
-		err = backoff.Retry(ctx, c.o.Retry, ports.IsRetryable, func(ctx context.Context) error {
-			attempt++
-			waited, err := c.limits.Wait(ctx, t.Account, t.Region, action)
-			waitedTotal += waited
-			c.o.Metrics.RateLimitWait(Provider, action, waited)
-			if waited >= time.Millisecond {
-				span.AddEvent("rate limiter wait", trace.WithAttributes(
-					attribute.Int("nodesmith.call_attempt", attempt),
-					attribute.Float64("nodesmith.rate_limit.wait_seconds", waited.Seconds())))
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				// The caller's deadline is too close for the next token.
-				return ports.NewThrottledError("ClientRateLimit", err.Error())
-			}
-			cctx, cancel := context.WithTimeout(ctx, c.o.CallTimeout)
-			start := time.Now()
-			err = mapError(ctx, fn(cctx, api))
-			cancel()
-			c.o.Metrics.APICall(Provider, action, result(err), time.Since(start))
-			if ports.IsRetryable(err) {
-				span.AddEvent("retryable failure", trace.WithAttributes(
-					attribute.Int("nodesmith.call_attempt", attempt),
-					attribute.String("nodesmith.result", result(err)),
-					attribute.String("nodesmith.cloud_error_code", errorCode(err))))
-				c.log.Debug("cloud call failed, retrying", "action", action, "account", t.Account, "region", t.Region, "attempt", attempt, "err", err)
-			}
-			return err
-		})
-	}
-	span.SetAttributes(
-		attribute.String("nodesmith.result", result(err)),
-		attribute.Int("nodesmith.call_attempts", attempt),
-		attribute.Float64("nodesmith.rate_limit.wait_seconds", waitedTotal.Seconds()))
-	if err != nil {
-		if code := errorCode(err); code != "" {
-			span.SetAttributes(attribute.String("nodesmith.cloud_error_code", code))
-		}
-		span.RecordError(err)
-		span.SetStatus(codes.Error, result(err))
-	}
-	return err
-}
-
-// errorCode is the cloud's error code of err, if it has one.
-func errorCode(err error) string {
-	if ce, ok := ports.AsCloudError(err); ok {
-		return ce.Code
-	}
-	return ""
-}
-
-func result(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	default:
-		return ports.KindOf(err).String()
-	}
+	return cloudcall.Call(ctx, c.caller, t, action, c.o.Clients, fn)
 }
 
 // CreateBatch implements ports.Cloud with one RunInstances call: the
 // template is the command's parameters_json decoded into the SDK request,
 // then InstanceCount, ClientToken and nodesmith's tags are set over it.
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
-	if req.Count < 1 || req.Count > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("InvalidInstanceCount", fmt.Sprintf("instance count %d is not in 1..%d", req.Count, ports.MaxBatch))
-	}
-	if req.ClientToken == "" {
-		return nil, ports.NewInvalidParametersError("MissingClientToken", "RunInstances without a ClientToken could create duplicates")
-	}
-	if len(req.ClientToken) > domain.MaxClientTokenLen {
-		return nil, ports.NewInvalidParametersError("InvalidClientToken.TooLong", fmt.Sprintf("client token longer than %d characters", domain.MaxClientTokenLen))
+	if err := cloudcall.CheckCreate(req); err != nil {
+		return nil, err
 	}
 	// Decode once up front so a broken template fails without a call.
 	if _, err := runRequest(req); err != nil {
 		return nil, err
 	}
-	var ids []string
-	err := c.call(ctx, req.Target, ActionRunInstances, func(ctx context.Context, api API) error {
+	ids, err := cloudcall.Value(ctx, c.caller, req.Target, ActionRunInstances, c.o.Clients, func(ctx context.Context, api API) ([]string, error) {
 		// A fresh request per attempt: the SDK keeps per-call state in it.
 		r, err := runRequest(req)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		resp, err := api.RunInstancesWithContext(ctx, r)
-		if err != nil {
-			return err
+		if err != nil || resp.Response == nil {
+			return nil, err
 		}
-		ids = nil
-		if resp.Response != nil {
-			for _, id := range resp.Response.InstanceIdSet {
-				if id != nil {
-					ids = append(ids, *id)
-				}
-			}
-		}
-		return nil
+		return common.StringValues(resp.Response.InstanceIdSet), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
@@ -278,20 +165,15 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	if len(ids) > ports.MaxBatch {
-		return nil, ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	if err := cloudcall.CheckIDs(ids); err != nil {
+		return nil, err
 	}
-	var out []domain.Status
-	err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+	out, err := cloudcall.Value(ctx, c.caller, t, ActionDescribeInstances, c.o.Clients, func(ctx context.Context, api API) ([]domain.Status, error) {
 		r := cvm.NewDescribeInstancesRequest()
 		r.InstanceIds = common.StringPtrs(ids)
 		r.Limit = common.Int64Ptr(pageSize)
 		resp, err := api.DescribeInstancesWithContext(ctx, r)
-		if err != nil {
-			return err
-		}
-		out = statuses(resp)
-		return nil
+		return statuses(resp), err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
@@ -303,43 +185,22 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 // call when any VM is already gone or terminating, so on such an answer the
 // adapter describes the VMs and terminates only those still there.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
-	if len(ids) > ports.MaxBatch {
-		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
-	}
-	remaining := ids
-	// Each round removes at least the VMs that made the previous one fail;
-	// three rounds cover VMs vanishing while we look.
-	for range 3 {
-		if len(remaining) == 0 {
-			return nil
-		}
-		err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
-			r := cvm.NewTerminateInstancesRequest()
-			r.InstanceIds = common.StringPtrs(remaining)
-			_, err := api.TerminateInstancesWithContext(ctx, r)
-			return err
-		})
-		if err == nil {
-			return nil
-		}
-		if !isGone(err) {
-			return fmt.Errorf("TerminateInstances (%d ids): %w", len(remaining), err)
-		}
-		sts, derr := c.Describe(ctx, t, remaining)
-		if derr != nil {
-			return derr
-		}
-		remaining = remaining[:0:0]
-		for _, st := range sts {
-			if st.State != domain.StateTerminating {
-				remaining = append(remaining, st.CloudID)
+	return cloudcall.Terminator{
+		Terminate: func(ctx context.Context, ids []string) error {
+			err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
+				r := cvm.NewTerminateInstancesRequest()
+				r.InstanceIds = common.StringPtrs(ids)
+				_, err := api.TerminateInstancesWithContext(ctx, r)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("TerminateInstances (%d ids): %w", len(ids), err)
 			}
-		}
-	}
-	if len(remaining) == 0 {
-		return nil
-	}
-	return ports.NewTransientError("TerminateIncomplete", fmt.Sprintf("%d instances still not terminating", len(remaining)))
+			return nil
+		},
+		Gone:     isGone,
+		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return c.Describe(ctx, t, ids) },
+	}.TerminateAll(ctx, ids)
 }
 
 // ListByTag implements ports.Cloud, paging DescribeInstances with the

@@ -20,6 +20,7 @@ import (
 	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -133,9 +134,11 @@ func newCloud(t *testing.T, api *stubAPI) *Cloud {
 	}
 	return New(Options{
 		Clients: func(account, region string) (API, error) { return api, nil },
-		Limits:  ratelimit.Limits{}, // unpaced: these tests are about behaviour
-		Retry:   backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Settings: cloudcall.Settings{
+			Limits: ratelimit.Limits{}, // unpaced: these tests are about behaviour
+			Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 }
 
@@ -472,4 +475,9 @@ func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
 	if id != "id" || key != "key" || token != "tk" {
 		t.Fatal("credential snapshot is wrong")
 	}
+}
+
+// mapError maps err as every call of the adapter does.
+func mapError(ctx context.Context, err error) error {
+	return cloudcall.New(cloudcall.Options{Provider: Provider, Classify: classify}).MapError(ctx, err)
 }

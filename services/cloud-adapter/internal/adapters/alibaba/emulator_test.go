@@ -1,0 +1,212 @@
+package alibaba_test
+
+// These tests drive the official Alibaba Cloud SDK, through the adapter,
+// against the ECS front end of the emulator (tools/cvmemu) over HTTP with
+// ACS3-HMAC-SHA256 signatures.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
+)
+
+const (
+	accessKeyID     = "LTAI5tEmulatorTest"
+	accessKeySecret = "emulator-secret"
+	region          = "cn-hangzhou"
+	zone            = "cn-hangzhou-h"
+	template        = `{"InstanceType":"ecs.g7.large","ImageId":"aliyun_3_x64","ZoneId":"cn-hangzhou-h","VSwitchId":"vsw-test","SecurityGroupId":"sg-test","InstanceName":"node"}`
+)
+
+var target = ports.Target{Account: "acct", Region: region}
+
+func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
+	t.Helper()
+	cfg := cvmemu.DefaultConfig()
+	cfg.Credentials = map[string]string{accessKeyID: accessKeySecret}
+	cfg.BootDelay = 100 * time.Millisecond
+	cfg.TerminateDelay = 100 * time.Millisecond
+	cfg.RateLimits = nil
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	srv, err := cvmemu.StartECS("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatalf("starting the ECS emulator: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry backoff.Policy) *alibaba.Cloud {
+	t.Helper()
+	if cr == nil {
+		cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: accessKeyID, Secret: accessKeySecret}})
+	}
+	if retry.Attempts == 0 {
+		retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 3}
+	}
+	clients := alibaba.NewClients(alibaba.ClientOptions{Credentials: cr, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
+	return alibaba.New(alibaba.Options{
+		Clients: clients.Get, Settings: cloudcall.Settings{
+			Limits: ratelimit.Limits{}, Retry: retry, CallTimeout: 10 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
+	})
+}
+
+// TestContract runs the ports.Cloud contract suite against the adapter on
+// the ECS emulator.
+func TestContract(t *testing.T) {
+	actions := map[cloudtest.Op]string{
+		cloudtest.OpCreate:    cvmemu.ActionRunInstances,
+		cloudtest.OpDescribe:  cvmemu.ActionDescribeInstances,
+		cloudtest.OpList:      cvmemu.ActionDescribeInstances,
+		cloudtest.OpTerminate: cvmemu.ActionDeleteInstances,
+	}
+	cloudtest.Run(t, func(t *testing.T) cloudtest.Env {
+		srv := startEmulator(t, nil)
+		return cloudtest.Env{
+			Cloud:       newAdapter(t, srv, nil, backoff.Policy{}),
+			Target:      target,
+			Parameters:  template,
+			MissingID:   "i-bp1nonexistent000000",
+			OtherRegion: "cn-shanghai",
+			Throttle: func(_ *testing.T, op cloudtest.Op) func() {
+				srv.SetFaults(actions[op], cvmemu.ActionFaults{ErrorRate: 1, ErrorCode: cvmemu.ECSCodeThrottling})
+				return func() { srv.SetFaults(actions[op], cvmemu.ActionFaults{}) }
+			},
+			StockOut: func(*testing.T) func() {
+				srv.SetStockOuts([]cvmemu.StockOut{{Zone: zone, Code: cvmemu.ECSCodeNoStock}})
+				return func() { srv.SetStockOuts(nil) }
+			},
+		}
+	})
+}
+
+// TestEmulatorFailuresAreTyped: the emulator's own refusals (wrong key,
+// unknown key, quota, a zone sold out) reach the caller as the port's kinds
+// after exactly one call (definitive answers are not retried).
+func TestEmulatorFailuresAreTyped(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		emulator func(*cvmemu.Config)
+		cred     ports.Credential
+		want     ports.ErrorKind
+		code     string
+	}{
+		{name: "wrong secret", cred: ports.Credential{KeyID: accessKeyID, Secret: "wrong"}, want: ports.ErrorKindAuth, code: "SignatureDoesNotMatch"},
+		{name: "unknown key", cred: ports.Credential{KeyID: "LTAInobody", Secret: "x"}, want: ports.ErrorKindAuth, code: "InvalidAccessKeyId.NotFound"},
+		{name: "quota", emulator: func(c *cvmemu.Config) { c.Quota.MaxInstances = 2 }, want: ports.ErrorKindCapacity, code: cvmemu.ECSCodeQuota},
+		{name: "type not sold", emulator: func(c *cvmemu.Config) {
+			c.StockOuts = []cvmemu.StockOut{{InstanceType: "ecs.g7.large", Code: cvmemu.ECSCodeResourceNotSupported}}
+		}, want: ports.ErrorKindCapacity, code: cvmemu.ECSCodeResourceNotSupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startEmulator(t, tc.emulator)
+			var cr ports.Credentials
+			if tc.cred.Valid() {
+				cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": tc.cred})
+			}
+			_, err := newAdapter(t, srv, cr, backoff.Policy{}).CreateBatch(context.Background(), ports.CreateRequest{
+				Target: target, ClientToken: "tok", Parameters: template, Count: 3, Tags: domain.CreationTags("c1", "g1", "b1", ""),
+			})
+			ce, ok := ports.AsCloudError(err)
+			if !ok || ce.Kind != tc.want || ce.Code != tc.code {
+				t.Fatalf("CreateBatch = %v, want %s (%s)", err, tc.code, tc.want)
+			}
+			if st := srv.Stats(); st.VMsCreated != 0 {
+				t.Fatalf("created %d VMs", st.VMsCreated)
+			}
+		})
+	}
+}
+
+// TestEmulatorAnswerLostAfterCommit: ECS created the VMs but the answer was
+// an error or never arrived; the retry with the same ClientToken gets the
+// same VMs.
+func TestEmulatorAnswerLostAfterCommit(t *testing.T) {
+	for name, f := range map[string]cvmemu.Fault{
+		"5xx after commit": {Code: cvmemu.ECSCodeServiceUnavailable, AfterCommit: true},
+		"connection lost":  {DropConnection: true, AfterCommit: true},
+		"throttled first":  {Code: cvmemu.ECSCodeThrottling},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := startEmulator(t, nil)
+			srv.InjectFaults(cvmemu.ActionRunInstances, f)
+			ids, err := newAdapter(t, srv, nil, backoff.Policy{}).CreateBatch(context.Background(), ports.CreateRequest{
+				Target: target, ClientToken: "tok", Parameters: template, Count: 5, Tags: domain.CreationTags("c1", "g1", "b1", ""),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := srv.Stats(); st.VMsCreated != 5 || st.RunInstancesCalls != 2 || len(ids) != 5 {
+				t.Fatalf("VMs %d (want 5), RunInstances calls %d (want 2), ids %v", st.VMsCreated, st.RunInstancesCalls, ids)
+			}
+		})
+	}
+}
+
+// TestEmulatorTagOfAMissingVMIsNotFound: ports.Cloud's Tag on a VM that
+// does not exist is a not-found error.
+func TestEmulatorTagOfAMissingVMIsNotFound(t *testing.T) {
+	srv := startEmulator(t, nil)
+	c := newAdapter(t, srv, nil, backoff.Policy{})
+	err := c.Tag(context.Background(), target, []string{"i-bp1nonexistent000000"}, []domain.Tag{{Key: domain.TagCluster, Value: "c1"}})
+	if !ports.IsNotFoundError(err) {
+		t.Fatalf("Tag(missing) = %v, want not found", err)
+	}
+}
+
+// TestEmulatorListByTagPagesThroughNextToken: 250 VMs of a cluster take
+// three DescribeInstances pages of the emulator, chained by NextToken; the
+// other cluster's VMs are not listed.
+func TestEmulatorListByTagPagesThroughNextToken(t *testing.T) {
+	srv := startEmulator(t, nil)
+	c := newAdapter(t, srv, nil, backoff.Policy{})
+	ctx := context.Background()
+	var mine []string
+	for i, n := range []int{100, 100, 50} {
+		ids, err := c.CreateBatch(ctx, ports.CreateRequest{
+			Target: target, ClientToken: fmt.Sprintf("tok-%d", i), Parameters: template, Count: n,
+			Tags: domain.CreationTags("c1", "g1", fmt.Sprintf("b%d", i), ""),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, ids...)
+	}
+	if _, err := c.CreateBatch(ctx, ports.CreateRequest{
+		Target: target, ClientToken: "tok-other", Parameters: template, Count: 2, Tags: domain.CreationTags("c2", "g1", "bx", ""),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := c.ListByTag(ctx, target, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range sts {
+		got[s.CloudID] = true
+	}
+	if len(sts) != 250 || len(got) != 250 {
+		t.Fatalf("listed %d VMs (%d distinct), want the 250 of c1", len(sts), len(got))
+	}
+	for _, id := range mine {
+		if !got[id] {
+			t.Fatalf("%s not listed", id)
+		}
+	}
+}

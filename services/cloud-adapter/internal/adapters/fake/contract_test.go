@@ -1,0 +1,30 @@
+package fake_test
+
+import (
+	"testing"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/fake"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
+)
+
+func TestContract(t *testing.T) {
+	cloudtest.Run(t, func(t *testing.T) cloudtest.Env {
+		c := fake.NewCloud()
+		return cloudtest.Env{
+			Cloud:       c,
+			Target:      ports.Target{Account: "acct", Region: "region-1"},
+			Parameters:  `{}`,
+			MissingID:   "ins-missing",
+			OtherRegion: "region-2",
+			Throttle: func(_ *testing.T, op cloudtest.Op) func() {
+				c.FailAlways(fake.Op(op), ports.NewThrottledError("RequestLimitExceeded", "fake throttling"))
+				return func() { c.FailAlways(fake.Op(op), nil) }
+			},
+			StockOut: func(*testing.T) func() {
+				c.FailAlways(fake.OpCreate, ports.NewCapacityError("ResourceInsufficient.SpecifiedInstanceType", "fake stock-out"))
+				return func() { c.FailAlways(fake.OpCreate, nil) }
+			},
+		}
+	})
+}
