@@ -287,17 +287,6 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func cvmClient(t *testing.T, endpoint, secretKey string) *cvm.Client {
 	t.Helper()
 	cpf := profile.NewClientProfile()
