@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -19,11 +17,11 @@ import (
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
 
 // stubAPI stands in for the SDK client: it records requests and answers
@@ -134,11 +132,8 @@ func newCloud(t *testing.T, api *stubAPI) *Cloud {
 	}
 	return New(Options{
 		Clients: func(account, region string) (API, error) { return api, nil },
-		Settings: cloudcall.Settings{
-			Limits: ratelimit.Limits{}, // unpaced: these tests are about behaviour
-			Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
+		// Unpaced: these tests are about behaviour.
+		Settings: adaptertest.Settings(nil, backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4}),
 	})
 }
 
