@@ -9,9 +9,11 @@ package adaptertest
 import (
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
@@ -89,8 +91,10 @@ func Settings(limits ratelimit.Limits, retry backoff.Policy) cloudcall.Settings 
 
 // Faults are how one cloud's emulator refuses, for the contract suite.
 type Faults struct {
-	// Actions are the emulator's API actions of each operation.
-	Actions map[cloudtest.Op]string
+	// Terminate is the emulator's action of the cloud's terminate call
+	// (both clouds create with RunInstances and describe and list with
+	// DescribeInstances).
+	Terminate string
 	// Throttled is the cloud's throttling error code.
 	Throttled string
 	// StockOut makes the template's zone sell out.
@@ -99,13 +103,38 @@ type Faults struct {
 
 // Env is env with its Throttle and StockOut set to f's faults on srv.
 func (f Faults) Env(srv *cvmemu.Server, env cloudtest.Env) cloudtest.Env {
+	actions := map[cloudtest.Op]string{
+		cloudtest.OpCreate:    cvmemu.ActionRunInstances,
+		cloudtest.OpDescribe:  cvmemu.ActionDescribeInstances,
+		cloudtest.OpList:      cvmemu.ActionDescribeInstances,
+		cloudtest.OpTerminate: f.Terminate,
+	}
 	env.Throttle = func(_ *testing.T, op cloudtest.Op) func() {
-		srv.SetFaults(f.Actions[op], cvmemu.ActionFaults{ErrorRate: 1, ErrorCode: f.Throttled})
-		return func() { srv.SetFaults(f.Actions[op], cvmemu.ActionFaults{}) }
+		srv.SetFaults(actions[op], cvmemu.ActionFaults{ErrorRate: 1, ErrorCode: f.Throttled})
+		return func() { srv.SetFaults(actions[op], cvmemu.ActionFaults{}) }
 	}
 	env.StockOut = func(*testing.T) func() {
 		srv.SetStockOuts([]cvmemu.StockOut{f.StockOut})
 		return func() { srv.SetStockOuts(nil) }
 	}
 	return env
+}
+
+// SpecMatchesSDK fails t unless libs/cloudspec's template rules of
+// provider (which the gateway and the configuration loader accept
+// parameters by) have the shape of run, the SDK's RunInstances request the
+// adapter decodes them into; and checks that the check can fail, with
+// other, another request type of the SDK.
+func SpecMatchesSDK(t *testing.T, provider string, run, other reflect.Type) {
+	t.Helper()
+	spec, ok := cloudspec.Lookup(provider)
+	if !ok {
+		t.Fatalf("libs/cloudspec does not know %q", provider)
+	}
+	if err := spec.CheckRequest(run); err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.CheckRequest(other); err == nil {
+		t.Fatalf("%s passed for %s", other, run)
+	}
 }

@@ -12,12 +12,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
@@ -480,4 +483,12 @@ func TestTagChunksByTheAPILimits(t *testing.T) {
 	if err := c.Tag(context.Background(), target, ids[:1], tags[:1]); !ports.IsNotFoundError(err) {
 		t.Fatalf("missing instance: %v", err)
 	}
+}
+
+// TestCloudspecMatchesTheSDK: the template rules the API accepts
+// (libs/cloudspec) are the shape of the request this adapter decodes
+// templates into, or a template the API accepted would fail at create time
+// (or a valid one be refused).
+func TestCloudspecMatchesTheSDK(t *testing.T) {
+	adaptertest.SpecMatchesSDK(t, Provider, reflect.TypeFor[ecs.RunInstancesRequest](), reflect.TypeFor[ecs.DescribeInstancesRequest]())
 }

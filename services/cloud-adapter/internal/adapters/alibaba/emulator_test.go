@@ -46,12 +46,7 @@ func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry ba
 // the ECS emulator.
 func TestContract(t *testing.T) {
 	faults := adaptertest.Faults{
-		Actions: map[cloudtest.Op]string{
-			cloudtest.OpCreate:    cvmemu.ActionRunInstances,
-			cloudtest.OpDescribe:  cvmemu.ActionDescribeInstances,
-			cloudtest.OpList:      cvmemu.ActionDescribeInstances,
-			cloudtest.OpTerminate: cvmemu.ActionDeleteInstances,
-		},
+		Terminate: cvmemu.ActionDeleteInstances,
 		Throttled: cvmemu.ECSCodeThrottling,
 		StockOut:  cvmemu.StockOut{Zone: zone, Code: cvmemu.ECSCodeNoStock},
 	}

@@ -14,12 +14,7 @@ import (
 // the CVM emulator.
 func TestContract(t *testing.T) {
 	faults := adaptertest.Faults{
-		Actions: map[cloudtest.Op]string{
-			cloudtest.OpCreate:    cvmemu.ActionRunInstances,
-			cloudtest.OpDescribe:  cvmemu.ActionDescribeInstances,
-			cloudtest.OpList:      cvmemu.ActionDescribeInstances,
-			cloudtest.OpTerminate: cvmemu.ActionTerminateInstances,
-		},
+		Terminate: cvmemu.ActionTerminateInstances,
 		Throttled: cvmemu.CodeRequestLimitExceeded,
 		StockOut:  cvmemu.StockOut{Zone: "ap-guangzhou-3"},
 	}

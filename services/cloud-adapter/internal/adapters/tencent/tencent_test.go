@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -475,4 +476,12 @@ func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
 // mapError maps err as every call of the adapter does.
 func mapError(ctx context.Context, err error) error {
 	return cloudcall.New(cloudcall.Options{Provider: Provider, Classify: classify}).MapError(ctx, err)
+}
+
+// TestCloudspecMatchesTheSDK: the template rules the API accepts
+// (libs/cloudspec) are the shape of the request this adapter decodes
+// templates into, or a template the API accepted would fail at create time
+// (or a valid one be refused).
+func TestCloudspecMatchesTheSDK(t *testing.T) {
+	adaptertest.SpecMatchesSDK(t, Provider, reflect.TypeFor[cvm.RunInstancesRequest](), reflect.TypeFor[cvm.DescribeInstancesRequest]())
 }
