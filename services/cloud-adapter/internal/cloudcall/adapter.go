@@ -111,14 +111,15 @@ func (a *Adapter[API]) Describe(ctx context.Context, t ports.Target, ids []strin
 
 // Terminate is ports.Cloud's Terminate for a cloud whose terminate call
 // (fn, action) refuses the whole set when any VM is already gone or
-// terminating (gone says an error is such a refusal): see
-// Terminator.TerminateAll. describe is the adapter's Describe.
+// terminating (gone says an error is such a refusal): on such an answer it
+// describes the VMs (describe is the adapter's Describe) and terminates only
+// those still there and not terminating, for at most three rounds.
 func (a *Adapter[API]) Terminate(ctx context.Context, t ports.Target, ids []string, action string,
 	gone func(error) bool,
 	describe func(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error),
 	fn func(ctx context.Context, api API, ids []string) error,
 ) error {
-	return Terminator{
+	return terminator{
 		Terminate: func(ctx context.Context, ids []string) error {
 			err := a.Call(ctx, t, action, func(ctx context.Context, api API) error { return fn(ctx, api, ids) })
 			if err != nil {
@@ -128,7 +129,7 @@ func (a *Adapter[API]) Terminate(ctx context.Context, t ports.Target, ids []stri
 		},
 		Gone:     gone,
 		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return describe(ctx, t, ids) },
-	}.TerminateAll(ctx, ids)
+	}.terminateAll(ctx, ids)
 }
 
 // CodeSet is a set of a cloud's error codes.
