@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -30,21 +31,19 @@ var credentialsEnv = []string{
 	"NODESMITH_ACCOUNT_ACCT_SECRET_KEY=test-secret",
 }
 
+// emulator is the CVM emulator with the key of credentialsEnv.
+var emulator = adaptertest.Emulator{Start: cvmemu.Start, KeyID: "AKIDtest", Secret: "test-secret"}
+
+// startEmulator starts the emulator with its own rate limits (the
+// replicas' pacing must hold against them), changed by tweak.
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
-	cfg := cvmemu.DefaultConfig()
-	cfg.Credentials = map[string]string{"AKIDtest": "test-secret"}
-	cfg.BootDelay = 100 * time.Millisecond
-	cfg.TerminateDelay = 100 * time.Millisecond
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	srv, err := cvmemu.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatalf("starting emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	return emulator.Run(t, func(c *cvmemu.Config) {
+		c.RateLimits = cvmemu.DefaultConfig().RateLimits
+		if tweak != nil {
+			tweak(c)
+		}
+	})
 }
 
 func emulatorConfig(srv *cvmemu.Server) service.Config {

@@ -31,9 +31,9 @@ func CheckIDs(ids []string) error {
 	return nil
 }
 
-// Terminator is one cloud's terminate call and how it refuses a set with
+// terminator is one cloud's terminate call and how it refuses a set with
 // a VM already gone or going.
-type Terminator struct {
+type terminator struct {
 	// Terminate terminates ids in one call (all or nothing).
 	Terminate func(ctx context.Context, ids []string) error
 	// Gone says err refused the call because some VM is already gone or
@@ -43,13 +43,13 @@ type Terminator struct {
 	Describe func(ctx context.Context, ids []string) ([]domain.Status, error)
 }
 
-// TerminateAll implements ports.Cloud's Terminate for clouds whose
+// terminateAll implements ports.Cloud's Terminate for clouds whose
 // terminate call refuses the whole set when any VM is already gone or
 // terminating: on such an answer it describes the VMs and terminates only
 // those still there and not terminating. Each round removes at least the
 // VMs that made the previous one fail; three rounds cover VMs vanishing
 // while it looks.
-func (x Terminator) TerminateAll(ctx context.Context, ids []string) error {
+func (x terminator) terminateAll(ctx context.Context, ids []string) error {
 	if err := CheckIDs(ids); err != nil {
 		return err
 	}

@@ -55,63 +55,35 @@ func DefaultLimits() ratelimit.Limits {
 // pageSize is DescribeInstances' maximum MaxResults.
 const pageSize = 100
 
-// maxPages bounds ListByTag (100,000 VMs) so a misbehaving API cannot
-// keep it paging forever.
-const maxPages = 1000
-
 // maxTags is the most tags an ECS resource carries.
 const maxTags = 20
 
 // Options configure a Cloud: its SDK clients, and pacing, retries and
 // timeouts (nil Limits means DefaultLimits).
-type Options struct {
-	// Clients returns the SDK client of an account and region.
-	Clients ClientFunc
-	cloudcall.Settings
-}
+type Options = cloudcall.AdapterOptions[API]
 
 // Cloud is the Alibaba Cloud ECS adapter.
 type Cloud struct {
-	o      Options
-	caller *cloudcall.Caller
+	base *cloudcall.Adapter[API]
 }
 
 var _ ports.Cloud = (*Cloud)(nil)
 
 // New returns a Cloud.
 func New(o Options) *Cloud {
-	if o.Limits == nil {
-		o.Limits = DefaultLimits()
-	}
-	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: Provider, Service: "ecs", Classify: classify, Settings: o.Settings,
-	})
-	return &Cloud{o: o, caller: caller}
+	return &Cloud{base: cloudcall.NewAdapter(cloudcall.Profile{
+		Provider: Provider, RPCSystem: Provider, Service: "ecs", Classify: classify, DefaultLimits: DefaultLimits(),
+	}, o)}
 }
 
 // runtime: no SDK-side retries (ours are bounded and rate-limited).
 func runtime() *dara.RuntimeOptions { return &dara.RuntimeOptions{} }
 
-func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
-	return cloudcall.Call(ctx, c.caller, t, action, c.o.Clients, fn)
-}
-
 // CreateBatch implements ports.Cloud with one RunInstances call: the
 // template is the command's parameters_json decoded into the SDK request,
 // then RegionId, Amount, ClientToken and nodesmith's tags are set over it.
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
-	if err := cloudcall.CheckCreate(req); err != nil {
-		return nil, err
-	}
-	// Build once up front so a broken template fails without a call.
-	if _, err := runRequest(req); err != nil {
-		return nil, err
-	}
-	ids, err := cloudcall.Value(ctx, c.caller, req.Target, ActionRunInstances, c.o.Clients, func(ctx context.Context, api API) ([]string, error) {
-		r, err := runRequest(req) // a fresh request per attempt
-		if err != nil {
-			return nil, err
-		}
+	return cloudcall.Create(ctx, c.base, req, ActionRunInstances, runRequest, func(ctx context.Context, api API, r *ecs.RunInstancesRequest) ([]string, error) {
 		resp, err := api.RunInstancesWithContext(ctx, r, runtime())
 		if err != nil {
 			return nil, err
@@ -127,10 +99,6 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 		}
 		return ids, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
-	}
-	return ids, nil
 }
 
 // runRequest builds the RunInstances request of req.
@@ -186,17 +154,11 @@ func withTags(tags []*ecs.RunInstancesRequestTag, ours []domain.Tag) []*ecs.RunI
 
 // Describe implements ports.Cloud with one DescribeInstances call.
 func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if err := cloudcall.CheckIDs(ids); err != nil {
-		return nil, err
-	}
-	idsJSON, err := json.Marshal(ids)
-	if err != nil {
-		return nil, ports.NewInvalidParametersError("InvalidInstanceIds", err.Error())
-	}
-	out, err := cloudcall.Value(ctx, c.caller, t, ActionDescribeInstances, c.o.Clients, func(ctx context.Context, api API) ([]domain.Status, error) {
+	return c.base.Describe(ctx, t, ids, ActionDescribeInstances, func(ctx context.Context, api API) ([]domain.Status, error) {
+		idsJSON, err := json.Marshal(ids)
+		if err != nil {
+			return nil, ports.NewInvalidParametersError("InvalidInstanceIds", err.Error())
+		}
 		resp, err := api.DescribeInstancesWithContext(ctx, &ecs.DescribeInstancesRequest{
 			RegionId:    dara.String(t.Region),
 			InstanceIds: dara.String(string(idsJSON)),
@@ -204,37 +166,22 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 		}, runtime())
 		return statuses(resp), err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
-	}
-	return out, nil
 }
 
 // Terminate implements ports.Cloud with DeleteInstances and Force (a
 // running VM is stopped and released at once). DeleteInstances refuses the
-// whole call when any VM is already gone or being released, so on such an
-// answer the adapter describes the VMs and deletes only those still there
-// and not going.
+// whole call when any VM is already gone or being released (goneCodes), so
+// on such an answer the VMs are described and only those still there and
+// not going are deleted.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
-	return cloudcall.Terminator{
-		Terminate: func(ctx context.Context, ids []string) error {
-			err := c.call(ctx, t, ActionDeleteInstances, func(ctx context.Context, api API) error {
-				r := &ecs.DeleteInstancesRequest{
-					RegionId:   dara.String(t.Region),
-					InstanceId: dara.StringSlice(ids),
-					Force:      dara.Bool(true),
-				}
-				_, err := api.DeleteInstancesWithContext(ctx, r, runtime())
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("DeleteInstances (%d ids): %w", len(ids), err)
-			}
-			return nil
-		},
-		Gone:     isGone,
-		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return c.Describe(ctx, t, ids) },
-	}.TerminateAll(ctx, ids)
+	return c.base.Terminate(ctx, t, ids, ActionDeleteInstances, goneCodes.Has, c.Describe, func(ctx context.Context, api API, ids []string) error {
+		_, err := api.DeleteInstancesWithContext(ctx, &ecs.DeleteInstancesRequest{
+			RegionId:   dara.String(t.Region),
+			InstanceId: dara.StringSlice(ids),
+			Force:      dara.Bool(true),
+		}, runtime())
+		return err
+	})
 }
 
 // maxTagResources and maxTagsPerCall are TagResources' limits per call.
@@ -256,7 +203,7 @@ func (c *Cloud) Tag(ctx context.Context, t ports.Target, ids []string, tags []do
 	}
 	for chunk := range slices.Chunk(ids, maxTagResources) {
 		for tagChunk := range slices.Chunk(tags, maxTagsPerCall) {
-			err := c.call(ctx, t, ActionTagResources, func(ctx context.Context, api API) error {
+			err := c.base.Call(ctx, t, ActionTagResources, func(ctx context.Context, api API) error {
 				r := &ecs.TagResourcesRequest{
 					RegionId:     dara.String(t.Region),
 					ResourceType: dara.String("instance"),
@@ -284,10 +231,10 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 	var out []domain.Status
 	seen := map[string]bool{}
 	next := ""
-	for page := range maxPages {
+	err := cloudcall.ListPages(clusterID, func(int) (bool, error) {
 		var got []domain.Status
 		var token string
-		err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+		err := c.base.Call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
 			r := &ecs.DescribeInstancesRequest{
 				RegionId:   dara.String(t.Region),
 				Tag:        []*ecs.DescribeInstancesRequestTag{{Key: dara.String(domain.TagCluster), Value: dara.String(clusterID)}},
@@ -307,7 +254,7 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+			return false, err
 		}
 		for _, st := range got {
 			// A tag filter is a filter: an answer that ignores it must not
@@ -318,15 +265,16 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 			seen[st.CloudID] = true
 			out = append(out, st)
 		}
-		if token == "" {
-			return out, nil
-		}
-		if token == next {
-			return nil, ports.NewTransientError("PagingStuck", fmt.Sprintf("listing instances of cluster %s: DescribeInstances returned the same NextToken twice", clusterID))
+		if token != "" && token == next {
+			return false, ports.NewTransientError("PagingStuck", "DescribeInstances returned the same NextToken twice")
 		}
 		next = token
+		return token == "", nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
+	return out, nil
 }
 
 func statuses(resp *ecs.DescribeInstancesResponse) []domain.Status {

@@ -10,10 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,12 +20,13 @@ import (
 	"testing"
 	"time"
 
+	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
+
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
 
 const template = `{"InstanceType":"ecs.g7.large","ImageId":"m-test","ZoneId":"cn-hangzhou-h","VSwitchId":"vsw-1","SecurityGroupId":"sg-1",
@@ -113,12 +113,7 @@ func newCloud(t *testing.T, o opts) (*Cloud, *fakeECS) {
 		o.retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 4}
 	}
 	clients := NewClients(ClientOptions{Credentials: o.creds, Endpoint: strings.TrimPrefix(srv.URL, "http://"), Scheme: "http", Timeout: 5 * time.Second})
-	return New(Options{
-		Clients: clients.Get, Settings: cloudcall.Settings{
-			Limits: ratelimit.Limits{}, Retry: o.retry, CallTimeout: 5 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-	}), f
+	return New(Options{Clients: clients.Get, Settings: adaptertest.Settings(nil, o.retry)}), f
 }
 
 func runOK(p map[string]string) (int, any) {
@@ -488,4 +483,12 @@ func TestTagChunksByTheAPILimits(t *testing.T) {
 	if err := c.Tag(context.Background(), target, ids[:1], tags[:1]); !ports.IsNotFoundError(err) {
 		t.Fatalf("missing instance: %v", err)
 	}
+}
+
+// TestCloudspecMatchesTheSDK: the template rules the API accepts
+// (libs/cloudspec) are the shape of the request this adapter decodes
+// templates into, or a template the API accepted would fail at create time
+// (or a valid one be refused).
+func TestCloudspecMatchesTheSDK(t *testing.T) {
+	adaptertest.SpecMatchesSDK(t, Provider, reflect.TypeFor[ecs.RunInstancesRequest](), reflect.TypeFor[ecs.DescribeInstancesRequest]())
 }

@@ -7,92 +7,58 @@ package alibaba_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
 const (
-	accessKeyID     = "LTAI5tEmulatorTest"
-	accessKeySecret = "emulator-secret"
-	region          = "cn-hangzhou"
-	zone            = "cn-hangzhou-h"
-	template        = `{"InstanceType":"ecs.g7.large","ImageId":"aliyun_3_x64","ZoneId":"cn-hangzhou-h","VSwitchId":"vsw-test","SecurityGroupId":"sg-test","InstanceName":"node"}`
+	region   = "cn-hangzhou"
+	zone     = "cn-hangzhou-h"
+	template = `{"InstanceType":"ecs.g7.large","ImageId":"aliyun_3_x64","ZoneId":"cn-hangzhou-h","VSwitchId":"vsw-test","SecurityGroupId":"sg-test","InstanceName":"node"}`
 )
 
-var target = ports.Target{Account: "acct", Region: region}
+// emulator is the emulator's ECS front end, with a RAM AccessKey.
+var emulator = adaptertest.Emulator{Start: cvmemu.StartECS, KeyID: "LTAI5tEmulatorTest", Secret: "emulator-secret"}
+
+var target = ports.Target{Account: adaptertest.Account, Region: region}
 
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
-	cfg := cvmemu.DefaultConfig()
-	cfg.Credentials = map[string]string{accessKeyID: accessKeySecret}
-	cfg.BootDelay = 100 * time.Millisecond
-	cfg.TerminateDelay = 100 * time.Millisecond
-	cfg.RateLimits = nil
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	srv, err := cvmemu.StartECS("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatalf("starting the ECS emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	return emulator.Run(t, tweak)
 }
 
+// newAdapter returns the adapter on srv, signing with cr (nil: the
+// emulator's key) and retrying by retry (zero: three quick attempts).
 func newAdapter(t *testing.T, srv *cvmemu.Server, cr ports.Credentials, retry backoff.Policy) *alibaba.Cloud {
 	t.Helper()
-	if cr == nil {
-		cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: accessKeyID, Secret: accessKeySecret}})
-	}
-	if retry.Attempts == 0 {
-		retry = backoff.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Attempts: 3}
-	}
-	clients := alibaba.NewClients(alibaba.ClientOptions{Credentials: cr, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
-	return alibaba.New(alibaba.Options{
-		Clients: clients.Get, Settings: cloudcall.Settings{
-			Limits: ratelimit.Limits{}, Retry: retry, CallTimeout: 10 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-	})
+	clients := alibaba.NewClients(emulator.ClientOptions(srv, cr))
+	return alibaba.New(alibaba.Options{Clients: clients.Get, Settings: adaptertest.Settings(nil, retry)})
 }
 
 // TestContract runs the ports.Cloud contract suite against the adapter on
 // the ECS emulator.
 func TestContract(t *testing.T) {
-	actions := map[cloudtest.Op]string{
-		cloudtest.OpCreate:    cvmemu.ActionRunInstances,
-		cloudtest.OpDescribe:  cvmemu.ActionDescribeInstances,
-		cloudtest.OpList:      cvmemu.ActionDescribeInstances,
-		cloudtest.OpTerminate: cvmemu.ActionDeleteInstances,
+	faults := adaptertest.Faults{
+		Terminate: cvmemu.ActionDeleteInstances,
+		Throttled: cvmemu.ECSCodeThrottling,
+		StockOut:  cvmemu.StockOut{Zone: zone, Code: cvmemu.ECSCodeNoStock},
 	}
 	cloudtest.Run(t, func(t *testing.T) cloudtest.Env {
 		srv := startEmulator(t, nil)
-		return cloudtest.Env{
+		return faults.Env(srv, cloudtest.Env{
 			Cloud:       newAdapter(t, srv, nil, backoff.Policy{}),
 			Target:      target,
 			Parameters:  template,
 			MissingID:   "i-bp1nonexistent000000",
 			OtherRegion: "cn-shanghai",
-			Throttle: func(_ *testing.T, op cloudtest.Op) func() {
-				srv.SetFaults(actions[op], cvmemu.ActionFaults{ErrorRate: 1, ErrorCode: cvmemu.ECSCodeThrottling})
-				return func() { srv.SetFaults(actions[op], cvmemu.ActionFaults{}) }
-			},
-			StockOut: func(*testing.T) func() {
-				srv.SetStockOuts([]cvmemu.StockOut{{Zone: zone, Code: cvmemu.ECSCodeNoStock}})
-				return func() { srv.SetStockOuts(nil) }
-			},
-		}
+		})
 	})
 }
 
@@ -107,7 +73,7 @@ func TestEmulatorFailuresAreTyped(t *testing.T) {
 		want     ports.ErrorKind
 		code     string
 	}{
-		{name: "wrong secret", cred: ports.Credential{KeyID: accessKeyID, Secret: "wrong"}, want: ports.ErrorKindAuth, code: "SignatureDoesNotMatch"},
+		{name: "wrong secret", cred: ports.Credential{KeyID: emulator.KeyID, Secret: "wrong"}, want: ports.ErrorKindAuth, code: "SignatureDoesNotMatch"},
 		{name: "unknown key", cred: ports.Credential{KeyID: "LTAInobody", Secret: "x"}, want: ports.ErrorKindAuth, code: "InvalidAccessKeyId.NotFound"},
 		{name: "quota", emulator: func(c *cvmemu.Config) { c.Quota.MaxInstances = 2 }, want: ports.ErrorKindCapacity, code: cvmemu.ECSCodeQuota},
 		{name: "type not sold", emulator: func(c *cvmemu.Config) {
@@ -118,7 +84,7 @@ func TestEmulatorFailuresAreTyped(t *testing.T) {
 			srv := startEmulator(t, tc.emulator)
 			var cr ports.Credentials
 			if tc.cred.Valid() {
-				cr = cloudtest.NewCreds(map[string]ports.Credential{"acct": tc.cred})
+				cr = cloudtest.NewCreds(map[string]ports.Credential{adaptertest.Account: tc.cred})
 			}
 			_, err := newAdapter(t, srv, cr, backoff.Policy{}).CreateBatch(context.Background(), ports.CreateRequest{
 				Target: target, ClientToken: "tok", Parameters: template, Count: 3, Tags: domain.CreationTags("c1", "g1", "b1", ""),

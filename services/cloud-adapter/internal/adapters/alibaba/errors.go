@@ -96,14 +96,11 @@ var codes = cloudcall.Codes{
 // goneCodes are DeleteInstances answers meaning "some of these VMs are
 // already gone or being released": the whole call is refused, so the
 // adapter looks up which VMs still need deleting.
-var goneCodes = map[string]bool{
+var goneCodes = cloudcall.CodeSet{
 	"InvalidInstanceId.NotFound": true,
 	"InvalidInstanceId.NotExist": true,
 	"IncorrectInstanceStatus":    true,
 }
-
-// kindOf classifies an ECS error code.
-func kindOf(code string) ports.ErrorKind { return codes.Kind(code) }
 
 // classify reads an ECS answer out of an SDK error: the SDK reports every
 // answer it could parse as a *tea.SDKError with the code and HTTP status.
@@ -114,7 +111,7 @@ func classify(err error) (*ports.CloudError, bool) {
 	}
 	code := tea.StringValue(sdk.Code)
 	status := tea.IntValue(sdk.StatusCode)
-	kind := kindOf(code)
+	kind := codes.Kind(code)
 	switch {
 	case kind != ports.ErrorKindUnknown:
 	case status >= 500:
@@ -127,9 +124,4 @@ func classify(err error) (*ports.CloudError, bool) {
 	}
 	// The SDK's message already carries the status and the request id.
 	return ports.NewCloudError(kind, code, tea.StringValue(sdk.Message)), true
-}
-
-func isGone(err error) bool {
-	ce, ok := ports.AsCloudError(err)
-	return ok && goneCodes[ce.Code]
 }

@@ -7,8 +7,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -16,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
@@ -33,24 +31,14 @@ const (
 	template  = `{"InstanceType":"S5.MEDIUM4","ImageId":"img-test","Placement":{"Zone":"ap-guangzhou-3"},"InstanceName":"node"}`
 )
 
-var target = ports.Target{Account: "acct", Region: region}
+// emulator is the emulator's CVM front end, with a SecretId and SecretKey.
+var emulator = adaptertest.Emulator{Start: cvmemu.Start, KeyID: secretID, Secret: secretKey}
+
+var target = ports.Target{Account: adaptertest.Account, Region: region}
 
 func startEmulator(t *testing.T, tweak func(*cvmemu.Config)) *cvmemu.Server {
 	t.Helper()
-	cfg := cvmemu.DefaultConfig()
-	cfg.Credentials = map[string]string{secretID: secretKey}
-	cfg.BootDelay = 100 * time.Millisecond
-	cfg.TerminateDelay = 100 * time.Millisecond
-	cfg.RateLimits = nil // unlimited unless a test says otherwise
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	srv, err := cvmemu.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatalf("starting emulator: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv
+	return emulator.Run(t, tweak)
 }
 
 type adapterOpts struct {
@@ -61,22 +49,15 @@ type adapterOpts struct {
 
 func newAdapter(t *testing.T, srv *cvmemu.Server, o adapterOpts) *tencent.Cloud {
 	t.Helper()
-	if o.creds == nil {
-		o.creds = cloudtest.NewCreds(map[string]ports.Credential{"acct": {KeyID: secretID, Secret: secretKey}})
-	}
-	if o.limits == nil {
-		o.limits = ratelimit.Limits{}
+	var cr ports.Credentials
+	if o.creds != nil {
+		cr = o.creds
 	}
 	if o.retry.Attempts == 0 {
 		o.retry = backoff.Policy{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, Attempts: 5}
 	}
-	clients := tencent.NewClients(tencent.ClientOptions{Credentials: o.creds, Endpoint: srv.Endpoint(), Scheme: "http", Timeout: 10 * time.Second})
-	return tencent.New(tencent.Options{
-		Clients: clients.Get, Settings: cloudcall.Settings{
-			Limits: o.limits, Retry: o.retry, CallTimeout: 10 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
-	})
+	clients := tencent.NewClients(emulator.ClientOptions(srv, cr))
+	return tencent.New(tencent.Options{Clients: clients.Get, Settings: adaptertest.Settings(o.limits, o.retry)})
 }
 
 func create(t *testing.T, c *tencent.Cloud, token string, n int, tags []domain.Tag) []string {

@@ -101,7 +101,7 @@ var codes = cloudcall.Codes{Exact: map[string]ports.ErrorKind{
 // goneCodes are Terminate answers meaning "some of these VMs are already
 // gone or going": the whole call is refused, so the adapter looks up which
 // VMs still need terminating.
-var goneCodes = map[string]bool{
+var goneCodes = cloudcall.CodeSet{
 	"InvalidInstanceId.NotFound":                    true,
 	"UnsupportedOperation.InstanceStateTerminated":  true,
 	"UnsupportedOperation.InstanceStateTerminating": true,
@@ -121,9 +121,4 @@ func classify(err error) (*ports.CloudError, bool) {
 		msg += " (request " + sdk.RequestId + ")"
 	}
 	return ports.NewCloudError(kindOf(sdk.Code), sdk.Code, msg), true
-}
-
-func isGone(err error) bool {
-	ce, ok := ports.AsCloudError(err)
-	return ok && goneCodes[ce.Code]
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common"
 	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -22,12 +23,12 @@ const maxTagResources = 50
 // value of a key the instance already has. Needs the tag:AttachResourcesTag
 // permission besides CVM's.
 func (c *Cloud) Tag(ctx context.Context, t ports.Target, ids []string, tags []domain.Tag) error {
-	if len(ids) > ports.MaxBatch {
-		return ports.NewInvalidParametersError("TooManyInstanceIds", fmt.Sprintf("%d ids, at most %d per call", len(ids), ports.MaxBatch))
+	if err := cloudcall.CheckIDs(ids); err != nil {
+		return err
 	}
 	for chunk := range slices.Chunk(ids, maxTagResources) {
 		for _, tg := range tags {
-			err := c.call(ctx, t, ActionAttachResourcesTag, func(ctx context.Context, api API) error {
+			err := c.base.Call(ctx, t, ActionAttachResourcesTag, func(ctx context.Context, api API) error {
 				r := tag.NewAttachResourcesTagRequest()
 				r.ServiceType = common.StringPtr("cvm")
 				r.ResourcePrefix = common.StringPtr("instance")

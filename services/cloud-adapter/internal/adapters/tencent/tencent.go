@@ -8,7 +8,6 @@ package tencent
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -50,71 +49,35 @@ func DefaultLimits() ratelimit.Limits {
 // pageSize is DescribeInstances' maximum Limit.
 const pageSize = 100
 
-// maxPages bounds ListByTag (100,000 VMs) so a misbehaving API cannot
-// keep it paging forever.
-const maxPages = 1000
-
 // Options configure a Cloud: its SDK clients, and pacing, retries and
 // timeouts (nil Limits means DefaultLimits).
-type Options struct {
-	// Clients returns the SDK client of an account and region.
-	Clients ClientFunc
-	cloudcall.Settings
-}
+type Options = cloudcall.AdapterOptions[API]
 
 // Cloud is the Tencent Cloud CVM adapter.
 type Cloud struct {
-	o      Options
-	caller *cloudcall.Caller
-	log    *slog.Logger
+	base *cloudcall.Adapter[API]
 }
 
 var _ ports.Cloud = (*Cloud)(nil)
 
 // New returns a Cloud.
 func New(o Options) *Cloud {
-	if o.Limits == nil {
-		o.Limits = DefaultLimits()
-	}
-	caller := cloudcall.New(cloudcall.Options{
-		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify, Settings: o.Settings,
-	})
-	return &Cloud{o: o, caller: caller, log: caller.Logger()}
-}
-
-// call runs one API action through the shared cloudcall machinery (rate
-// limit, timeout, error mapping, bounded retries, metrics, one span).
-func (c *Cloud) call(ctx context.Context, t ports.Target, action string, fn func(ctx context.Context, api API) error) error {
-	return cloudcall.Call(ctx, c.caller, t, action, c.o.Clients, fn)
+	return &Cloud{base: cloudcall.NewAdapter(cloudcall.Profile{
+		Provider: Provider, RPCSystem: Provider, Service: "cvm", Classify: classify, DefaultLimits: DefaultLimits(),
+	}, o)}
 }
 
 // CreateBatch implements ports.Cloud with one RunInstances call: the
 // template is the command's parameters_json decoded into the SDK request,
 // then InstanceCount, ClientToken and nodesmith's tags are set over it.
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
-	if err := cloudcall.CheckCreate(req); err != nil {
-		return nil, err
-	}
-	// Decode once up front so a broken template fails without a call.
-	if _, err := runRequest(req); err != nil {
-		return nil, err
-	}
-	ids, err := cloudcall.Value(ctx, c.caller, req.Target, ActionRunInstances, c.o.Clients, func(ctx context.Context, api API) ([]string, error) {
-		// A fresh request per attempt: the SDK keeps per-call state in it.
-		r, err := runRequest(req)
-		if err != nil {
-			return nil, err
-		}
+	return cloudcall.Create(ctx, c.base, req, ActionRunInstances, runRequest, func(ctx context.Context, api API, r *cvm.RunInstancesRequest) ([]string, error) {
 		resp, err := api.RunInstancesWithContext(ctx, r)
 		if err != nil || resp.Response == nil {
 			return nil, err
 		}
 		return common.StringValues(resp.Response.InstanceIdSet), nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("RunInstances (template %q, token %s): %w", req.Template, req.ClientToken, err)
-	}
-	return ids, nil
 }
 
 // runRequest builds the RunInstances request of req.
@@ -162,45 +125,26 @@ func withTags(specs []*cvm.TagSpecification, tags []domain.Tag) []*cvm.TagSpecif
 
 // Describe implements ports.Cloud with one DescribeInstances call.
 func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]domain.Status, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if err := cloudcall.CheckIDs(ids); err != nil {
-		return nil, err
-	}
-	out, err := cloudcall.Value(ctx, c.caller, t, ActionDescribeInstances, c.o.Clients, func(ctx context.Context, api API) ([]domain.Status, error) {
+	return c.base.Describe(ctx, t, ids, ActionDescribeInstances, func(ctx context.Context, api API) ([]domain.Status, error) {
 		r := cvm.NewDescribeInstancesRequest()
 		r.InstanceIds = common.StringPtrs(ids)
 		r.Limit = common.Int64Ptr(pageSize)
 		resp, err := api.DescribeInstancesWithContext(ctx, r)
 		return statuses(resp), err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("DescribeInstances (%d ids): %w", len(ids), err)
-	}
-	return out, nil
 }
 
 // Terminate implements ports.Cloud. TerminateInstances refuses the whole
-// call when any VM is already gone or terminating, so on such an answer the
-// adapter describes the VMs and terminates only those still there.
+// call when any VM is already gone or terminating (goneCodes), so on such
+// an answer the VMs are described and only those still there are
+// terminated.
 func (c *Cloud) Terminate(ctx context.Context, t ports.Target, ids []string) error {
-	return cloudcall.Terminator{
-		Terminate: func(ctx context.Context, ids []string) error {
-			err := c.call(ctx, t, ActionTerminateInstances, func(ctx context.Context, api API) error {
-				r := cvm.NewTerminateInstancesRequest()
-				r.InstanceIds = common.StringPtrs(ids)
-				_, err := api.TerminateInstancesWithContext(ctx, r)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("TerminateInstances (%d ids): %w", len(ids), err)
-			}
-			return nil
-		},
-		Gone:     isGone,
-		Describe: func(ctx context.Context, ids []string) ([]domain.Status, error) { return c.Describe(ctx, t, ids) },
-	}.TerminateAll(ctx, ids)
+	return c.base.Terminate(ctx, t, ids, ActionTerminateInstances, goneCodes.Has, c.Describe, func(ctx context.Context, api API, ids []string) error {
+		r := cvm.NewTerminateInstancesRequest()
+		r.InstanceIds = common.StringPtrs(ids)
+		_, err := api.TerminateInstancesWithContext(ctx, r)
+		return err
+	})
 }
 
 // ListByTag implements ports.Cloud, paging DescribeInstances with the
@@ -215,7 +159,7 @@ func (c *Cloud) ListByTag(ctx context.Context, t ports.Target, clusterID string)
 		if err != nil || consistent {
 			return out, err
 		}
-		c.log.Info("inventory changed while it was listed, listing again", "cluster", clusterID, "account", t.Account, "region", t.Region)
+		c.base.Logger().Info("inventory changed while it was listed, listing again", "cluster", clusterID, "account", t.Account, "region", t.Region)
 	}
 	return nil, ports.NewTransientError("InventoryChanging", fmt.Sprintf("the instances of cluster %s kept changing during %d listings", clusterID, listAttempts))
 }
@@ -226,10 +170,11 @@ const listAttempts = 3
 func (c *Cloud) listByTagOnce(ctx context.Context, t ports.Target, clusterID string) ([]domain.Status, bool, error) {
 	var out []domain.Status
 	firstTotal := int64(-1)
-	for page := range maxPages {
+	consistent := true
+	err := cloudcall.ListPages(clusterID, func(page int) (bool, error) {
 		var got []domain.Status
 		var total int64
-		err := c.call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
+		err := c.base.Call(ctx, t, ActionDescribeInstances, func(ctx context.Context, api API) error {
 			r := cvm.NewDescribeInstancesRequest()
 			r.Filters = []*cvm.Filter{{Name: common.StringPtr("tag:" + domain.TagCluster), Values: common.StringPtrs([]string{clusterID})}}
 			r.Offset = common.Int64Ptr(int64(page * pageSize))
@@ -245,19 +190,21 @@ func (c *Cloud) listByTagOnce(ctx context.Context, t ports.Target, clusterID str
 			return nil
 		})
 		if err != nil {
-			return nil, false, fmt.Errorf("listing instances of cluster %s (page %d): %w", clusterID, page, err)
+			return false, err
 		}
 		if firstTotal < 0 {
 			firstTotal = total
 		} else if total != firstTotal {
-			return nil, false, nil
+			consistent = false
+			return true, nil
 		}
 		out = append(out, got...)
-		if len(got) < pageSize || int64(len(out)) >= total {
-			return out, true, nil
-		}
+		return len(got) < pageSize || int64(len(out)) >= total, nil
+	})
+	if err != nil || !consistent {
+		return nil, false, err
 	}
-	return nil, false, ports.NewTransientError("TooManyPages", fmt.Sprintf("listing instances of cluster %s did not end after %d pages", clusterID, maxPages))
+	return out, true, nil
 }
 
 func statuses(resp *cvm.DescribeInstancesResponse) []domain.Status {

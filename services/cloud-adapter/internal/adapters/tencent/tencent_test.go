@@ -5,9 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,11 +18,11 @@ import (
 	cvm "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/cvm/v20170312"
 	tag "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/tag/v20180813"
 
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
 
 // stubAPI stands in for the SDK client: it records requests and answers
@@ -134,11 +133,8 @@ func newCloud(t *testing.T, api *stubAPI) *Cloud {
 	}
 	return New(Options{
 		Clients: func(account, region string) (API, error) { return api, nil },
-		Settings: cloudcall.Settings{
-			Limits: ratelimit.Limits{}, // unpaced: these tests are about behaviour
-			Retry:  backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
+		// Unpaced: these tests are about behaviour.
+		Settings: adaptertest.Settings(nil, backoff.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, Attempts: 4}),
 	})
 }
 
@@ -480,4 +476,12 @@ func TestClientsNeedCredentialsAndCacheClients(t *testing.T) {
 // mapError maps err as every call of the adapter does.
 func mapError(ctx context.Context, err error) error {
 	return cloudcall.New(cloudcall.Options{Provider: Provider, Classify: classify}).MapError(ctx, err)
+}
+
+// TestCloudspecMatchesTheSDK: the template rules the API accepts
+// (libs/cloudspec) are the shape of the request this adapter decodes
+// templates into, or a template the API accepted would fail at create time
+// (or a valid one be refused).
+func TestCloudspecMatchesTheSDK(t *testing.T) {
+	adaptertest.SpecMatchesSDK(t, Provider, reflect.TypeFor[cvm.RunInstancesRequest](), reflect.TypeFor[cvm.DescribeInstancesRequest]())
 }
