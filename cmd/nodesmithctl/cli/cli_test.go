@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/cli"
-	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 const templateAndGroup = `# a template and a group
@@ -155,10 +155,10 @@ func seedInstances(f *fakeGateway) {
 	f.put("nodegroups", "batch", map[string]any{"minSize": 0.0, "maxSize": 5.0, "targetSize": 0.0, "nodeTemplate": map[string]any{"labels": map[string]any{"pool": "batch"}}})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.instances = []client.Instance{
+	f.instances = []restapi.Instance{
 		{ID: "web-1", Group: "web", State: "RUNNING", CloudID: "ins-111", NodeName: "node-1", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-			History:        []client.Transition{{From: "PENDING", To: "CREATING", Reason: "dispatched in batch b1", At: "2026-01-01T00:00:00Z"}, {From: "JOINED", To: "RUNNING", Reason: "after_created hook succeeded", At: "2026-01-01T00:02:00Z"}},
-			HookOutputTail: &tail, LastError: &client.ErrorInfo{Code: "HOOK_FAILED", Message: "exit 1", Retryable: true}},
+			History:        []restapi.Transition{{From: "PENDING", To: "CREATING", Reason: "dispatched in batch b1", At: "2026-01-01T00:00:00Z"}, {From: "JOINED", To: "RUNNING", Reason: "after_created hook succeeded", At: "2026-01-01T00:02:00Z"}},
+			HookOutputTail: &tail, LastError: &restapi.ErrorInfo{Code: "HOOK_FAILED", Message: "exit 1", Retryable: true}},
 		{ID: "web-2", Group: "web", State: "CREATING"},
 		{ID: "web-3", Group: "web", State: "PENDING"},
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 func newDescribeCommand(env *Env) *cobra.Command {
@@ -80,7 +81,7 @@ func since(ts string, now time.Time) string {
 	return ts + " (" + age(ts, now) + " ago)"
 }
 
-func describeInstance(w io.Writer, in client.Instance, now time.Time) error {
+func describeInstance(w io.Writer, in restapi.Instance, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	field(tw, "ID", in.ID)
 	field(tw, "Group", in.Group)
@@ -145,7 +146,7 @@ func describeInstance(w io.Writer, in client.Instance, now time.Time) error {
 	return nil
 }
 
-func describeGroup(w io.Writer, g client.Group, insts []client.Instance, trans []client.TransitionEntry, now time.Time) error {
+func describeGroup(w io.Writer, g restapi.Group, insts []restapi.Instance, trans []restapi.TransitionEntry, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	field(tw, "Name", g.ID)
 	field(tw, "Size", fmt.Sprintf("min %d, max %d, target %d", g.MinSize, g.MaxSize, g.TargetSize))
@@ -221,7 +222,7 @@ func describeGroup(w io.Writer, g client.Group, insts []client.Instance, trans [
 
 // progressBar renders a group's Running instances against its target:
 // "[#####-----]  3/5 running, 2 provisioning".
-func progressBar(g client.Group, width int) string {
+func progressBar(g restapi.Group, width int) string {
 	target := int(g.TargetSize)
 	running := g.Instances["RUNNING"]
 	prov := provisioning(g.Instances)

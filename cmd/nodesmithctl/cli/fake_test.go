@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/cli"
-	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 const (
@@ -33,7 +33,7 @@ type fakeGateway struct {
 	mu        sync.Mutex
 	rev       uint64
 	objects   map[string]map[string]*fakeObject // collection -> name
-	instances []client.Instance
+	instances []restapi.Instance
 	puts      []fakePut
 
 	// watch, when set, serves GET /watch.
@@ -92,21 +92,21 @@ func (f *fakeGateway) putLocked(collection, name string, spec map[string]any) ui
 func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 	switch collection {
 	case "nodegroups":
-		g := client.Group{ID: name, Revision: o.rev, Instances: map[string]int{}}
+		g := restapi.Group{ID: name, Revision: o.rev, Instances: map[string]int{}}
 		num := func(k string) int32 { v, _ := o.spec[k].(float64); return int32(v) }
 		g.MinSize, g.MaxSize, g.TargetSize = num("minSize"), num("maxSize"), num("targetSize")
 		if it, ok := o.spec["instanceTemplate"].(map[string]any); ok {
 			name, _ := it["name"].(string)
 			provider, _ := it["provider"].(string)
-			g.InstanceTemplate = &client.InstanceTemplate{Name: name, Provider: provider}
+			g.InstanceTemplate = &restapi.InstanceTemplate{Name: name, Provider: provider}
 		}
 		if hooks, ok := o.spec["hooks"].(map[string]any); ok {
-			g.Hooks = map[string]client.Hook{}
+			g.Hooks = map[string]restapi.Hook{}
 			for phase, h := range hooks {
 				hm, _ := h.(map[string]any)
 				name, _ := hm["name"].(string)
 				script, _ := hm["script"].(string)
-				g.Hooks[phase] = client.Hook{Name: name, HasScript: script != ""}
+				g.Hooks[phase] = restapi.Hook{Name: name, HasScript: script != ""}
 			}
 		}
 		if nt, ok := o.spec["nodeTemplate"].(map[string]any); ok {
@@ -116,7 +116,7 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 					labels[k], _ = v.(string)
 				}
 			}
-			g.NodeTemplate = &client.NodeTemplate{Labels: labels}
+			g.NodeTemplate = &restapi.NodeTemplate{Labels: labels}
 		}
 		for _, in := range f.instances {
 			if in.Group == name {
@@ -125,7 +125,7 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 		}
 		return g
 	case "templates":
-		t := client.TemplateInfo{Source: "api", Groups: []string{}}
+		t := restapi.TemplateInfo{Source: "api", Groups: []string{}}
 		t.Name = name
 		t.Account, _ = o.spec["account"].(string)
 		t.InstanceType, _ = o.spec["instanceType"].(string)
@@ -138,9 +138,9 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 		}
 		return t
 	case "accounts":
-		return client.Account{Name: name, Source: "api", Regions: []string{}, Templates: []string{}, Groups: []string{}}
+		return restapi.Account{Name: name, Source: "api", Regions: []string{}, Templates: []string{}, Groups: []string{}}
 	}
-	return client.HookInfo{Hook: client.Hook{Name: name, HasScript: true}, Source: "api", Groups: []string{}}
+	return restapi.HookInfo{Hook: restapi.Hook{Name: name, HasScript: true}, Source: "api", Groups: []string{}}
 }
 
 func (f *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +174,7 @@ func (f *fakeGateway) serve(w http.ResponseWriter, r *http.Request) {
 	case parts[0] == "instances":
 		f.serveInstances(w, r, parts, role)
 	case parts[0] == "transitions":
-		writeOK(w, 200, map[string]any{"items": []client.TransitionEntry{{Instance: "web-1", Group: "web", Transition: client.Transition{From: "PENDING", To: "CREATING", Reason: "dispatched"}}}})
+		writeOK(w, 200, map[string]any{"items": []restapi.TransitionEntry{{Instance: "web-1", Group: "web", Transition: restapi.Transition{From: "PENDING", To: "CREATING", Reason: "dispatched"}}}})
 	case len(parts) == 3 && parts[0] == "nodegroups" && parts[2] == "scale" && r.Method == http.MethodPost:
 		o := f.objects["nodegroups"][parts[1]]
 		if o == nil {
@@ -264,7 +264,7 @@ func (f *fakeGateway) serveInstances(w http.ResponseWriter, r *http.Request, par
 		return -1
 	}
 	if len(parts) == 1 {
-		var items []client.Instance
+		var items []restapi.Instance
 		states := r.URL.Query().Get("state")
 		for _, in := range f.instances {
 			if g := r.URL.Query().Get("group"); g != "" && in.Group != g {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 // resource kinds of get, with their aliases.
@@ -191,7 +192,7 @@ func (g *getter) none(what string) error {
 
 func (g *getter) structured() bool { return g.o.output == outJSON || g.o.output == outYAML }
 
-func groupLabels(gr client.Group) map[string]string {
+func groupLabels(gr restapi.Group) map[string]string {
 	if gr.NodeTemplate == nil {
 		return nil
 	}
@@ -199,13 +200,13 @@ func groupLabels(gr client.Group) map[string]string {
 }
 
 func (g *getter) groups(ctx context.Context, name string) error {
-	var groups []client.Group
+	var groups []restapi.Group
 	if name != "" {
 		gr, _, err := g.c.GetGroup(ctx, name)
 		if err != nil {
 			return err
 		}
-		groups = []client.Group{gr}
+		groups = []restapi.Group{gr}
 	} else {
 		all, err := g.c.ListGroups(ctx)
 		if err != nil {
@@ -236,7 +237,7 @@ func (g *getter) groups(ctx context.Context, name string) error {
 	fmt.Fprintln(tw, head)
 	for _, gr := range groups {
 		tpl := "-"
-		var it client.InstanceTemplate
+		var it restapi.InstanceTemplate
 		if gr.InstanceTemplate != nil {
 			it = *gr.InstanceTemplate
 			tpl = orDash(it.Name)
@@ -252,19 +253,19 @@ func (g *getter) groups(ctx context.Context, name string) error {
 	return tw.Flush()
 }
 
-func groupDocument(gr client.Group) Document {
+func groupDocument(gr restapi.Group) Document {
 	return Document{Kind: string(client.KindNodeGroup), Name: gr.ID,
 		Metadata: &Metadata{ResourceVersion: strconv.FormatUint(gr.Revision, 10)}, Spec: groupSpec(gr), Status: gr}
 }
 
 func (g *getter) instances(ctx context.Context, name string) error {
-	var insts []client.Instance
+	var insts []restapi.Instance
 	if name != "" {
 		in, err := g.c.GetInstance(ctx, name)
 		if err != nil {
 			return err
 		}
-		insts = []client.Instance{in}
+		insts = []restapi.Instance{in}
 	} else {
 		var states []string
 		for _, s := range g.o.states {
@@ -274,7 +275,7 @@ func (g *getter) instances(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		keep := func(client.Instance) bool { return true }
+		keep := func(restapi.Instance) bool { return true }
 		if len(g.sel) > 0 {
 			groups, err := g.c.ListGroups(ctx)
 			if err != nil {
@@ -284,7 +285,7 @@ func (g *getter) instances(ctx context.Context, name string) error {
 			for _, gr := range groups {
 				match[gr.ID] = g.sel.matches(groupLabels(gr))
 			}
-			keep = func(in client.Instance) bool { return match[in.Group] }
+			keep = func(in restapi.Instance) bool { return match[in.Group] }
 		}
 		for _, in := range all {
 			if keep(in) {
@@ -347,14 +348,14 @@ func (g *getter) resourceVersion(ctx context.Context, kind client.Kind, name str
 }
 
 func (g *getter) templates(ctx context.Context, name string) error {
-	var items []client.TemplateInfo
+	var items []restapi.TemplateInfo
 	tags := map[string]string{}
 	if name != "" {
 		t, tag, err := g.c.GetTemplate(ctx, name)
 		if err != nil {
 			return err
 		}
-		items, tags[t.Name] = []client.TemplateInfo{t}, tag
+		items, tags[t.Name] = []restapi.TemplateInfo{t}, tag
 	} else {
 		all, err := g.c.ListTemplates(ctx)
 		if err != nil {
@@ -415,14 +416,14 @@ func (g *getter) metadata(ctx context.Context, d *Document, kind client.Kind, ta
 }
 
 func (g *getter) accounts(ctx context.Context, name string) error {
-	var items []client.Account
+	var items []restapi.Account
 	tags := map[string]string{}
 	if name != "" {
 		a, tag, err := g.c.GetAccount(ctx, name)
 		if err != nil {
 			return err
 		}
-		items, tags[a.Name] = []client.Account{a}, tag
+		items, tags[a.Name] = []restapi.Account{a}, tag
 	} else {
 		all, err := g.c.ListAccounts(ctx)
 		if err != nil {
@@ -466,14 +467,14 @@ func (g *getter) accounts(ctx context.Context, name string) error {
 }
 
 func (g *getter) hooks(ctx context.Context, name string) error {
-	var items []client.HookInfo
+	var items []restapi.HookInfo
 	tags := map[string]string{}
 	if name != "" {
 		h, tag, err := g.c.GetHook(ctx, name)
 		if err != nil {
 			return err
 		}
-		items, tags[h.Name] = []client.HookInfo{h}, tag
+		items, tags[h.Name] = []restapi.HookInfo{h}, tag
 	} else {
 		all, err := g.c.ListHooks(ctx)
 		if err != nil {

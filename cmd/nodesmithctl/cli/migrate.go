@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/migrate"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 func init() { AddCommand(newMigrateCommand) }
@@ -176,10 +176,10 @@ renders: pass the prototype's configuration with --config-file.`,
 			}
 			refused := 0
 			for _, p := range plan {
-				for start := 0; start < len(p.Adopt); start += client.MaxAdoptVMs {
-					vms := make([]client.AdoptVM, 0, client.MaxAdoptVMs)
-					for _, vm := range p.Adopt[start:min(start+client.MaxAdoptVMs, len(p.Adopt))] {
-						vms = append(vms, client.AdoptVM(vm))
+				for start := 0; start < len(p.Adopt); start += restapi.MaxAdoptVMs {
+					vms := make([]restapi.AdoptVM, 0, restapi.MaxAdoptVMs)
+					for _, vm := range p.Adopt[start:min(start+restapi.MaxAdoptVMs, len(p.Adopt))] {
+						vms = append(vms, restapi.AdoptVM(vm))
 					}
 					ctx, cancel := requestContext(cmd)
 					resp, err := c.Adopt(ctx, p.Group, vms, check)
@@ -218,7 +218,7 @@ func printPlan(out io.Writer, plan []migrate.GroupPlan) {
 	tw.Flush()
 }
 
-func printAdopted(out io.Writer, r client.AdoptResponse) {
+func printAdopted(out io.Writer, r restapi.AdoptResponse) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tVM\tNODE\tRESULT\tINSTANCE\tMESSAGE")

@@ -10,7 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 // Output formats of -o.
@@ -121,7 +121,7 @@ func rawJSON(v any) json.RawMessage {
 // groupSpec is the PUT body a group's view allows to rebuild: templates
 // and hooks with a name become references to the catalog entry of that
 // name (their write-only parts are not returned).
-func groupSpec(g client.Group) json.RawMessage {
+func groupSpec(g restapi.Group) json.RawMessage {
 	spec := map[string]any{"minSize": g.MinSize, "maxSize": g.MaxSize, "targetSize": g.TargetSize}
 	if g.AdoptExisting {
 		spec["adoptExisting"] = true
@@ -154,13 +154,13 @@ func groupSpec(g client.Group) json.RawMessage {
 	return rawJSON(spec)
 }
 
-func templateSpec(t client.TemplateInfo) json.RawMessage {
+func templateSpec(t restapi.TemplateInfo) json.RawMessage {
 	it := t.InstanceTemplate
 	it.Name = ""
 	return rawJSON(it)
 }
 
-func accountSpec(a client.Account) json.RawMessage {
+func accountSpec(a restapi.Account) json.RawMessage {
 	spec := map[string]any{}
 	if a.Provider != "" {
 		spec["provider"] = a.Provider
@@ -171,7 +171,7 @@ func accountSpec(a client.Account) json.RawMessage {
 	return rawJSON(spec)
 }
 
-func hookSpec(h client.HookInfo) json.RawMessage {
+func hookSpec(h restapi.HookInfo) json.RawMessage {
 	spec := map[string]any{}
 	if h.Timeout != "" {
 		spec["timeout"] = h.Timeout

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 func TestProgressBar(t *testing.T) {
@@ -22,7 +23,7 @@ func TestProgressBar(t *testing.T) {
 		{0, map[string]int{}, "[##########] 0/0 running"},
 		{0, map[string]int{"RUNNING": 1, "DELETING": 1}, "[----------] 1/0 running, 1 deleting"},
 	} {
-		if got := progressBar(client.Group{TargetSize: tc.target, Instances: tc.counts}, 10); got != tc.want {
+		if got := progressBar(restapi.Group{TargetSize: tc.target, Instances: tc.counts}, 10); got != tc.want {
 			t.Errorf("target %d %v: %q, want %q", tc.target, tc.counts, got, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 func newWatchCommand(env *Env) *cobra.Command {
@@ -70,7 +71,7 @@ const maxReconnects = 5
 type watcher struct {
 	out     io.Writer
 	o       watchOptions
-	groups  map[string]client.Group
+	groups  map[string]restapi.Group
 	printed map[string]string // the last progress line printed per group
 	synced  bool              // a snapshot arrived
 }
@@ -84,7 +85,7 @@ func runWatch(ctx context.Context, c *client.Client, out io.Writer, o watchOptio
 	if o.reconnectDelay <= 0 {
 		o.reconnectDelay = 500 * time.Millisecond
 	}
-	w := &watcher{out: out, o: o, groups: map[string]client.Group{}, printed: map[string]string{}}
+	w := &watcher{out: out, o: o, groups: map[string]restapi.Group{}, printed: map[string]string{}}
 	failures := 0
 	delay := o.reconnectDelay
 	for {
@@ -135,12 +136,12 @@ var errGroupNotFound = fmt.Errorf("%w: no such node group", client.ErrNotFound)
 // handle processes one event; ErrStopWatch once stable (--until-stable).
 func (w *watcher) handle(ev client.Event) error {
 	switch ev.Type {
-	case client.EventSnapshot:
-		var s client.Snapshot
+	case restapi.EventSnapshot:
+		var s restapi.WatchSnapshot
 		if err := json.Unmarshal(ev.Data, &s); err != nil {
 			return fmt.Errorf("watch stream: bad snapshot: %w", err)
 		}
-		w.groups = map[string]client.Group{}
+		w.groups = map[string]restapi.Group{}
 		for _, g := range s.Groups {
 			if w.o.group == "" || g.ID == w.o.group {
 				w.groups[g.ID] = g
@@ -158,8 +159,8 @@ func (w *watcher) handle(ev client.Event) error {
 		for _, id := range ids {
 			w.progress(w.groups[id])
 		}
-	case client.EventGroup:
-		var g client.Group
+	case restapi.EventGroup:
+		var g restapi.Group
 		if err := json.Unmarshal(ev.Data, &g); err != nil {
 			return fmt.Errorf("watch stream: bad group event: %w", err)
 		}
@@ -168,8 +169,8 @@ func (w *watcher) handle(ev client.Event) error {
 		}
 		w.groups[g.ID] = g
 		w.progress(g)
-	case client.EventTransition:
-		var t client.TransitionEntry
+	case restapi.EventTransition:
+		var t restapi.TransitionEntry
 		if err := json.Unmarshal(ev.Data, &t); err != nil {
 			return fmt.Errorf("watch stream: bad transition event: %w", err)
 		}
@@ -185,8 +186,8 @@ func (w *watcher) handle(ev client.Event) error {
 			line += ": " + oneLine(t.Reason, 160)
 		}
 		fmt.Fprintln(w.out, line)
-	case client.EventDeletedGroup:
-		var d client.DeletedGroup
+	case restapi.EventDeletedGroup:
+		var d restapi.WatchDeletedGroup
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return fmt.Errorf("watch stream: bad deleted-group event: %w", err)
 		}
@@ -198,7 +199,7 @@ func (w *watcher) handle(ev client.Event) error {
 		if w.o.group != "" && d.ID == w.o.group && w.o.untilStable {
 			return fmt.Errorf("%w: %q was deleted", errGroupNotFound, d.ID)
 		}
-	case client.EventBye:
+	case restapi.EventBye:
 		fmt.Fprintln(w.out, "# the gateway is shutting down")
 		return nil
 	default:
@@ -212,7 +213,7 @@ func (w *watcher) handle(ev client.Event) error {
 }
 
 // progress prints a group's progress line when it changed.
-func (w *watcher) progress(g client.Group) {
+func (w *watcher) progress(g restapi.Group) {
 	line := progressLine(g)
 	if w.printed[g.ID] == line {
 		return
@@ -223,13 +224,13 @@ func (w *watcher) progress(g client.Group) {
 
 // progressLine is "group/web [#####+++------------] 2/5 running | pending
 // 1 creating 1 created 0 joined 1 | deleting 0".
-func progressLine(g client.Group) string {
+func progressLine(g restapi.Group) string {
 	c := g.Instances
 	return fmt.Sprintf("group/%s %s | pending %d creating %d created %d joined %d | deleting %d",
 		g.ID, progressBar(g, 20), c["PENDING"], c["CREATING"], c["CREATED"], c["JOINED"], deleting(c))
 }
 
-func groupStable(g client.Group) bool {
+func groupStable(g restapi.Group) bool {
 	return g.Instances["RUNNING"] == int(g.TargetSize) && provisioning(g.Instances) == 0 && deleting(g.Instances) == 0
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/cli"
-	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 type sse struct {
@@ -39,12 +39,12 @@ func (s *sse) comment(c string) {
 	s.w.(http.Flusher).Flush()
 }
 
-func group(id string, target int32, counts map[string]int) client.Group {
-	return client.Group{ID: id, MinSize: 0, MaxSize: 10, TargetSize: target, Instances: counts}
+func group(id string, target int32, counts map[string]int) restapi.Group {
+	return restapi.Group{ID: id, MinSize: 0, MaxSize: 10, TargetSize: target, Instances: counts}
 }
 
-func transition(inst, from, to, reason string) client.TransitionEntry {
-	return client.TransitionEntry{Instance: inst, Group: "web", Transition: client.Transition{From: from, To: to, Reason: reason, At: "2026-01-01T00:00:00Z"}}
+func transition(inst, from, to, reason string) restapi.TransitionEntry {
+	return restapi.TransitionEntry{Instance: inst, Group: "web", Transition: restapi.Transition{From: from, To: to, Reason: reason, At: "2026-01-01T00:00:00Z"}}
 }
 
 // watch --until-stable prints a progress line per group change and each
@@ -60,7 +60,7 @@ func TestWatchUntilStable(t *testing.T) {
 			return
 		}
 		s := newSSE(w)
-		s.send("snapshot", map[string]any{"groups": []client.Group{
+		s.send("snapshot", map[string]any{"groups": []restapi.Group{
 			group("web", 3, map[string]int{"RUNNING": 1, "PENDING": 2}),
 			group("other", 1, map[string]int{"PENDING": 1}),
 		}})
@@ -68,7 +68,7 @@ func TestWatchUntilStable(t *testing.T) {
 		s.send("transition", transition("web-2", "PENDING", "CREATING", "dispatched in batch b1"))
 		s.send("group", group("web", 3, map[string]int{"RUNNING": 1, "PENDING": 1, "CREATING": 1}))
 		s.send("group", group("web", 3, map[string]int{"RUNNING": 1, "PENDING": 1, "CREATING": 1})) // unchanged: not printed again
-		s.send("transition", client.TransitionEntry{Instance: "other-1", Group: "other", Transition: client.Transition{From: "PENDING", To: "CREATING"}})
+		s.send("transition", restapi.TransitionEntry{Instance: "other-1", Group: "other", Transition: restapi.Transition{From: "PENDING", To: "CREATING"}})
 		s.send("transition", transition("web-2", "JOINED", "RUNNING", "after_created hook succeeded"))
 		s.send("group", group("web", 3, map[string]int{"RUNNING": 2, "CREATING": 1}))
 		s.send("transition", transition("web-3", "JOINED", "RUNNING", "after_created hook succeeded"))
@@ -112,7 +112,7 @@ func TestWatchTimeout(t *testing.T) {
 	f := newFakeGateway(t)
 	f.watch = func(w http.ResponseWriter, r *http.Request) {
 		s := newSSE(w)
-		s.send("snapshot", map[string]any{"groups": []client.Group{group("web", 3, map[string]int{"RUNNING": 1, "CREATING": 2})}})
+		s.send("snapshot", map[string]any{"groups": []restapi.Group{group("web", 3, map[string]int{"RUNNING": 1, "CREATING": 2})}})
 		<-r.Context().Done()
 	}
 	code, out, errOut := f.ctl(t, readerToken, "", "watch", "--until-stable", "--timeout", "1500ms")
@@ -133,10 +133,10 @@ func TestWatchResumesAndErrors(t *testing.T) {
 	f.watch = func(w http.ResponseWriter, r *http.Request) {
 		s := newSSE(w)
 		if conns.Add(1) == 1 {
-			s.send("snapshot", map[string]any{"groups": []client.Group{group("web", 2, map[string]int{"RUNNING": 1, "CREATING": 1})}})
+			s.send("snapshot", map[string]any{"groups": []restapi.Group{group("web", 2, map[string]int{"RUNNING": 1, "CREATING": 1})}})
 			return // dropped without bye
 		}
-		s.send("snapshot", map[string]any{"groups": []client.Group{group("web", 2, map[string]int{"RUNNING": 2})}})
+		s.send("snapshot", map[string]any{"groups": []restapi.Group{group("web", 2, map[string]int{"RUNNING": 2})}})
 		<-r.Context().Done()
 	}
 	code, out, errOut := f.ctl(t, readerToken, "", "watch", "--until-stable", "--timeout", "1m")

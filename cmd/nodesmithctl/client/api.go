@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 // Kind is a kind of object apply writes.
@@ -54,28 +56,27 @@ func ParseKind(s string) (Kind, bool) {
 func esc(s string) string { return url.PathEscape(s) }
 
 // ListGroups returns every node group.
-func (c *Client) ListGroups(ctx context.Context) ([]Group, error) {
-	var out struct {
-		Items []Group `json:"items"`
-	}
+func (c *Client) ListGroups(ctx context.Context) ([]restapi.Group, error) {
+	var out restapi.GroupList
 	_, err := c.getJSON(ctx, "/nodegroups", &out)
 	return out.Items, err
 }
 
 // GetGroup returns a node group and its ETag.
-func (c *Client) GetGroup(ctx context.Context, id string) (Group, string, error) {
-	var g Group
+func (c *Client) GetGroup(ctx context.Context, id string) (restapi.Group, string, error) {
+	var g restapi.Group
 	tag, err := c.getJSON(ctx, "/nodegroups/"+esc(id), &g)
 	return g, tag, err
 }
 
 // ScaleGroup sets a group's target size.
-func (c *Client) ScaleGroup(ctx context.Context, id string, target int) (Group, error) {
-	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/nodegroups/" + esc(id) + "/scale", body: map[string]int{"targetSize": target}})
+func (c *Client) ScaleGroup(ctx context.Context, id string, target int) (restapi.Group, error) {
+	t := int64(target)
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: "/nodegroups/" + esc(id) + "/scale", body: restapi.ScaleRequest{TargetSize: &t}})
 	if err != nil {
-		return Group{}, err
+		return restapi.Group{}, err
 	}
-	var g Group
+	var g restapi.Group
 	return g, json.Unmarshal(resp.body, &g)
 }
 
@@ -86,8 +87,8 @@ type InstanceQuery struct {
 }
 
 // ListInstances returns every instance matching q, following pages.
-func (c *Client) ListInstances(ctx context.Context, q InstanceQuery) ([]Instance, error) {
-	var all []Instance
+func (c *Client) ListInstances(ctx context.Context, q InstanceQuery) ([]restapi.Instance, error) {
+	var all []restapi.Instance
 	cont := ""
 	for {
 		v := url.Values{}
@@ -101,10 +102,7 @@ func (c *Client) ListInstances(ctx context.Context, q InstanceQuery) ([]Instance
 		if cont != "" {
 			v.Set("continue", cont)
 		}
-		var page struct {
-			Items    []Instance `json:"items"`
-			Continue string     `json:"continue"`
-		}
+		var page restapi.InstanceList
 		if _, err := c.getJSON(ctx, "/instances?"+v.Encode(), &page); err != nil {
 			return nil, err
 		}
@@ -118,30 +116,30 @@ func (c *Client) ListInstances(ctx context.Context, q InstanceQuery) ([]Instance
 
 // GetInstance returns an instance's detail (history; the hook output tail
 // for admin tokens).
-func (c *Client) GetInstance(ctx context.Context, id string) (Instance, error) {
-	var in Instance
+func (c *Client) GetInstance(ctx context.Context, id string) (restapi.Instance, error) {
+	var in restapi.Instance
 	_, err := c.getJSON(ctx, "/instances/"+esc(id), &in)
 	return in, err
 }
 
-func (c *Client) instanceCall(ctx context.Context, method, path string) (Instance, error) {
+func (c *Client) instanceCall(ctx context.Context, method, path string) (restapi.Instance, error) {
 	resp, err := c.do(ctx, request{method: method, path: path})
 	if err != nil {
-		return Instance{}, err
+		return restapi.Instance{}, err
 	}
-	var in Instance
+	var in restapi.Instance
 	return in, json.Unmarshal(resp.body, &in)
 }
 
 // RetryInstance retries an instance's current step now.
-func (c *Client) RetryInstance(ctx context.Context, id string) (Instance, error) {
+func (c *Client) RetryInstance(ctx context.Context, id string) (restapi.Instance, error) {
 	return c.instanceCall(ctx, http.MethodPost, "/instances/"+esc(id)+"/retry")
 }
 
 // DeleteInstance deletes an instance. Gracefully (force false) it is a
 // scale-down of that instance: the target drops by one and the
 // before_delete hook (the drain) runs first. Forced, the hook is skipped.
-func (c *Client) DeleteInstance(ctx context.Context, id string, force bool) (Instance, error) {
+func (c *Client) DeleteInstance(ctx context.Context, id string, force bool) (restapi.Instance, error) {
 	if force {
 		return c.instanceCall(ctx, http.MethodDelete, "/instances/"+esc(id))
 	}
@@ -149,57 +147,51 @@ func (c *Client) DeleteInstance(ctx context.Context, id string, force bool) (Ins
 }
 
 // ListTemplates returns every named instance template.
-func (c *Client) ListTemplates(ctx context.Context) ([]TemplateInfo, error) {
-	var out struct {
-		Items []TemplateInfo `json:"items"`
-	}
+func (c *Client) ListTemplates(ctx context.Context) ([]restapi.TemplateInfo, error) {
+	var out restapi.TemplateList
 	_, err := c.getJSON(ctx, "/templates", &out)
 	return out.Items, err
 }
 
 // GetTemplate returns a template and its ETag (empty for a template only
 // defined inline in groups).
-func (c *Client) GetTemplate(ctx context.Context, name string) (TemplateInfo, string, error) {
-	var t TemplateInfo
+func (c *Client) GetTemplate(ctx context.Context, name string) (restapi.TemplateInfo, string, error) {
+	var t restapi.TemplateInfo
 	tag, err := c.getJSON(ctx, "/templates/"+esc(name), &t)
 	return t, tag, err
 }
 
 // ListAccounts returns every cloud account.
-func (c *Client) ListAccounts(ctx context.Context) ([]Account, error) {
-	var out struct {
-		Items []Account `json:"items"`
-	}
+func (c *Client) ListAccounts(ctx context.Context) ([]restapi.Account, error) {
+	var out restapi.AccountList
 	_, err := c.getJSON(ctx, "/accounts", &out)
 	return out.Items, err
 }
 
 // GetAccount returns an account and its ETag.
-func (c *Client) GetAccount(ctx context.Context, name string) (Account, string, error) {
-	var a Account
+func (c *Client) GetAccount(ctx context.Context, name string) (restapi.Account, string, error) {
+	var a restapi.Account
 	tag, err := c.getJSON(ctx, "/accounts/"+esc(name), &a)
 	return a, tag, err
 }
 
 // ListHooks returns every named hook.
-func (c *Client) ListHooks(ctx context.Context) ([]HookInfo, error) {
-	var out struct {
-		Items []HookInfo `json:"items"`
-	}
+func (c *Client) ListHooks(ctx context.Context) ([]restapi.HookInfo, error) {
+	var out restapi.HookList
 	_, err := c.getJSON(ctx, "/hooks", &out)
 	return out.Items, err
 }
 
 // GetHook returns a hook and its ETag.
-func (c *Client) GetHook(ctx context.Context, name string) (HookInfo, string, error) {
-	var h HookInfo
+func (c *Client) GetHook(ctx context.Context, name string) (restapi.HookInfo, string, error) {
+	var h restapi.HookInfo
 	tag, err := c.getJSON(ctx, "/hooks/"+esc(name), &h)
 	return h, tag, err
 }
 
 // Transitions returns the newest state transitions (of one group when
 // group is set), newest first.
-func (c *Client) Transitions(ctx context.Context, group string, limit int) ([]TransitionEntry, error) {
+func (c *Client) Transitions(ctx context.Context, group string, limit int) ([]restapi.TransitionEntry, error) {
 	v := url.Values{}
 	if group != "" {
 		v.Set("group", group)
@@ -207,9 +199,7 @@ func (c *Client) Transitions(ctx context.Context, group string, limit int) ([]Tr
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
-	var out struct {
-		Items []TransitionEntry `json:"items"`
-	}
+	var out restapi.TransitionList
 	_, err := c.getJSON(ctx, "/transitions?"+v.Encode(), &out)
 	return out.Items, err
 }

@@ -18,6 +18,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 // Sentinel errors an *APIError matches with errors.Is, by HTTP status.
@@ -229,11 +231,7 @@ func (c *Client) do(ctx context.Context, r request) (response, error) {
 // apiError decodes an error body {"code","message","details"}.
 func apiError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
-	var eb struct {
-		Code    string         `json:"code"`
-		Message string         `json:"message"`
-		Details map[string]any `json:"details"`
-	}
+	var eb restapi.ErrorBody
 	if json.Unmarshal(body, &eb) == nil {
 		e.Code, e.Message, e.Details = eb.Code, eb.Message, eb.Details
 		for _, k := range []string{"field", "parameter", "header"} {

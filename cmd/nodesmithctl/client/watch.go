@@ -11,39 +11,19 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
-// The watch stream: GET /api/v1/watch[?group=G] as server-sent events.
-// Events (type: data):
-//
-//	snapshot:      {"groups":[<Group>...]}, first and after a resync
-//	group:         <Group>, when its target, bounds or counts change
-//	transition:    <TransitionEntry>
-//	deleted-group: {"id":"G"}
-//	bye:           {}, the server shuts down
-const (
-	EventSnapshot     = "snapshot"
-	EventGroup        = "group"
-	EventTransition   = "transition"
-	EventDeletedGroup = "deleted-group"
-	EventBye          = "bye"
-)
+// The watch stream: GET /api/v1/watch[?group=G] as server-sent events,
+// named restapi.Event*, with JSON data (restapi.WatchSnapshot, Group,
+// TransitionEntry, WatchDeletedGroup; {} for bye).
 
 // Event is one server-sent event.
 type Event struct {
 	ID   string
 	Type string
 	Data json.RawMessage
-}
-
-// Snapshot is the data of a snapshot event.
-type Snapshot struct {
-	Groups []Group `json:"groups"`
-}
-
-// DeletedGroup is the data of a deleted-group event.
-type DeletedGroup struct {
-	ID string `json:"id"`
 }
 
 // ErrStreamEnded is returned by Watch when the server ended the stream
@@ -154,7 +134,7 @@ func readEvents(r io.Reader, fn func(Event) error) error {
 				if err := fn(ev); err != nil {
 					return err
 				}
-				if ev.Type == EventBye {
+				if ev.Type == restapi.EventBye {
 					return ErrStreamEnded
 				}
 			}

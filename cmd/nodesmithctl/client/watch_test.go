@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 func collect(t *testing.T, stream string) ([]Event, error) {
@@ -79,7 +81,7 @@ func TestWatch(t *testing.T) {
 		got = append(got, e.Type)
 		return ErrStopWatch
 	})
-	if err != nil || len(got) != 1 || got[0] != EventSnapshot {
+	if err != nil || len(got) != 1 || got[0] != restapi.EventSnapshot {
 		t.Fatalf("Watch = %v, events %v", err, got)
 	}
 	// A JSON answer (a gateway without the endpoint behind a catch-all).

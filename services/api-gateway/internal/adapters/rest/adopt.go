@@ -6,48 +6,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/nodesmith/nodesmith/libs/restapi"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
-
-// MaxAdoptVMs is the most VMs one adopt request names (lifecycle's bound).
-const MaxAdoptVMs = 100
-
-// AdoptVM is one VM of an AdoptRequest: a running VM that nodesmith did
-// not create, and its Node.
-type AdoptVM struct {
-	CloudID    string `json:"cloudID"`
-	NodeName   string `json:"nodeName"`
-	ProviderID string `json:"providerID"`
-	PrivateIP  string `json:"privateIP,omitempty"`
-}
-
-// AdoptRequest is the body of POST /api/v1/nodegroups/{id}/adopt.
-type AdoptRequest struct {
-	Instances []AdoptVM `json:"instances"`
-	DryRun    bool      `json:"dryRun"`
-}
-
-// AdoptOutcome is what the adoption did (dry run: would do) with one VM.
-type AdoptOutcome struct {
-	AdoptVM
-	// Result is adopted, already_adopted or refused.
-	Result     string `json:"result"`
-	InstanceID string `json:"instanceID,omitempty"`
-	Message    string `json:"message,omitempty"`
-}
-
-// AdoptResponse answers an adopt request: the outcome per VM in the
-// request's order, and their counts.
-type AdoptResponse struct {
-	Group          string         `json:"group"`
-	DryRun         bool           `json:"dryRun"`
-	Results        []AdoptOutcome `json:"results"`
-	Adopted        int            `json:"adopted"`
-	AlreadyAdopted int            `json:"alreadyAdopted"`
-	Refused        int            `json:"refused"`
-}
 
 // adopt hands running VMs that nodesmith did not create (the prototype's)
 // to a group, as Running instances (admin only, as every write). Nothing
@@ -90,13 +53,13 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 		}
 		switch o.GetResult() {
 		case lifecyclev1.AdoptOutcome_RESULT_ADOPTED:
-			out.Result = "adopted"
+			out.Result = restapi.AdoptResultAdopted
 			resp.Adopted++
 		case lifecyclev1.AdoptOutcome_RESULT_ALREADY_ADOPTED:
-			out.Result = "already_adopted"
+			out.Result = restapi.AdoptResultAlreadyAdopted
 			resp.AlreadyAdopted++
 		default:
-			out.Result = "refused"
+			out.Result = restapi.AdoptResultRefused
 			resp.Refused++
 		}
 		resp.Results = append(resp.Results, out)

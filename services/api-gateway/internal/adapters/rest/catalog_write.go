@@ -27,36 +27,6 @@ import (
 // stores the entry and gives every API group that names a changed template
 // or hook the new version (for the VMs it creates from then on).
 
-// AccountSpec is the body of PUT /accounts/{name}. Credentials are
-// write-only: sealed by the gateway (it needs --secrets-key-file), opened
-// only by the cloud adapter, never returned.
-type AccountSpec struct {
-	// Provider defaults to cloudspec.DefaultProvider (tencentcloud).
-	Provider string `json:"provider,omitempty"`
-	// Regions the account is used in; the first is the default region of
-	// templates on the account that name none.
-	Regions []string `json:"regions,omitempty"`
-	// Credentials replace the stored ones. Omitted: the stored credentials
-	// (if any) are kept.
-	Credentials *CredentialsSpec `json:"credentials,omitempty"`
-	// ClearCredentials drops the stored credentials: the cloud adapter's
-	// files or environment then provide the account's credentials.
-	ClearCredentials bool `json:"clearCredentials,omitempty"`
-}
-
-// CredentialsSpec is a cloud API key. The JSON names are Tencent Cloud's
-// (they came first) and mean the same for every cloud: on Alibaba Cloud
-// secretId is the AccessKeyId, secretKey the AccessKeySecret and token the
-// STS SecurityToken (libs/cloudspec CredentialNames).
-type CredentialsSpec struct {
-	// SecretID is the key id.
-	SecretID string `json:"secretId"`
-	// SecretKey is the key's secret.
-	SecretKey string `json:"secretKey"`
-	// Token is the security token of temporary (STS) credentials.
-	Token string `json:"token,omitempty"`
-}
-
 // cloudNames says what the credential fields are called by the account's
 // cloud, when it is not Tencent Cloud's naming already.
 func cloudNames(provider string) string {

@@ -8,15 +8,6 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-// ErrorBody is every error response: a stable machine-readable code (the
-// lower snake gRPC code name, e.g. "not_found"), a message for people, and
-// details (an object, possibly empty).
-type ErrorBody struct {
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details"`
-}
-
 // apiError is an error with its HTTP status and details.
 type apiError struct {
 	status  int

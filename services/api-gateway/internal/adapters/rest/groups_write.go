@@ -51,7 +51,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur, _ := h.svc.ReadModel().Group(id)
-	rec, err := spec.toRecord(id, cur.Record)
+	rec, err := groupRecord(&spec, id, cur.Record)
 	if err == nil {
 		err = h.checkGroupRefs(rec)
 	}
@@ -104,7 +104,7 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	rec, err := spec.toRecord(id, cur.Record)
+	rec, err := groupRecord(spec, id, cur.Record)
 	if err == nil {
 		err = h.checkGroupRefs(rec)
 	}

@@ -20,54 +20,6 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-// GroupSpec is the body of PUT /nodegroups/{id} and the document a PATCH
-// merges into. Hook scripts, hook environments and the provider parameters
-// are write-only: accepted here, never returned.
-type GroupSpec struct {
-	MinSize *int32 `json:"minSize"`
-	MaxSize *int32 `json:"maxSize"`
-	// TargetSize defaults to the current target (clamped to the bounds) on
-	// replace and to minSize on create.
-	TargetSize         *int32                `json:"targetSize,omitempty"`
-	AdoptExisting      bool                  `json:"adoptExisting,omitempty"`
-	InstanceTemplate   *InstanceTemplateSpec `json:"instanceTemplate"`
-	NodeTemplate       *NodeTemplate         `json:"nodeTemplate,omitempty"`
-	AutoscalingOptions *AutoscalingOptions   `json:"autoscalingOptions,omitempty"`
-	Hooks              *HooksSpec            `json:"hooks,omitempty"`
-	Parallelism        *Parallelism          `json:"parallelism,omitempty"`
-}
-
-// InstanceTemplateSpec is InstanceTemplate plus its write-only fields.
-type InstanceTemplateSpec struct {
-	InstanceTemplate
-	// Parameters are the provider's create parameters (for Tencent, the
-	// RunInstances request fields) as a JSON object.
-	Parameters         json.RawMessage `json:"parameters,omitempty"`
-	ProviderIDTemplate string          `json:"providerIDTemplate,omitempty"`
-	// HookEnv values are sealed by the gateway (never returned).
-	HookEnv map[string]string `json:"hookEnv,omitempty"`
-	// SecretParameters are more create parameters, as a JSON object like
-	// Parameters, that are secret: sealed by the gateway, merged into
-	// Parameters only by the cloud adapter, never returned.
-	SecretParameters json.RawMessage `json:"secretParameters,omitempty"`
-}
-
-// HooksSpec holds the group's hooks.
-type HooksSpec struct {
-	AfterCreated *HookSpec `json:"afterCreated,omitempty"`
-	BeforeDelete *HookSpec `json:"beforeDelete,omitempty"`
-}
-
-// HookSpec is a hook with its script.
-type HookSpec struct {
-	Name    string            `json:"name,omitempty"`
-	Script  string            `json:"script"`
-	Timeout string            `json:"timeout,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	// OnFailure (before_delete only): CONTINUE or BLOCK.
-	OnFailure string `json:"onFailure,omitempty"`
-}
-
 func invalid(field, format string, args ...any) *apiError {
 	return newError(http.StatusBadRequest, domain.CodeInvalidArgument, field+": "+fmt.Sprintf(format, args...)).with("field", field)
 }
@@ -86,9 +38,9 @@ func durationField(field, s string) (*durationpb.Duration, error) {
 	return durationpb.New(d), nil
 }
 
-// toRecord validates spec and builds the record for group id. current is
+// groupRecord validates spec and builds the record for group id. current is
 // the existing record (nil on create).
-func (spec *GroupSpec) toRecord(id string, current *statev1.NodeGroup) (*statev1.NodeGroup, error) {
+func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*statev1.NodeGroup, error) {
 	if spec.MinSize == nil || spec.MaxSize == nil {
 		return nil, invalid("minSize", "minSize and maxSize are required")
 	}

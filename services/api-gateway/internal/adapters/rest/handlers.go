@@ -66,11 +66,6 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(g.Record.GetId())))
 }
 
-// ScaleRequest is the body of POST /nodegroups/{id}/scale.
-type ScaleRequest struct {
-	TargetSize *int64 `json:"targetSize"`
-}
-
 func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 	rev, anyRev, present, err := ifMatch(r)
 	if err != nil {
@@ -213,11 +208,6 @@ func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okSta
 		h.log.InfoContext(r.Context(), "instance action by operator", "instance", id, "group", v.Group(), "action", action.String(), "role", roleFrom(r).String())
 		writeJSON(w, okStatus, forRole(instanceJSON(v, true), roleFrom(r)))
 	}
-}
-
-// orphanRelease is the answer of POST /reconciler/release-orphans.
-type orphanRelease struct {
-	Released bool `json:"released"`
 }
 
 // releaseOrphans confirms that the VMs the orphan reconciler holds back are

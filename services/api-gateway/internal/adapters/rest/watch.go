@@ -50,25 +50,6 @@ const (
 	watchWriteSlack = 10 * time.Second
 )
 
-// Event names of the watch stream.
-const (
-	EventSnapshot     = "snapshot"
-	EventGroup        = "group"
-	EventTransition   = "transition"
-	EventDeletedGroup = "deleted-group"
-	EventBye          = "bye"
-)
-
-// WatchSnapshot is the data of a snapshot event.
-type WatchSnapshot struct {
-	Groups []Group `json:"groups"`
-}
-
-// WatchDeletedGroup is the data of a deleted-group event.
-type WatchDeletedGroup struct {
-	ID string `json:"id"`
-}
-
 type watchMetrics struct {
 	watchers prometheus.Gauge
 	events   *prometheus.CounterVec
