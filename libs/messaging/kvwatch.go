@@ -71,7 +71,7 @@ func WatchKV(ctx context.Context, js jetstream.JetStream, bucket, filter string,
 			slog.Warn("kv watch ended, re-establishing", "bucket", bucket, "err", err, "in", delay)
 		}
 		if backoff.Wait(ctx, delay) != nil {
-			return nil
+			return nil //nolint:nilerr // the wait ended because we are stopping
 		}
 	}
 }
