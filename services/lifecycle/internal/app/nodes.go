@@ -191,7 +191,7 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 		d := b.Next()
 		a.log.Warn("node watch ended, restarting", "err", err, "in", d)
 		if backoff.Wait(ctx, d) != nil {
-			return nil
+			return nil //nolint:nilerr // the wait ended because we are stopping
 		}
 	}
 }
