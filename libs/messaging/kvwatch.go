@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nodesmith/nodesmith/libs/backoff"
 )
 
 // KVMirror is what WatchKV feeds: a local copy of (part of) a bucket.
@@ -51,7 +52,7 @@ var errBucketChanged = errors.New("bucket deleted or recreated")
 // and recreated (state lost) is noticed within m.CheckEvery: the mirror
 // is Reset and fed the new bucket.
 func WatchKV(ctx context.Context, js jetstream.JetStream, bucket, filter string, minBackoff time.Duration, m KVMirror) error {
-	backoff := minBackoff
+	b := backoff.Policy{Initial: minBackoff, Max: 10 * time.Second}.New()
 	if m.CheckEvery <= 0 {
 		m.CheckEvery = DefaultKVCheckEvery
 	}
@@ -59,24 +60,19 @@ func WatchKV(ctx context.Context, js jetstream.JetStream, bucket, filter string,
 	// time); zero until the first watch opened it.
 	var identity time.Time
 	for {
-		err := watchKVOnce(ctx, js, bucket, filter, m, &identity, func() { backoff = minBackoff })
+		err := watchKVOnce(ctx, js, bucket, filter, m, &identity, b.Reset)
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // the watch ended because we are stopping
 		}
-		delay := backoff/2 + rand.N(backoff/2+1)
+		delay := b.Next()
 		if m.Restarting != nil {
 			m.Restarting(err, delay)
 		} else {
 			slog.Warn("kv watch ended, re-establishing", "bucket", bucket, "err", err, "in", delay)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
+		if backoff.Wait(ctx, delay) != nil {
+			return nil //nolint:nilerr // the wait ended because we are stopping
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nodesmith/nodesmith/libs/backoff"
 )
 
 // The services on the bus. Each connects with its own NATS identity (see
@@ -94,7 +95,7 @@ func retryUntil(ctx context.Context, log *slog.Logger, what string, attempt func
 		log = slog.Default()
 	}
 	start := time.Now()
-	backoff := 100 * time.Millisecond
+	b := backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.JitterSpread, Spread: 0.5}.New()
 	for {
 		actx, cancel := context.WithTimeout(ctx, ensureAttemptTimeout)
 		err := attempt(actx)
@@ -105,18 +106,15 @@ func retryUntil(ctx context.Context, log *slog.Logger, what string, attempt func
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
 		}
-		d := backoff/2 + time.Duration(mrand.Int64N(int64(backoff)))
+		d := b.Next()
 		lvl := slog.LevelInfo
 		if time.Since(start) >= waitWarnAfter {
 			lvl = slog.LevelWarn
 		}
 		log.Log(ctx, lvl, what, "err", err, "waited", time.Since(start).Round(time.Second), "in", d)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
-		case <-time.After(d):
+		if werr := backoff.Wait(ctx, d); werr != nil {
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, werr)
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

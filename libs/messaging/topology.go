@@ -12,11 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/nodesmith/nodesmith/libs/backoff"
 )
 
 // Names of streams, buckets, consumers and subjects. They are the contract
@@ -268,7 +269,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 	// JetStream not answering yet. That is retried until ctx ends, as the
 	// connection itself is (a replica restarted at the moment of a NATS
 	// restart used to exit with this error).
-	backoff := 200 * time.Millisecond
+	b := backoff.Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.JitterSpread, Spread: 0.5}.New()
 	for {
 		// Each attempt has its own timeout: a request lost with the
 		// connection (NATS restarting) would otherwise hold the attempt
@@ -279,14 +280,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, o Options) error {
 		if err == nil || !unavailable(err) || ctx.Err() != nil {
 			return err
 		}
-		d := backoff/2 + time.Duration(mrand.Int64N(int64(backoff)))
+		d := b.Next()
 		slog.Warn("JetStream not available yet, retrying", "err", err, "in", d)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
-		case <-time.After(d):
+		if werr := backoff.Wait(ctx, d); werr != nil {
+			return fmt.Errorf("%w (gave up: %w)", err, werr)
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/nodesmith/nodesmith/libs/backoff"
 )
 
 // Options configure a connection. Secrets are file paths, never values.
@@ -123,20 +125,18 @@ func Connect(ctx context.Context, o Options) (*nats.Conn, error) {
 		opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
 	}
 
-	backoff := 200 * time.Millisecond
+	b := backoff.Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.JitterNone}.New()
 	for {
 		nc, err := nats.Connect(o.URL, opts...)
 		if err == nil {
 			log.Info("nats connected", "url", nc.ConnectedUrlRedacted(), "name", o.Name)
 			return nc, nil
 		}
-		log.Warn("nats connect failed, retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connecting to nats: %w (last error: %w)", ctx.Err(), err)
-		case <-time.After(backoff):
+		d := b.Next()
+		log.Warn("nats connect failed, retrying", "err", err, "in", d)
+		if werr := backoff.Wait(ctx, d); werr != nil {
+			return nil, fmt.Errorf("connecting to nats: %w (last error: %w)", werr, err)
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

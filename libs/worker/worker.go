@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/metrics"
 	"github.com/nodesmith/nodesmith/libs/tracing"
 )
@@ -148,10 +148,7 @@ func Run(ctx context.Context, cons jetstream.Consumer, o Options, h Handler) err
 		failures++
 		d := pullBackoff(failures)
 		o.Logger.Warn("pulling messages failed, retrying", "consumer", o.Name, "err", err, "in", d)
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-		}
+		_ = backoff.Wait(ctx, d) // a stop is noticed by the loop's condition
 	}
 
 	done := make(chan struct{})
@@ -202,9 +199,7 @@ func pull(cons jetstream.Consumer, n int, deliver func(jetstream.Msg)) (int, err
 // pullBackoff is 100ms doubling up to 5s, with jitter so replicas that lost
 // NATS together do not retry in lockstep.
 func pullBackoff(failures int) time.Duration {
-	d := 100 * time.Millisecond << min(failures-1, 6)
-	d = min(d, 5*time.Second)
-	return d/2 + time.Duration(mrand.Int64N(int64(d/2)+1))
+	return backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
 }
 
 func handle(ctx context.Context, msg jetstream.Msg, o Options, h Handler) {
@@ -276,11 +271,7 @@ func heartbeat(ctx context.Context, msg jetstream.Msg, every time.Duration, log 
 
 // nakDelay is exponential in the delivery count: 1s, 2s, 4s ... capped.
 func nakDelay(delivered uint64, maxDelay time.Duration) time.Duration {
-	d := time.Second
-	for i := uint64(1); i < delivered && d < maxDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxDelay)
+	return min(backoff.Policy{Initial: time.Second, Max: maxDelay, Jitter: backoff.JitterNone}.Delay(int(min(delivered, 64))), maxDelay)
 }
 
 // Metrics are the worker's Prometheus metrics. A nil *Metrics records nothing.

@@ -3,10 +3,10 @@ package service
 import (
 	"log/slog"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"

@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
@@ -60,10 +60,16 @@ type Caller struct {
 	log    *slog.Logger
 }
 
+// DefaultRetry absorbs a few seconds of throttling: 6 calls over about 8s,
+// with equal jitter.
+func DefaultRetry() backoff.Policy {
+	return backoff.Policy{Initial: 250 * time.Millisecond, Max: 4 * time.Second, Attempts: 6}
+}
+
 // New returns a Caller. Zero Retry and CallTimeout get the defaults.
 func New(o Options) *Caller {
 	if o.Retry.Attempts == 0 {
-		o.Retry = backoff.DefaultPolicy()
+		o.Retry = DefaultRetry()
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = 30 * time.Second

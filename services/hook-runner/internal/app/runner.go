@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
@@ -281,24 +281,20 @@ func (r *Runner) lineLogger(log *slog.Logger, stream string) *domain.LineWriter 
 // publish retries with jittered exponential backoff until ctx ends: a
 // result lost here would make the hook run again.
 func (r *Runner) publish(ctx context.Context, res domain.Result, log *slog.Logger) error {
-	delay := 100 * time.Millisecond
+	b := backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.New()
 	for attempt := 1; ; attempt++ {
 		err := r.pub.Publish(ctx, res)
 		if err == nil {
 			return nil
 		}
 		r.o.Metrics.observePublishFailure()
-		wait := delay/2 + rand.N(delay/2+1)
+		wait := b.Next()
 		if ctx.Err() != nil || time.Now().Add(wait).After(deadlineOf(ctx)) {
 			return fmt.Errorf("publishing result of instance %s %s attempt %d (%d tries): %w",
 				res.InstanceID, res.Kind, res.Attempt, attempt, err)
 		}
 		log.Warn("publishing hook result failed, retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		delay = min(delay*2, 5*time.Second)
+		_ = backoff.Wait(ctx, wait) // an ended ctx is reported by the next round
 	}
 }
 

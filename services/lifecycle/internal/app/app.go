@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
@@ -328,19 +329,17 @@ var ErrNotLeader = &domain.Error{Code: domain.CodeUnavailable, Msg: "lifecycle i
 // It retries the load until ctx ends, so a store that is briefly unavailable
 // delays leadership rather than failing it.
 func (a *App) Start(ctx context.Context) error {
-	backoff := 200 * time.Millisecond
+	b := backoff.Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.JitterNone}.New()
 	for {
 		err := a.load(ctx)
 		if err == nil {
 			break
 		}
-		a.log.Warn("loading state failed, retrying", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("loading state: %w", ctx.Err())
-		case <-time.After(backoff):
+		d := b.Next()
+		a.log.Warn("loading state failed, retrying", "err", err, "in", d)
+		if werr := backoff.Wait(ctx, d); werr != nil {
+			return fmt.Errorf("loading state: %w", werr)
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 	if a.cluster == nil {
 		a.log.Warn("no cluster configured: instances become Running as soon as their after_created hook succeeds (node readiness is not checked, labels and taints are not applied)")

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -172,7 +174,7 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 	if a.cluster == nil {
 		return nil
 	}
-	backoff := time.Second
+	b := backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Jitter: backoff.JitterNone}.New()
 	for {
 		start := time.Now()
 		// Entries are kept across re-watches until the new watch is synced:
@@ -184,15 +186,13 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 			return nil
 		}
 		if time.Since(start) > time.Minute {
-			backoff = time.Second
+			b.Reset()
 		}
-		a.log.Warn("node watch ended, restarting", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
+		d := b.Next()
+		a.log.Warn("node watch ended, restarting", "err", err, "in", d)
+		if backoff.Wait(ctx, d) != nil {
+			return nil //nolint:nilerr // the wait ended because we are stopping
 		}
-		backoff = min(backoff*2, 30*time.Second)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/tracing"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -110,7 +110,7 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 	if err != nil {
 		return ports.Revisions{}, domain.Errorf(domain.CodeInternal, "encoding lifecycle request: %v", err)
 	}
-	backoff := c.opt.MinBackoff
+	b := backoff.Policy{Initial: c.opt.MinBackoff, Max: c.opt.MaxBackoff}.New()
 	// mayHaveApplied turns "nobody answered" into "outcome unknown" once an
 	// attempt reached a responder that then went quiet.
 	mayHaveApplied := false
@@ -152,14 +152,8 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 		c.opt.Logger.DebugContext(ctx, "lifecycle request not answered, retrying", "request_id", id, "op", op, "attempt", attempt, "err", err)
 		// Jitter keeps gateway replicas from retrying in lockstep
 		// while a new leader takes over.
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(backoff*2, c.opt.MaxBackoff)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Wait(ctx, b.Next()) != nil {
 			return ports.Revisions{}, c.giveUp(ctx, id, op, attempt, mayHaveApplied, err)
-		case <-t.C:
 		}
 	}
 }

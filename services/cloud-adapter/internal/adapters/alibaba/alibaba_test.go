@@ -22,8 +22,8 @@ import (
 
 	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
 
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
-	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/backoff"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -25,6 +24,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/nodesmith/nodesmith/libs/backoff"
 
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/ports"
@@ -222,7 +223,7 @@ func endSpan(span trace.Span, f domain.Failure, err error) {
 // attempt cut short by the deadline itself only says "i/o timeout", so it
 // never replaces the cause an earlier attempt found.
 func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKey) (*ssh.Client, string, int, domain.Failure, error) {
-	delay := e.o.RetryInitial
+	b := backoff.Policy{Initial: e.o.RetryInitial, Max: e.o.RetryMax}.New()
 	var cause error
 	for attempt := 1; ; attempt++ {
 		client, v, err := e.dialFn(ctx, addr, pinned)
@@ -250,14 +251,11 @@ func (e *Executor) connect(ctx context.Context, addr string, pinned ssh.PublicKe
 		}
 		// Jitter spreads the reconnects of many hooks whose VMs came
 		// up together.
-		wait := delay/2 + rand.N(delay/2+1)
+		wait := b.Next()
 		e.log.Debug("ssh connection failed, retrying", "addr", addr, "attempt", attempt, "in", wait, "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, v.accepted, attempt, ctxFailure(ctx), fmt.Errorf("connecting to %s: %w", addr, ctxError(ctx, attempt, cause))
-		case <-time.After(wait):
 		}
-		delay = min(delay*2, e.o.RetryMax)
 	}
 }
 
