@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodesmith/nodesmith/cmd/nodesmithctl/client"
+	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
@@ -87,7 +88,7 @@ func runWatch(ctx context.Context, c *client.Client, out io.Writer, o watchOptio
 	}
 	w := &watcher{out: out, o: o, groups: map[string]restapi.Group{}, printed: map[string]string{}}
 	failures := 0
-	delay := o.reconnectDelay
+	retry := backoff.Policy{Initial: o.reconnectDelay, Max: 10 * time.Second, Jitter: backoff.JitterNone}.New()
 	for {
 		events := 0
 		err := c.Watch(ctx, o.group, func(ev client.Event) error {
@@ -113,21 +114,16 @@ func runWatch(ctx context.Context, c *client.Client, out io.Writer, o watchOptio
 			return err // refused: retrying will not help
 		}
 		if events > 0 {
-			failures, delay = 0, o.reconnectDelay
+			failures = 0
+			retry.Reset()
 		}
 		failures++
 		if failures > maxReconnects {
 			return fmt.Errorf("watch stream: %w (gave up after %d attempts)", err, maxReconnects)
 		}
+		delay := retry.Next()
 		fmt.Fprintf(w.out, "# stream interrupted (%v); resuming in %s\n", err, delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			continue // reported by the next round's ctx.Err check
-		case <-t.C:
-		}
-		delay = min(delay*2, 10*time.Second)
+		_ = backoff.Wait(ctx, delay) // a cancelled ctx is reported by the next round's ctx.Err check
 	}
 }
 
