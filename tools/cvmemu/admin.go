@@ -14,6 +14,7 @@ const invalidAction = "(invalid)"
 
 type counters struct {
 	created, terminated, launchFailed int
+	createdECS                        int // of created
 	createdWithoutToken, tokensReused int
 	requests, errors, throttled       map[string]int
 	errorCodes                        map[string]int
@@ -46,8 +47,9 @@ func (e *Emulator) countError(action, code string) {
 // Stats is a snapshot of the emulator's counters, for duplicate/orphan and
 // client-behaviour checks in tests.
 type Stats struct {
-	// VMsCreated counts every VM ever created.
-	VMsCreated int
+	// VMsCreated counts every VM ever created, by either API;
+	// VMsCreatedECS those the ECS API created.
+	VMsCreated, VMsCreatedECS int
 	// VMsLive counts VMs still listed (any state, TERMINATING included).
 	VMsLive int
 	// VMsTerminated counts VMs whose termination was accepted.
@@ -85,6 +87,7 @@ func (e *Emulator) Stats() Stats {
 	defer e.mu.Unlock()
 	s := Stats{
 		VMsCreated:             e.counters.created,
+		VMsCreatedECS:          e.counters.createdECS,
 		VMsTerminated:          e.counters.terminated,
 		VMsLaunchFailed:        e.counters.launchFailed,
 		VMsCreatedWithoutToken: e.counters.createdWithoutToken,

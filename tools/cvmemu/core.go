@@ -120,6 +120,9 @@ func (e *Emulator) launchVMs(c *call, d dialect, s launchSpec, answer func(ids [
 		acct.vms[v.id] = v
 		ids = append(ids, v.id)
 		e.counters.created++
+		if d.api == apiECS {
+			e.counters.createdECS++
+		}
 		e.scheduleLocked(v, e.bootDelay, e.bootLocked)
 	}
 	if s.token == "" {

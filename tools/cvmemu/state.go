@@ -45,6 +45,7 @@ type stateFile struct {
 
 type stateCounters struct {
 	Created             int `json:"created"`
+	CreatedECS          int `json:"createdEcs,omitempty"` // of Created
 	Terminated          int `json:"terminated"`
 	LaunchFailed        int `json:"launchFailed"`
 	CreatedWithoutToken int `json:"createdWithoutToken"`
@@ -216,6 +217,7 @@ func (e *Emulator) snapshotLocked() *stateFile {
 		IPNext:  uint32ToAddr(e.ips.next).String(),
 		Counters: stateCounters{
 			Created:             e.counters.created,
+			CreatedECS:          e.counters.createdECS,
 			Terminated:          e.counters.terminated,
 			LaunchFailed:        e.counters.launchFailed,
 			CreatedWithoutToken: e.counters.createdWithoutToken,
@@ -349,6 +351,7 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 	// Valid: commit and resume.
 	e.accounts, e.ips, e.seq = accounts, ips, seq
 	e.counters.created = st.Counters.Created
+	e.counters.createdECS = st.Counters.CreatedECS
 	e.counters.terminated = st.Counters.Terminated
 	e.counters.launchFailed = st.Counters.LaunchFailed
 	e.counters.createdWithoutToken = st.Counters.CreatedWithoutToken
