@@ -63,6 +63,9 @@ type config struct {
 	// gammaParallelism keeps gamma's batches small, so the quota cuts a
 	// batch boundary instead of failing one large batch.
 	gammaParallelism int
+	// ecsParallelism splits the ecs group's scale-up into several
+	// RunInstances batches, so the faults meet more than one call.
+	ecsParallelism int
 	// scaleDown is how many Running instances CA deletes (half alpha, half
 	// beta); ecsScaleDown how many of the ecs group.
 	scaleDown, ecsScaleDown int
@@ -85,7 +88,7 @@ type config struct {
 
 func defaults(quick bool) config {
 	c := config{
-		alpha: 90, beta: 80, gamma: 130, ecs: 60, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
+		alpha: 90, beta: 80, gamma: 130, ecs: 60, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
 		hangRate: 0.02, errorRate: 0.2,
 		launchTimeout: 40 * time.Second, reconcile: 15 * time.Second, orphanGrace: 30 * time.Second,
 		settle: 8 * time.Minute,
@@ -93,6 +96,7 @@ func defaults(quick bool) config {
 	if quick {
 		c.alpha, c.beta, c.gamma, c.ecs, c.gammaQuota, c.gammaParallelism, c.scaleDown, c.ecsScaleDown, c.sshUnreachable = 20, 20, 30, 15, 24, 6, 20, 6, 2
 		c.hangRate = 0.05
+		c.ecsParallelism = 5
 	}
 	return c
 }
@@ -377,7 +381,7 @@ fi`
 		{ID: "alpha", Max: r.cfg.alpha, Zone: "ap-guangzhou-3", AfterCreated: "set -eu\n" + hang + "\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "beta", Max: r.cfg.beta, Zone: "ap-guangzhou-4", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "gamma", Max: r.cfg.gamma, Zone: "ap-guangzhou-5", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.gammaParallelism},
-		{ID: ecsGroup, Max: r.cfg.ecs, ECS: true, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
+		{ID: ecsGroup, Max: r.cfg.ecs, ECS: true, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.ecsParallelism},
 	})
 }
 
