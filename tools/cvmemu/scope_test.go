@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	ecs "github.com/alibabacloud-go/ecs-20140526/v7/client"
@@ -194,5 +195,39 @@ func TestClientTokensScopedPerAPI(t *testing.T) {
 	}
 	if st := s2.Stats(); st.VMsCreated != 3 || st.VMsCreatedECS != 2 {
 		t.Fatalf("created %d VMs (%d by ECS) after restart, want 3 (2)", st.VMsCreated, st.VMsCreatedECS)
+	}
+}
+
+// A state file written before tokens were kept per API holds ECS tokens
+// without "api": they are recognised by their instance ids.
+func TestECSTokensOfOldStateFiles(t *testing.T) {
+	cfg := testConfig()
+	cfg.StateFile = filepath.Join(t.TempDir(), "state.json")
+	s, _, ec := bothAPIs(t, cfg)
+	ids, err := ecsRun(ec, ecsRunOpts{amount: 2, token: "old-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(cfg.StateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(string(b), `{"api":"ecs","token"`, `{"token"`, 1)
+	if old == string(b) {
+		t.Fatalf("no api field for the ECS token in the state file: %s", b)
+	}
+	if err := os.WriteFile(cfg.StateFile, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, _, ec2 := bothAPIs(t, cfg)
+	again, err := ecsRun(ec2, ecsRunOpts{amount: 2, token: "old-token"})
+	if err != nil || !slices.Equal(again, ids) {
+		t.Fatalf("ECS replay from an old state file = %v, %v; want %v", again, err, ids)
+	}
+	if st := s2.Stats(); st.VMsCreated != 2 || st.ClientTokenReplays["acct1/ecs:old-token"] != 1 {
+		t.Fatalf("created %d, replays %v", st.VMsCreated, st.ClientTokenReplays)
 	}
 }
