@@ -84,11 +84,24 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 		violate("ClientToken misuse: %d tokens created VMs twice, %d VMs created without a token", stats.TokensCreatedTwice, stats.VMsCreatedWithoutToken)
 	}
 
+	// The ECS group's share: VMs the ECS API created against the records
+	// of the ecs group that name a VM.
+	ecsRecords := 0
+	for _, ins := range byCloudID {
+		if ins[0].GetGroup() == ecsGroup {
+			ecsRecords++
+		}
+	}
+	ecsDuplicates := stats.VMsCreatedECS - ecsRecords
+	if ecsDuplicates != 0 {
+		violate("the ECS API created %d VMs, records of group %s know %d: %d duplicate or untracked ECS VMs", stats.VMsCreatedECS, ecsGroup, ecsRecords, ecsDuplicates)
+	}
+
 	// 3. No orphan after a reconcile period: every VM still listed (not
 	// terminating) is owned by a live record, and every live record's VM
 	// exists.
 	listed := map[string]bool{}
-	orphans := 0
+	orphans, ecsOrphans := 0, 0
 	for _, vm := range vms {
 		if vm.State == cvmemu.StateTerminating {
 			continue
@@ -100,7 +113,10 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 		}
 		if !owned {
 			orphans++
-			violate("orphan VM %s (%s, %s, created %s)", vm.ID, vm.Zone, vm.State, vm.CreatedAt.Format("15:04:05"))
+			if vm.API == string(cvmemu.APIECS) {
+				ecsOrphans++
+			}
+			violate("orphan %s VM %s (%s, %s, created %s)", strings.ToUpper(vm.API), vm.ID, vm.Zone, vm.State, vm.CreatedAt.Format("15:04:05"))
 		}
 	}
 	for _, in := range records {
@@ -125,8 +141,11 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 	}
 	r.seenMu.Lock()
 	seen := len(r.seen)
-	lost := 0
-	for pid := range r.seen {
+	lost, ecsLost, ecsSeen := 0, 0, 0
+	for pid, g := range r.seen {
+		if g == ecsGroup {
+			ecsSeen++
+		}
 		if _, id, ok := providerid.ParsePlaceholder(pid); ok {
 			if byID[id] != nil {
 				continue
@@ -135,7 +154,10 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 			continue
 		}
 		lost++
-		violate("instance %s, seen by CA, has no record", pid)
+		if g == ecsGroup {
+			ecsLost++
+		}
+		violate("instance %s of group %s, seen by CA, has no record", pid, g)
 	}
 	r.seenMu.Unlock()
 	for _, g := range groupIDs {
@@ -173,9 +195,18 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 	rows := r.rows(stats, unaccounted, duplicates, orphans, lost, badNodes)
 	fmt.Println()
 	printRows(os.Stdout, rows)
-	fmt.Printf("\n%d instances requested in 3 groups, %d deleted by CA (%d of them failed creations); %d providerIDs seen by CA; %d records; %d VMs created, %d terminated, %d still listed; %d CA calls retried\n",
-		r.cfg.alpha+r.cfg.beta+r.cfg.gamma, r.faults.deleted["alpha"]+r.faults.deleted["beta"]+r.faults.deleted["gamma"], r.faults.deletedFailed,
+	deleted := 0
+	for _, g := range groupIDs {
+		deleted += r.faults.deleted[g]
+	}
+	fmt.Printf("\n%d instances requested in %d groups, %d deleted by CA (%d of them failed creations); %d providerIDs seen by CA; %d records; %d VMs created, %d terminated, %d still listed; %d CA calls retried\n",
+		r.total(), len(groupIDs), deleted, r.faults.deletedFailed,
 		seen, len(records), stats.VMsCreated, stats.VMsTerminated, len(listed), r.faults.caRetries.Load())
+	ev := r.faults.afterScaleUp[ecsGroup]
+	fmt.Printf("ECS group %q (Alibaba Cloud, the emulator's ECS API): %d requested, %d Running + %d reported failed after the scale-up, %d deleted by CA, %d at the end; %d providerIDs seen by CA; %d VMs created by the ECS API, %d records name one; %d lost, %d duplicates, %d orphans; %d %s answers\n",
+		ecsGroup, r.cfg.ecs, ev.running, ev.failed, r.faults.deleted[ecsGroup], final[ecsGroup].running, ecsSeen,
+		stats.VMsCreatedECS, ecsRecords, ecsLost, ecsDuplicates, ecsOrphans,
+		stats.ErrorCodes[cvmemu.ECSCodeThrottling], cvmemu.ECSCodeThrottling)
 	fmt.Printf("failures reported to CA after the scale-up, by code: %s\n", failureCodes(r.faults.afterScaleUp))
 	sort.Strings(violations)
 	return violations, nil
@@ -205,7 +236,8 @@ func failureCodes(views map[string]groupView) string {
 func (r *run) afterScaleUpByVM(cloudID string) *pb.Instance {
 	for _, v := range r.faults.afterScaleUp {
 		for _, in := range v.instances {
-			if strings.HasSuffix(in.GetId(), "/"+cloudID) {
+			// qcloud:///<zone>/<id> (CVM), <region>.<id> (ECS)
+			if id := in.GetId(); strings.HasSuffix(id, "/"+cloudID) || strings.HasSuffix(id, "."+cloudID) {
 				return in
 			}
 		}
@@ -282,9 +314,13 @@ func (r *run) rows(stats cvmemu.Stats, unaccounted, duplicates, orphans, lost, b
 	transientFailed := failedWith("InternalError")
 	rows = append(rows, row{"cloud API errors (20%)", stats.ErrorCodes["InternalError"], stats.ErrorCodes["InternalError"] - transientFailed - max(duplicates, 0), transientFailed + max(duplicates, 0),
 		"injected = InternalError answers (creates/terminates after commit); lost = duplicate VMs + creations failed on them"})
-	throttled := failedWith("RequestLimitExceeded")
-	rows = append(rows, row{"RequestLimitExceeded", stats.ErrorCodes["RequestLimitExceeded"], stats.ErrorCodes["RequestLimitExceeded"] - throttled, throttled,
-		fmt.Sprintf("injected = answers (%d queued in bursts, the rest the real limits); lost = creations failed on them", f.rleBursts)})
+	throttled, throttleAnswers := 0, 0
+	for _, c := range throttleCodes {
+		throttled += failedWith(c)
+		throttleAnswers += stats.ErrorCodes[c]
+	}
+	rows = append(rows, row{"throttling (RequestLimitExceeded, Throttling.User)", throttleAnswers, throttleAnswers - throttled, throttled,
+		fmt.Sprintf("injected = answers (%d queued in bursts, the rest the real limits), %d of them ECS's Throttling.User; lost = creations failed on them", f.rleBursts, stats.ErrorCodes[cvmemu.ECSCodeThrottling])})
 	gamma := f.afterScaleUp["gamma"]
 	quotaFailed := failedWith("LimitExceeded.InstanceQuota")
 	beyond := max(r.cfg.gamma-r.cfg.gammaQuota, 0)

@@ -38,7 +38,8 @@ type faults struct {
 	// midCreate is the kill of a cloud-adapter in the middle of a
 	// RunInstances.
 	midCreate midCreateKill
-	// rleBursts counts queued RequestLimitExceeded answers.
+	// rleBursts counts queued throttling answers (RequestLimitExceeded
+	// on CVM, Throttling.User on ECS).
 	rleBursts int
 	// events is the injection log.
 	events []string
@@ -80,34 +81,80 @@ func (f *faults) event(format string, args ...any) {
 	f.r.logf("FAULT %s", msg)
 }
 
-// cloudFaultsOn sets the standing cloud faults: errors on a fifth of the
-// calls (creates and terminates failing after they took effect, the case
-// that tempts a client into duplicates), VMs that never boot, and a zone
-// quota only gamma's demand exceeds.
+// cloudAPI is what the faults need to know of one cloud's API: the
+// emulator's scope, its name for terminating VMs and its throttling code.
+type cloudAPI struct {
+	api                 cvmemu.API
+	terminate, throttle string
+	throttleMessage     string
+}
+
+// cloudAPIs are the two clouds of the run: each gets its faults in its own
+// codes (the emulator scopes faults per API, as the actions share names).
+var cloudAPIs = []cloudAPI{
+	{cvmemu.APICVM, cvmemu.ActionTerminateInstances, cvmemu.CodeRequestLimitExceeded,
+		"Your current request times exceeds the frequency limit."},
+	{cvmemu.APIECS, cvmemu.ActionDeleteInstances, cvmemu.ECSCodeThrottling,
+		"Request was denied due to user flow control."},
+}
+
+// throttleCodes are the throttling codes of both clouds.
+var throttleCodes = []string{cvmemu.CodeRequestLimitExceeded, cvmemu.ECSCodeThrottling}
+
+// cloudFaultsOn sets the standing cloud faults on both clouds: errors on a
+// fifth of the calls (creates and terminates failing after they took
+// effect, the case that tempts a client into duplicates), VMs that never
+// boot, and a zone quota only gamma's demand exceeds.
 func (f *faults) cloudFaultsOn() {
 	e := f.r.w.Emulator
 	rate := f.r.cfg.errorRate
-	e.SetFaults(cvmemu.ActionRunInstances, cvmemu.ActionFaults{ErrorRate: rate, AfterCommit: true})
-	e.SetFaults(cvmemu.ActionDescribeInstances, cvmemu.ActionFaults{ErrorRate: rate})
-	e.SetFaults(cvmemu.ActionTerminateInstances, cvmemu.ActionFaults{ErrorRate: rate, AfterCommit: true})
+	for _, c := range cloudAPIs {
+		e.SetFaultsFor(c.api, cvmemu.ActionRunInstances, cvmemu.ActionFaults{ErrorRate: rate, AfterCommit: true})
+		e.SetFaultsFor(c.api, cvmemu.ActionDescribeInstances, cvmemu.ActionFaults{ErrorRate: rate})
+		e.SetFaultsFor(c.api, c.terminate, cvmemu.ActionFaults{ErrorRate: rate, AfterCommit: true})
+	}
 	e.SetLaunchPolicy(cvmemu.LaunchPolicy{HangRate: f.r.cfg.hangRate})
 	e.SetQuota(cvmemu.Quota{MaxInstancesPerZone: f.r.cfg.gammaQuota})
-	f.event("cloud: %.0f%% InternalError on RunInstances/TerminateInstances (after commit) and DescribeInstances; %.0f%% of VMs never boot; %d instances per zone", 100*rate, 100*f.r.cfg.hangRate, f.r.cfg.gammaQuota)
+	f.event("cloud: %.0f%% InternalError on RunInstances/TerminateInstances (CVM), RunInstances/DeleteInstances (ECS) (after commit) and DescribeInstances (both); %.0f%% of VMs never boot; %d instances per zone", 100*rate, 100*f.r.cfg.hangRate, f.r.cfg.gammaQuota)
 }
 
-// rleBurst queues n RequestLimitExceeded answers on each action.
+// Names of the actions a throttling burst hits, translated per cloud.
+const (
+	burstRun       = cvmemu.ActionRunInstances
+	burstDescribe  = cvmemu.ActionDescribeInstances
+	burstTerminate = "terminate" // TerminateInstances, DeleteInstances
+)
+
+// rleBurst queues throttling answers on each action of each cloud, in that
+// cloud's code (RequestLimitExceeded, Throttling.User): n on CVM, a third
+// of n on ECS, whose one group makes a fraction of the calls (a queue of n
+// would answer every retry of its few batches until lifecycle's create
+// timeout, a test of nothing but patience).
 func (f *faults) rleBurst(n int, actions ...string) {
-	for _, a := range actions {
-		fs := make([]cvmemu.Fault, n)
-		for i := range fs {
-			fs[i] = cvmemu.Fault{Code: "RequestLimitExceeded", Message: "Your current request times exceeds the frequency limit."}
+	var names []string
+	total := 0
+	for _, c := range cloudAPIs {
+		k := n
+		if c.api == cvmemu.APIECS {
+			k = max(1, n/3)
 		}
-		f.r.w.Emulator.InjectFaults(a, fs...)
+		for _, a := range actions {
+			if a == burstTerminate {
+				a = c.terminate
+			}
+			fs := make([]cvmemu.Fault, k)
+			for i := range fs {
+				fs[i] = cvmemu.Fault{Code: c.throttle, Message: c.throttleMessage}
+			}
+			f.r.w.Emulator.InjectFaultsFor(c.api, a, fs...)
+			names = append(names, fmt.Sprintf("%d on %s %s (%s)", k, c.api, a, c.throttle))
+			total += k
+		}
 	}
 	f.mu.Lock()
-	f.rleBursts += n * len(actions)
+	f.rleBursts += total
 	f.mu.Unlock()
-	f.event("burst of %d RequestLimitExceeded on %s", n, strings.Join(actions, ", "))
+	f.event("burst of throttling answers: %s", strings.Join(names, ", "))
 }
 
 // waitFor polls cond every 100ms for up to limit; false on timeout.
@@ -226,12 +273,12 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 	created := func(frac float64) func() bool {
 		return func() bool { return float64(emu.Stats().VMsCreated) >= frac*float64(total) }
 	}
-	// First, before the RequestLimitExceeded burst, so the held call is
+	// First, before the throttling burst, so the held call is
 	// one that created its VMs.
 	if err := f.killMidCreate(ctx); err != nil {
 		return err
 	}
-	f.rleBurst(5, cvmemu.ActionRunInstances, cvmemu.ActionDescribeInstances)
+	f.rleBurst(5, burstRun, burstDescribe)
 
 	running := func(frac float64) func() bool {
 		return func() bool {
@@ -264,7 +311,7 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 			}
 		}
 	}()
-	f.rleBurst(10, cvmemu.ActionRunInstances, cvmemu.ActionDescribeInstances)
+	f.rleBurst(10, burstRun, burstDescribe)
 
 	// Kill a hook-runner while it runs hooks: its hooks must run again
 	// elsewhere after the ack wait, and never be lost.
@@ -296,7 +343,7 @@ func (f *faults) scaleUpSchedule(ctx context.Context, total int) error {
 	if err := f.r.w.RestartNATS(2 * time.Second); err != nil {
 		return err
 	}
-	f.rleBurst(10, cvmemu.ActionDescribeInstances)
+	f.rleBurst(10, burstDescribe)
 	f.scaleUpDone.Store(true)
 	return nil
 }
@@ -350,7 +397,7 @@ func (f *faults) breakSSH(ctx context.Context) error {
 
 // scaleDownFaults happen halfway through the scale-down.
 func (f *faults) scaleDownFaults(ctx context.Context) error {
-	f.rleBurst(10, cvmemu.ActionTerminateInstances, cvmemu.ActionDescribeInstances)
+	f.rleBurst(10, burstTerminate, burstDescribe)
 	return f.killLifecycleLeader(ctx, "scale-down, half the DeleteNodes calls made")
 }
 

@@ -1,15 +1,18 @@
 // Command chaos runs nodesmith as separate processes on loopback (two
 // lifecycle replicas electing a leader on a Lease of a real kube-apiserver,
-// api-gateway, two cloud-adapters, two hook-runners; NATS, the CVM
-// emulator, SSH-able VMs, the VMs' kubelets and a cloud node controller in
+// api-gateway, two cloud-adapters, two hook-runners; NATS, the emulator's
+// CVM and ECS APIs (three groups on Tencent Cloud, one on Alibaba Cloud),
+// SSH-able VMs, the VMs' kubelets and a cloud node controller in
 // this process; etcd and kube-apiserver from tools/kube/kubetest) and
 // injects faults during a scale-up and a scale-down: kill -9 of the
 // lifecycle leader (twice), of a cloud-adapter in the middle of a
 // RunInstances (its VMs created, the answer held by a cvmemu.Hold; the
 // time until its command reaches the other replica is reported), of the
 // other cloud-adapter and of a hook-runner in the middle of hooks; a NATS server restart; 20% cloud API errors (creates
-// and terminates failing after they took effect); RequestLimitExceeded
-// bursts; an exhausted quota; VMs that never boot; hooks that hang; VMs
+// and terminates failing after they took effect) and bursts of throttling
+// on both clouds, each with its own codes (InternalError and
+// RequestLimitExceeded for CVM, InternalError and Throttling.User for
+// ECS); an exhausted quota; VMs that never boot; hooks that hang; VMs
 // whose SSH is unreachable.
 //
 // At the end it checks the invariants: every requested instance is Running
@@ -51,16 +54,21 @@ import (
 // config sizes the run.
 type config struct {
 	// groups are the scale-up per group (alpha: hanging hooks; beta: SSH
-	// unreachable; gamma: quota exhausted).
-	alpha, beta, gamma int
+	// unreachable; gamma: quota exhausted; ecs: the group on Alibaba
+	// Cloud ECS, with the cloud faults in ECS's codes).
+	alpha, beta, gamma, ecs int
 	// gammaQuota is the per-zone instance quota (the emulator's quota is
 	// the same for every zone: gamma alone asks for more).
 	gammaQuota int
 	// gammaParallelism keeps gamma's batches small, so the quota cuts a
 	// batch boundary instead of failing one large batch.
 	gammaParallelism int
-	// scaleDown is how many Running instances CA deletes (half alpha, half beta).
-	scaleDown int
+	// ecsParallelism splits the ecs group's scale-up into several
+	// RunInstances batches, so the faults meet more than one call.
+	ecsParallelism int
+	// scaleDown is how many Running instances CA deletes (half alpha, half
+	// beta); ecsScaleDown how many of the ecs group.
+	scaleDown, ecsScaleDown int
 	// sshUnreachable is how many beta VMs lose SSH right after booting.
 	sshUnreachable int
 	// hangRate is the fraction of VMs that never boot.
@@ -80,14 +88,15 @@ type config struct {
 
 func defaults(quick bool) config {
 	c := config{
-		alpha: 90, beta: 80, gamma: 130, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, sshUnreachable: 5,
+		alpha: 90, beta: 80, gamma: 130, ecs: 60, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
 		hangRate: 0.02, errorRate: 0.2,
 		launchTimeout: 40 * time.Second, reconcile: 15 * time.Second, orphanGrace: 30 * time.Second,
 		settle: 8 * time.Minute,
 	}
 	if quick {
-		c.alpha, c.beta, c.gamma, c.gammaQuota, c.gammaParallelism, c.scaleDown, c.sshUnreachable = 20, 20, 30, 24, 6, 20, 2
+		c.alpha, c.beta, c.gamma, c.ecs, c.gammaQuota, c.gammaParallelism, c.scaleDown, c.ecsScaleDown, c.sshUnreachable = 20, 20, 30, 15, 24, 6, 20, 6, 2
 		c.hangRate = 0.05
+		c.ecsParallelism = 5
 	}
 	return c
 }
@@ -162,9 +171,9 @@ func main() {
 // run itself failed.
 func realMain(ctx context.Context) (int, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	quick := fs.Bool("quick", false, "a small run (80 instances) for a smoke test")
+	quick := fs.Bool("quick", false, "a small run (85 instances, 15 of them on ECS) for a smoke test")
 	keep := fs.Bool("keep", false, "keep the run directory (logs, NATS storage, VM sandboxes)")
-	plant := fs.Bool("plant-orphan", false, "create a VM behind nodesmith's back before the checks (the run must then fail: a check of the checks)")
+	plant := fs.Bool("plant-orphan", false, "create a VM behind nodesmith's back on each cloud (CVM and ECS) before the checks (the run must then fail: a check of the checks)")
 	stateLoss := fs.Bool("state-loss", true, "after the checks, delete the instances bucket under the fleet and restart both lifecycles: nothing may be terminated during the start-up hold, and after the release through the admin API the old VMs go and the groups are back at target")
 	dirFlag := fs.String("dir", "", "run directory (default: a new temporary one)")
 	cluster := fs.String("cluster", "kubernetes", `"kubernetes": two lifecycle replicas electing a leader on a Lease of a real kube-apiserver (etcd-server package), Nodes registered on join; "none": one lifecycle in no-cluster mode`)
@@ -235,7 +244,7 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	}
 	r.w, err = harness.StartWorld(harness.WorldConfig{
 		Dir: r.dir, NATSPort: portOfAddr(natsPort), BootDelay: 3 * time.Second, NoCluster: !r.cfg.kubernetes, ReadyDelay: time.Second,
-		RateLimits: harness.TencentRateLimits(), Logger: worldLog,
+		RateLimits: harness.TencentRateLimits(), Logger: worldLog, ECS: true,
 	})
 	if err != nil {
 		return nil, err
@@ -324,11 +333,11 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 		}
 	}
 	if r.cfg.plantOrphan {
-		id, err := r.plantOrphan()
+		ids, err := r.plantOrphans()
 		if err != nil {
 			return nil, err
 		}
-		r.logf("planted VM %s behind nodesmith's back: the orphan check must report it", id)
+		r.logf("planted VMs %s behind nodesmith's back: the orphan check must report them", strings.Join(ids, ", "))
 	}
 	violations, err := r.check(ctx)
 	if err != nil {
@@ -349,7 +358,8 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	return violations, nil
 }
 
-// groupsConfig is lifecycle's configuration: three groups in three zones.
+// groupsConfig is lifecycle's configuration: three groups in three zones
+// of Tencent Cloud, one on Alibaba Cloud ECS.
 func (r *run) groupsConfig() []byte {
 	// The join of harness.JoinScript (word for word what a real Ubuntu VM
 	// runs), skipped when the node has joined already, a hook run again
@@ -371,6 +381,7 @@ fi`
 		{ID: "alpha", Max: r.cfg.alpha, Zone: "ap-guangzhou-3", AfterCreated: "set -eu\n" + hang + "\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "beta", Max: r.cfg.beta, Zone: "ap-guangzhou-4", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "gamma", Max: r.cfg.gamma, Zone: "ap-guangzhou-5", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.gammaParallelism},
+		{ID: ecsGroup, Max: r.cfg.ecs, ECS: true, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.ecsParallelism},
 	})
 }
 
@@ -380,14 +391,14 @@ func (r *run) waitGroups(ctx context.Context) error {
 		res, err := callCA(ctx, func(ctx context.Context) (*pb.NodeGroupsResponse, error) {
 			return r.ca.NodeGroups(ctx, &pb.NodeGroupsRequest{})
 		})
-		if err == nil && len(res.GetNodeGroups()) == 3 {
+		if err == nil && len(res.GetNodeGroups()) == len(groupIDs) {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
 				err = fmt.Errorf("groups %v", res.GetNodeGroups())
 			}
-			return fmt.Errorf("lifecycle has not applied its 3 groups after 1m: %w", err)
+			return fmt.Errorf("lifecycle has not applied its %d groups after 1m: %w", len(groupIDs), err)
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
@@ -428,11 +439,17 @@ func portOfAddr(addr string) int {
 
 var errNotSettled = errors.New("not settled")
 
+// ecsGroup is the group on Alibaba Cloud ECS.
+const ecsGroup = "ecs"
+
 // groups in order.
-var groupIDs = []string{"alpha", "beta", "gamma"}
+var groupIDs = []string{"alpha", "beta", "gamma", ecsGroup}
 
 func (r *run) requested(group string) int {
-	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma}[group]
+	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma, ecsGroup: r.cfg.ecs}[group]
 }
+
+// total is the scale-up of every group.
+func (r *run) total() int { return r.cfg.alpha + r.cfg.beta + r.cfg.gamma + r.cfg.ecs }
 
 var _ = cvmemu.ActionRunInstances

@@ -122,7 +122,7 @@ func describe(views map[string]groupView) string {
 // scaleUp asks for every group's instances at once, as CA would after a
 // burst of pending pods, and injects the scale-up faults meanwhile.
 func (r *run) scaleUp(ctx context.Context) error {
-	total := r.cfg.alpha + r.cfg.beta + r.cfg.gamma
+	total := r.total()
 	r.logf("scale-up of %d instances with faults", total)
 	r.faults.cloudFaultsOn()
 	for _, g := range groupIDs {
@@ -203,7 +203,7 @@ func (r *run) scaleDown(ctx context.Context) error {
 			del = del[n:]
 		}
 	}
-	r.logf("scale-down: %d DeleteNodes calls (%d Running instances, %d failed creations)", len(batches), r.cfg.scaleDown, r.faults.deletedFailed)
+	r.logf("scale-down: %d DeleteNodes calls (%d Running instances, %d of them on ECS; %d failed creations)", len(batches), r.cfg.scaleDown+plan[ecsGroup], plan[ecsGroup], r.faults.deletedFailed)
 	// Interleave groups, as CA's scale-down of several groups would.
 	sort.SliceStable(batches, func(i, j int) bool { return batches[i].round < batches[j].round })
 	for i, b := range batches {
@@ -240,7 +240,8 @@ func (r *run) scaleDown(ctx context.Context) error {
 // half from alpha, half from beta, shifting to the other (then to gamma)
 // when faults left a group with fewer Running instances.
 func (r *run) deletionPlan(views map[string]groupView) (map[string]int, error) {
-	plan := map[string]int{"alpha": r.cfg.scaleDown / 2, "beta": r.cfg.scaleDown - r.cfg.scaleDown/2, "gamma": 0}
+	plan := map[string]int{"alpha": r.cfg.scaleDown / 2, "beta": r.cfg.scaleDown - r.cfg.scaleDown/2, "gamma": 0,
+		ecsGroup: min(r.cfg.ecsScaleDown, views[ecsGroup].running)}
 	short := 0
 	for _, g := range []string{"beta", "alpha"} {
 		plan[g] += short

@@ -181,8 +181,9 @@ func (r *run) services(ctx context.Context) error {
 	r.gateway = &svc{name: "api-gateway", bin: bins["api-gateway"], logFile: logf("api-gateway"),
 		args: append(common("api-gateway"), "--grpc-addr", r.gwAddr, "--grpc-insecure", "--rest-addr", r.restAddr, "--rest-insecure",
 			"--rest-admin-token-file", tokenFile, "--health-addr=")}
-	// cloud-adapter-0 reaches the emulator through a Hold, so a fault can
-	// hold one of its RunInstances answers and kill it right then.
+	// cloud-adapter-0 reaches the emulator's CVM API through a Hold, so a
+	// fault can hold one of its RunInstances answers and kill it right
+	// then; both reach the ECS API directly.
 	holdEndpoint, err := r.startCloudHold()
 	if err != nil {
 		return err
@@ -195,6 +196,7 @@ func (r *run) services(ctx context.Context) error {
 		}
 		r.cloud = append(r.cloud, &svc{name: name, bin: bins["cloud-adapter"], logFile: logf(name),
 			args: append(common(name), "--health-addr=", "--tencent-endpoint", endpoint, "--tencent-scheme", "http",
+				"--alibaba-endpoint", r.w.ECSEndpoint, "--alibaba-scheme", "http",
 				"--credentials-dir", r.w.CredentialsDir, "--watch-poll-interval", "1s", "--heartbeat", "3s", "--shutdown-grace", "5s",
 				"--watch-not-found-grace", "10s")})
 	}

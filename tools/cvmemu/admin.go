@@ -14,6 +14,7 @@ const invalidAction = "(invalid)"
 
 type counters struct {
 	created, terminated, launchFailed int
+	createdECS                        int // of created
 	createdWithoutToken, tokensReused int
 	requests, errors, throttled       map[string]int
 	errorCodes                        map[string]int
@@ -46,8 +47,9 @@ func (e *Emulator) countError(action, code string) {
 // Stats is a snapshot of the emulator's counters, for duplicate/orphan and
 // client-behaviour checks in tests.
 type Stats struct {
-	// VMsCreated counts every VM ever created.
-	VMsCreated int
+	// VMsCreated counts every VM ever created, by either API;
+	// VMsCreatedECS those the ECS API created.
+	VMsCreated, VMsCreatedECS int
 	// VMsLive counts VMs still listed (any state, TERMINATING included).
 	VMsLive int
 	// VMsTerminated counts VMs whose termination was accepted.
@@ -59,8 +61,9 @@ type Stats struct {
 	VMsCreatedWithoutToken int
 	// RunInstancesCalls counts RunInstances requests (any outcome).
 	RunInstancesCalls int
-	// ClientTokenCreations maps "account/token" to how often the token
-	// created VMs; ClientTokenReplays to how often a retry was answered
+	// ClientTokenCreations maps "account/token" (CVM) or
+	// "account/ecs:token" (ECS: each API has its own tokens) to how often
+	// the token created VMs; ClientTokenReplays to how often a retry was answered
 	// from the record. Only remembered tokens (Config.MaxClientTokens) are
 	// listed.
 	ClientTokenCreations map[string]int
@@ -84,6 +87,7 @@ func (e *Emulator) Stats() Stats {
 	defer e.mu.Unlock()
 	s := Stats{
 		VMsCreated:             e.counters.created,
+		VMsCreatedECS:          e.counters.createdECS,
 		VMsTerminated:          e.counters.terminated,
 		VMsLaunchFailed:        e.counters.launchFailed,
 		VMsCreatedWithoutToken: e.counters.createdWithoutToken,
@@ -100,9 +104,9 @@ func (e *Emulator) Stats() Stats {
 	for name, a := range e.accounts {
 		s.VMsLive += len(a.vms)
 		for tok, rec := range a.tokens {
-			s.ClientTokenCreations[name+"/"+tok] = rec.creations
+			s.ClientTokenCreations[tok.statsKey(name)] = rec.creations
 			if rec.replays > 0 {
-				s.ClientTokenReplays[name+"/"+tok] = rec.replays
+				s.ClientTokenReplays[tok.statsKey(name)] = rec.replays
 			}
 		}
 	}
@@ -242,18 +246,73 @@ func (e *Emulator) SetStockOuts(s []StockOut) {
 	e.stockOuts = slices.Clone(s)
 }
 
-// SetRateLimit sets the requests/second limit of an action; 0 removes it.
-// Actions are named as on the wire; RunInstances and DescribeInstances are
-// the same name for CVM and ECS, so one setting covers both front ends
-// (per account, as all rate limits).
+// API names a front end of the emulator, to scope rate limits and faults
+// to one cloud's API: its actions share names with the other's
+// (RunInstances, DescribeInstances), but a client of one cloud only knows
+// that cloud's error codes.
+type API string
+
+const (
+	// APIAny scopes a setting to every front end: what the methods
+	// without an API argument do.
+	APIAny API = ""
+	// APICVM is the Tencent Cloud CVM API (the Emulator's ServeHTTP).
+	APICVM API = "cvm"
+	// APIECS is the Alibaba Cloud ECS API (Emulator.ECS).
+	APIECS API = "ecs"
+)
+
+func (a API) valid() bool { return a == APIAny || a == APICVM || a == APIECS }
+
+// apiOf is the scope of a call's front end.
+func apiOf(c *call) API {
+	if c.api == apiECS {
+		return APIECS
+	}
+	return APICVM
+}
+
+// scopeKey is an action of one front end (or of every one: APIAny).
+type scopeKey struct {
+	api    API
+	action string
+}
+
+// SetRateLimit sets the requests/second limit of an action on every front
+// end (SetRateLimitFor with APIAny); 0 removes it.
 func (e *Emulator) SetRateLimit(action string, perSecond float64) {
+	e.SetRateLimitFor(APIAny, action, perSecond)
+}
+
+// SetRateLimitFor sets the requests/second limit of an action of one front
+// end (per account, as all rate limits); 0 removes it. Actions are named
+// as on the wire. A limit set for the call's API wins over one set for
+// APIAny; a throttled call gets its API's code (RequestLimitExceeded,
+// Throttling.User). It panics on an unknown API (a programming error).
+func (e *Emulator) SetRateLimitFor(api API, action string, perSecond float64) {
+	mustAPI(api)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	k := scopeKey{api, action}
 	if perSecond <= 0 {
-		delete(e.rateLimits, action)
+		delete(e.rateLimits, k)
 		return
 	}
-	e.rateLimits[action] = perSecond
+	e.rateLimits[k] = perSecond
+}
+
+// rateLimitLocked is the limit that applies to a call, 0 for none.
+func (e *Emulator) rateLimitLocked(c *call) float64 {
+	if r, ok := e.rateLimits[scopeKey{apiOf(c), c.action}]; ok {
+		return r
+	}
+	return e.rateLimits[scopeKey{APIAny, c.action}]
+}
+
+func mustAPI(api API) {
+	if !api.valid() {
+		panic(fmt.Sprintf("cvmemu: unknown API %q (want %q, %q or %q)", api, APIAny, APICVM, APIECS))
+	}
 }
 
 // SetBootDelay changes the boot delay for VMs launched from now on.
@@ -270,27 +329,47 @@ func (e *Emulator) SetTerminateDelay(d time.Duration) {
 	e.terminateDelay = max(d, 0)
 }
 
-// SetFaults sets the standing faults of an action (zero value: none); as
-// for SetRateLimit, RunInstances and DescribeInstances cover both APIs.
+// SetFaults sets the standing faults of an action on every front end
+// (SetFaultsFor with APIAny; zero value: none).
 func (e *Emulator) SetFaults(action string, f ActionFaults) {
+	e.SetFaultsFor(APIAny, action, f)
+}
+
+// SetFaultsFor sets the standing faults of an action of one front end
+// (zero value: none). Faults set for the call's API win over those set for
+// APIAny. ErrorCode is answered as given: give each API its own cloud's
+// codes.
+func (e *Emulator) SetFaultsFor(api API, action string, f ActionFaults) {
+	mustAPI(api)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	k := scopeKey{api, action}
 	if f == (ActionFaults{}) {
-		delete(e.faults, action)
+		delete(e.faults, k)
 		return
 	}
-	e.faults[action] = f
+	e.faults[k] = f
 }
 
-// InjectFaults queues one-shot faults: the next len(faults) requests of the
-// action (that pass authentication and rate limiting) get them in order.
+// InjectFaults queues one-shot faults for the next requests of the action
+// on any front end (InjectFaultsFor with APIAny).
 func (e *Emulator) InjectFaults(action string, faults ...Fault) {
+	e.InjectFaultsFor(APIAny, action, faults...)
+}
+
+// InjectFaultsFor queues one-shot faults: the next len(faults) requests of
+// the action on that front end (that pass authentication and rate
+// limiting) get them in order. A call takes from its API's queue first,
+// then from APIAny's.
+func (e *Emulator) InjectFaultsFor(api API, action string, faults ...Fault) {
+	mustAPI(api)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.injected[action] = append(e.injected[action], faults...)
+	k := scopeKey{api, action}
+	e.injected[k] = append(e.injected[k], faults...)
 }
 
-// ClearFaults removes all standing and queued faults.
+// ClearFaults removes all standing and queued faults of every front end.
 func (e *Emulator) ClearFaults() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -67,7 +67,9 @@ type Config struct {
 	// StockOuts make RunInstances answer "sold out" for matching requests.
 	StockOuts []StockOut
 	// RateLimits is requests/second per account and action (token bucket
-	// with a burst of one second's worth); absent or 0 means unlimited.
+	// with a burst of one second's worth), on every API (each API's calls
+	// have their own bucket; SetRateLimitFor scopes a limit to one API);
+	// absent or 0 means unlimited.
 	RateLimits map[string]float64
 	// MaxClockSkew is how far X-TC-Timestamp may be from the server clock.
 	MaxClockSkew time.Duration

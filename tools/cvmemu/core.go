@@ -52,7 +52,7 @@ func (e *Emulator) launchVMs(c *call, d dialect, s launchSpec, answer func(ids [
 	defer e.mu.Unlock()
 	acct := e.accountLocked(c.account)
 	if s.token != "" {
-		if rec, ok := acct.tokens[s.token]; ok {
+		if rec, ok := acct.tokens[tokenKey{d.api, s.token}]; ok {
 			if d.tokenMismatch != "" && rec.fingerprint != s.fingerprint {
 				return nil, errf(d.tokenMismatch, "The specified parameter has changed while using an already used clientToken.")
 			}
@@ -120,12 +120,15 @@ func (e *Emulator) launchVMs(c *call, d dialect, s launchSpec, answer func(ids [
 		acct.vms[v.id] = v
 		ids = append(ids, v.id)
 		e.counters.created++
+		if d.api == apiECS {
+			e.counters.createdECS++
+		}
 		e.scheduleLocked(v, e.bootDelay, e.bootLocked)
 	}
 	if s.token == "" {
 		e.counters.createdWithoutToken += count
 	} else {
-		e.rememberTokenLocked(acct, s.token, s.fingerprint, ids)
+		e.rememberTokenLocked(acct, tokenKey{d.api, s.token}, s.fingerprint, ids)
 	}
 	e.changedLocked()
 	e.log.Info(c.action, "account", c.account, "zone", s.zone, "type", s.instanceType, "ids", ids, "clientToken", s.token)

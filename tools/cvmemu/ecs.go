@@ -19,9 +19,10 @@ import (
 // parameters), ACS3-HMAC-SHA256 signatures (ecsauth.go), JSON answers and
 // errors {"RequestId","HostId","Code","Message","Recommend"} with the real
 // HTTP statuses. It serves the same core as the CVM front end: VMs,
-// accounts, quotas, stock-outs, rate limits, faults, SSH guests, cluster
-// joins and the state file are shared; each front end sees only the VMs it
-// created.
+// accounts, quotas, stock-outs, SSH guests, cluster joins and the state
+// file are shared; each front end sees only the VMs it created and
+// remembers its own ClientTokens, and rate limits and faults can be set
+// for it alone (APIECS) so its clients get ECS's codes.
 
 // ECS API identity.
 const (

@@ -43,7 +43,7 @@ func TestECSClientTokenIdempotency(t *testing.T) {
 	wantECSErr(t, err, ECSCodeIdempotentMismatch, http.StatusBadRequest)
 
 	st := s.Stats()
-	if st.VMsCreated != 2 || st.ClientTokenCreations["acct1/tok-1"] != 1 || st.ClientTokenReplays["acct1/tok-1"] != 1 {
+	if st.VMsCreated != 2 || st.ClientTokenCreations["acct1/ecs:tok-1"] != 1 || st.ClientTokenReplays["acct1/ecs:tok-1"] != 1 {
 		t.Fatalf("stats: created %d, creations %v, replays %v", st.VMsCreated, st.ClientTokenCreations, st.ClientTokenReplays)
 	}
 	// Tokens are per account.
@@ -732,7 +732,7 @@ func TestECSConcurrentTokenRetries(t *testing.T) {
 			t.Fatalf("answers differ: %v and %v", ids, first)
 		}
 	}
-	if st := s.Stats(); st.VMsCreated != 3 || st.ClientTokenReplays["acct1/race"] != n-1 {
+	if st := s.Stats(); st.VMsCreated != 3 || st.ClientTokenReplays["acct1/ecs:race"] != n-1 {
 		t.Fatalf("created %d VMs, replays %v", st.VMsCreated, st.ClientTokenReplays)
 	}
 }

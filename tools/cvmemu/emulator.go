@@ -9,8 +9,9 @@
 // see Emulator.ECS and StartECS) to the official alibabacloud-go ECS SDK:
 // ACS3-HMAC-SHA256 signatures, RPC-style parameters, ECS error codes and
 // HTTP statuses. Both front ends share VMs, SSH guests, cluster joins,
-// quotas, stock-outs, rate limits, faults (keyed by action name) and the
-// state file; each lists only the VMs it created.
+// quotas, stock-outs and the state file; each lists only the VMs it
+// created and remembers its own ClientTokens. Rate limits and faults are
+// set per action for one API (SetFaultsFor, APICVM, APIECS) or for both.
 //
 // Optionally each RUNNING VM gets an SSH server (package simvm) on its
 // loopback "private IP", and joins reported by the VM's kubeadm shim register
@@ -68,11 +69,11 @@ type Emulator struct {
 	launch         LaunchPolicy
 	quota          Quota
 	stockOuts      []StockOut
-	rateLimits     map[string]float64
+	rateLimits     map[scopeKey]float64
 	bootDelay      time.Duration
 	terminateDelay time.Duration
-	faults         map[string]ActionFaults
-	injected       map[string][]Fault
+	faults         map[scopeKey]ActionFaults
+	injected       map[scopeKey][]Fault
 	accounts       map[string]*account
 	// runObserver sees the body of every well-formed RunInstances request
 	// (tests check what reached the cloud, e.g. sealed parameters opened).
@@ -93,7 +94,11 @@ type Emulator struct {
 	saveDone chan struct{}
 }
 
-type rateKey struct{ account, action string }
+// rateKey is an action of one front end called by one account.
+type rateKey struct {
+	account string
+	scopeKey
+}
 
 // Option adds optional collaborators to an Emulator.
 type Option func(*Emulator)
@@ -140,11 +145,11 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		launch:         cfg.Launch,
 		quota:          cfg.Quota,
 		stockOuts:      slices.Clone(cfg.StockOuts),
-		rateLimits:     map[string]float64{},
+		rateLimits:     map[scopeKey]float64{},
 		bootDelay:      cfg.BootDelay,
 		terminateDelay: cfg.TerminateDelay,
-		faults:         map[string]ActionFaults{},
-		injected:       map[string][]Fault{},
+		faults:         map[scopeKey]ActionFaults{},
+		injected:       map[scopeKey][]Fault{},
 		accounts:       map[string]*account{},
 		nonces:         map[string]time.Time{},
 		noncePrune:     1024,
@@ -154,7 +159,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		counters:       newCounters(),
 	}
 	for a, r := range cfg.RateLimits {
-		e.rateLimits[a] = r
+		e.rateLimits[scopeKey{APIAny, a}] = r
 	}
 	for _, o := range opts {
 		o(e)
@@ -357,7 +362,7 @@ func (e *Emulator) handle(fe frontEnd, w http.ResponseWriter, r *http.Request, r
 func (e *Emulator) rateCheck(fe frontEnd, c *call, limit bool) *apiError {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	key := rateKey{c.account, c.action}
+	key := rateKey{c.account, scopeKey{apiOf(c), c.action}}
 	now := time.Now()
 	win := e.windows[key]
 	if win == nil {
@@ -365,7 +370,7 @@ func (e *Emulator) rateCheck(fe frontEnd, c *call, limit bool) *apiError {
 		e.windows[key] = win
 	}
 	observed := win.observe(now)
-	if rate := e.rateLimits[c.action]; limit && rate > 0 {
+	if rate := e.rateLimitLocked(c); limit && rate > 0 {
 		b := e.buckets[key]
 		if b == nil || b.rate != rate {
 			b = newTokenBucket(rate, now)
@@ -485,11 +490,18 @@ func (e *Emulator) accountOf(secretID string) string {
 // this request. A non-nil error means the client went away while waiting.
 func (e *Emulator) applyFaults(c *call) (*Fault, *apiError) {
 	e.mu.Lock()
-	af := e.faults[c.action]
+	own, anyAPI := scopeKey{apiOf(c), c.action}, scopeKey{APIAny, c.action}
+	af, ok := e.faults[own]
+	if !ok {
+		af = e.faults[anyAPI]
+	}
 	var f *Fault
-	if q := e.injected[c.action]; len(q) > 0 {
+	if q := e.injected[own]; len(q) > 0 {
 		f = &q[0]
-		e.injected[c.action] = q[1:]
+		e.injected[own] = q[1:]
+	} else if q := e.injected[anyAPI]; len(q) > 0 {
+		f = &q[0]
+		e.injected[anyAPI] = q[1:]
 	} else if af.ErrorRate > 0 && e.rng.Float64() < af.ErrorRate {
 		f = &Fault{Code: af.ErrorCode, AfterCommit: af.AfterCommit}
 	}

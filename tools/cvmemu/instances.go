@@ -168,7 +168,7 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 	})
 }
 
-func (e *Emulator) rememberTokenLocked(acct *account, token, fingerprint string, ids []string) {
+func (e *Emulator) rememberTokenLocked(acct *account, token tokenKey, fingerprint string, ids []string) {
 	rec := acct.tokens[token]
 	if rec == nil {
 		for len(acct.tokenOrder) >= e.cfg.MaxClientTokens {
@@ -196,9 +196,12 @@ func (e *Emulator) rememberTokenLocked(acct *account, token, fingerprint string,
 	}
 }
 
-func tokenFingerprint(token string) uint64 {
+func tokenFingerprint(k tokenKey) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(token))
+	if k.api != apiCVM { // CVM tokens keep the fingerprints of older state files
+		h.Write([]byte(k.api + "\x00"))
+	}
+	h.Write([]byte(k.token))
 	return h.Sum64()
 }
 

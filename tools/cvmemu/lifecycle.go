@@ -16,12 +16,25 @@ import (
 // account holds everything scoped to one account.
 type account struct {
 	vms map[string]*vm
-	// tokens remembers RunInstances ClientTokens; tokenOrder is FIFO for
+	// tokens remembers RunInstances ClientTokens per API (a token of one
+	// cloud's API means nothing to the other's); tokenOrder is FIFO for
 	// eviction once Config.MaxClientTokens is reached.
-	tokens     map[string]*tokenRecord
-	tokenOrder []string
+	tokens     map[tokenKey]*tokenRecord
+	tokenOrder []tokenKey
 	// evicted holds fingerprints of forgotten tokens, to detect reuse.
 	evicted map[uint64]struct{}
+}
+
+// tokenKey is a ClientToken of one front end (apiCVM or apiECS).
+type tokenKey struct{ api, token string }
+
+// statsKey is the token's key in Stats: "account/token" for CVM,
+// "account/ecs:token" for ECS.
+func (k tokenKey) statsKey(account string) string {
+	if k.api == apiCVM {
+		return account + "/" + k.token
+	}
+	return account + "/" + k.api + ":" + k.token
 }
 
 type tokenRecord struct {
@@ -72,7 +85,7 @@ type vm struct {
 func (e *Emulator) accountLocked(name string) *account {
 	a := e.accounts[name]
 	if a == nil {
-		a = &account{vms: map[string]*vm{}, tokens: map[string]*tokenRecord{}, evicted: map[uint64]struct{}{}}
+		a = &account{vms: map[string]*vm{}, tokens: map[tokenKey]*tokenRecord{}, evicted: map[uint64]struct{}{}}
 		e.accounts[name] = a
 	}
 	return a

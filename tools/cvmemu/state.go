@@ -45,6 +45,7 @@ type stateFile struct {
 
 type stateCounters struct {
 	Created             int `json:"created"`
+	CreatedECS          int `json:"createdEcs,omitempty"` // of Created
 	Terminated          int `json:"terminated"`
 	LaunchFailed        int `json:"launchFailed"`
 	CreatedWithoutToken int `json:"createdWithoutToken"`
@@ -59,6 +60,8 @@ type stateAccount struct {
 }
 
 type stateToken struct {
+	// API is "" for CVM (state files from before ECS), "ecs" for ECS.
+	API         string   `json:"api,omitempty"`
 	Token       string   `json:"token"`
 	Fingerprint string   `json:"fingerprint,omitempty"`
 	IDs         []string `json:"ids"`
@@ -127,9 +130,13 @@ func (e *Emulator) openState() error {
 		_ = e.Close() // stops the timers restoreLocked started
 		return err
 	}
+	// Under the lock: timers restoreLocked started (a PENDING VM booting)
+	// read saveReq in changedLocked.
+	e.mu.Lock()
 	e.saveReq = make(chan struct{}, 1)
 	e.saveStop = make(chan struct{})
 	e.saveDone = make(chan struct{})
+	e.mu.Unlock()
 	go e.saveLoop()
 
 	if st != nil {
@@ -210,6 +217,7 @@ func (e *Emulator) snapshotLocked() *stateFile {
 		IPNext:  uint32ToAddr(e.ips.next).String(),
 		Counters: stateCounters{
 			Created:             e.counters.created,
+			CreatedECS:          e.counters.createdECS,
 			Terminated:          e.counters.terminated,
 			LaunchFailed:        e.counters.launchFailed,
 			CreatedWithoutToken: e.counters.createdWithoutToken,
@@ -232,7 +240,7 @@ func (e *Emulator) snapshotLocked() *stateFile {
 		slices.SortFunc(sa.VMs, func(x, y stateVM) int { return cmpSeq(x.Seq, y.Seq) })
 		for _, tok := range a.tokenOrder {
 			rec := a.tokens[tok]
-			sa.Tokens = append(sa.Tokens, stateToken{Token: tok, Fingerprint: rec.fingerprint, IDs: slices.Clone(rec.ids), Creations: rec.creations, Replays: rec.replays})
+			sa.Tokens = append(sa.Tokens, stateToken{API: tok.api, Token: tok.token, Fingerprint: rec.fingerprint, IDs: slices.Clone(rec.ids), Creations: rec.creations, Replays: rec.replays})
 		}
 		for fp := range a.evicted {
 			sa.Evicted = append(sa.Evicted, fp)
@@ -294,7 +302,7 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 		if name == "" || sa == nil {
 			return nil, errors.New("an account without name or content")
 		}
-		a := &account{vms: map[string]*vm{}, tokens: map[string]*tokenRecord{}, evicted: map[uint64]struct{}{}}
+		a := &account{vms: map[string]*vm{}, tokens: map[tokenKey]*tokenRecord{}, evicted: map[uint64]struct{}{}}
 		for i := range sa.VMs {
 			v, err := sa.VMs[i].toVM(name)
 			if err != nil {
@@ -316,7 +324,14 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 			if t.Token == "" || len(t.Token) > maxClientTokenLen {
 				return nil, fmt.Errorf("account %q: invalid ClientToken %q", name, t.Token)
 			}
-			if _, dup := a.tokens[t.Token]; dup {
+			if t.API != apiCVM && t.API != apiECS {
+				return nil, fmt.Errorf("account %q: ClientToken %q: unknown api %q", name, t.Token, t.API)
+			}
+			if t.API == apiCVM && len(t.IDs) > 0 && ecsInstanceIDPattern.MatchString(t.IDs[0]) {
+				t.API = apiECS // saved before tokens were kept per API
+			}
+			k := tokenKey{t.API, t.Token}
+			if _, dup := a.tokens[k]; dup {
 				return nil, fmt.Errorf("account %q: ClientToken %q is listed twice", name, t.Token)
 			}
 			for _, id := range t.IDs {
@@ -324,8 +339,8 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 					return nil, fmt.Errorf("account %q: ClientToken %q: malformed instance id %q", name, t.Token, id)
 				}
 			}
-			a.tokens[t.Token] = &tokenRecord{ids: slices.Clone(t.IDs), fingerprint: t.Fingerprint, creations: t.Creations, replays: t.Replays}
-			a.tokenOrder = append(a.tokenOrder, t.Token)
+			a.tokens[k] = &tokenRecord{ids: slices.Clone(t.IDs), fingerprint: t.Fingerprint, creations: t.Creations, replays: t.Replays}
+			a.tokenOrder = append(a.tokenOrder, k)
 		}
 		for _, fp := range sa.Evicted {
 			a.evicted[fp] = struct{}{}
@@ -336,6 +351,7 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 	// Valid: commit and resume.
 	e.accounts, e.ips, e.seq = accounts, ips, seq
 	e.counters.created = st.Counters.Created
+	e.counters.createdECS = st.Counters.CreatedECS
 	e.counters.terminated = st.Counters.Terminated
 	e.counters.launchFailed = st.Counters.LaunchFailed
 	e.counters.createdWithoutToken = st.Counters.CreatedWithoutToken

@@ -7,8 +7,14 @@ import (
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
-// Region is the region of every benchmark template.
+// Region is the region of every benchmark template on Tencent Cloud.
 const Region = "ap-guangzhou"
+
+// ECSRegion and ECSZone are those of ECS groups (GroupSpec.ECS).
+const (
+	ECSRegion = "cn-hangzhou"
+	ECSZone   = "cn-hangzhou-h"
+)
 
 // JoinScript is the after_created hook of a real cluster reduced to its
 // essence: join with the name and providerID lifecycle assigned (the
@@ -33,9 +39,12 @@ const APIServer = "10.0.0.1:6443"
 
 // GroupSpec is one node group of a generated configuration.
 type GroupSpec struct {
-	ID                  string
-	Min, Max, Target    int
-	Zone                string // default ap-guangzhou-3
+	ID               string
+	Min, Max, Target int
+	Zone             string // default ap-guangzhou-3 (ECSZone for ECS)
+	// ECS puts the group on Alibaba Cloud ECS (ECSAccount, ECSRegion);
+	// the world needs WorldConfig.ECS.
+	ECS                 bool
 	AfterCreated        string // script; empty: no hook
 	AfterCreatedTimeout time.Duration
 	BeforeDelete        string // script; empty: no hook
@@ -45,7 +54,8 @@ type GroupSpec struct {
 }
 
 // ConfigYAML renders lifecycle's configuration file for groups, one
-// instance template per zone, all in Account. (JSON is YAML.)
+// instance template per zone, in Account (ECS groups: ECSAccount, as
+// dev/embedded's default configuration adds alibaba-dev). (JSON is YAML.)
 func ConfigYAML(groups []GroupSpec) []byte {
 	type hook struct {
 		Script    string `json:"script"`
@@ -63,11 +73,15 @@ func ConfigYAML(groups []GroupSpec) []byte {
 		Parallelism      map[string]int  `json:"parallelism,omitempty"`
 	}
 	templates := map[string]any{}
+	accounts := map[string]any{Account: map[string]string{"region": Region}}
 	var gs []group
 	for _, g := range groups {
 		zone := g.Zone
 		if zone == "" {
 			zone = Region + "-3"
+			if g.ECS {
+				zone = ECSZone
+			}
 		}
 		tpl := "tpl-" + zone
 		templates[tpl] = map[string]any{
@@ -77,6 +91,20 @@ func ConfigYAML(groups []GroupSpec) []byte {
 			"parameters": map[string]any{
 				"ImageId": "img-nodesmith", "InstanceChargeType": "POSTPAID_BY_HOUR", "InstanceName": "nodesmith-bench",
 			},
+		}
+		if g.ECS {
+			accounts[ECSAccount] = map[string]string{"provider": "alibabacloud", "region": ECSRegion}
+			templates[tpl] = map[string]any{
+				"account": ECSAccount, "zone": zone, "instanceType": "ecs.g7.large",
+				"arch": "amd64", "os": "linux", "hourlyPrice": 0.11,
+				"providerIDTemplate": "{{.Region}}.{{.CloudID}}",
+				"hookEnv":            map[string]string{"API_SERVER": APIServer},
+				"parameters": map[string]any{
+					"ZoneId": zone, "InstanceType": "ecs.g7.large", "ImageId": "aliyun_3_x64_20G_alibase_20240819.vhd",
+					"VSwitchId": "vsw-nodesmith-bench", "SecurityGroupId": "sg-nodesmith-bench",
+					"InstanceChargeType": "PostPaid", "InstanceName": "nodesmith-bench-ecs",
+				},
+			}
 		}
 		out := group{
 			ID: g.ID, MinSize: g.Min, MaxSize: g.Max, TargetSize: g.Target, InstanceTemplate: tpl,
@@ -111,7 +139,7 @@ func ConfigYAML(groups []GroupSpec) []byte {
 		gs = append(gs, out)
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"accounts":          map[string]any{Account: map[string]string{"region": Region}},
+		"accounts":          accounts,
 		"instanceTemplates": templates,
 		"nodeGroups":        gs,
 	}, "", "  ")

@@ -42,6 +42,13 @@ const Account = "bench"
 // secretID is the account's key id on the emulator.
 const secretID = "AKIDnodesmithbench00000000000000"
 
+// ECSAccount is the Alibaba Cloud account of ECS groups (GroupSpec.ECS,
+// WorldConfig.ECS): the emulator's ECS API, region ECSRegion.
+const ECSAccount = "bench-ecs"
+
+// ecsAccessKeyID is ECSAccount's RAM AccessKey id on the emulator.
+const ecsAccessKeyID = "LTAI5tNodesmithBench000000"
+
 // WorldConfig shapes the simulated world.
 type WorldConfig struct {
 	// Dir holds NATS storage, VM sandboxes, keys and credentials; it must
@@ -62,6 +69,10 @@ type WorldConfig struct {
 	NoSSH bool
 	// NoCluster leaves joins unreported (lifecycle in no-cluster mode).
 	NoCluster bool
+	// ECS also serves the emulator's Alibaba Cloud ECS API (ECSEndpoint)
+	// with ECSAccount's credentials in CredentialsDir: the same VMs,
+	// SSH, cluster, quotas and rate limits.
+	ECS bool
 	// Logger receives the simulators' logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,6 +96,9 @@ type World struct {
 	VMs *simvm.Factory
 	// Emulator is the CVM API.
 	Emulator *cvmemu.Server
+	// ECSEndpoint is the same emulator's ECS API (host:port), with
+	// WorldConfig.ECS.
+	ECSEndpoint string
 	// SSHPort is the port of every VM's SSH server.
 	SSHPort int
 	// ClientKeyFile is the hook runner's private key (OpenSSH PEM).
@@ -149,6 +163,16 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 		return nil, err
 	}
 
+	ecsSecret := randomHex(24)
+	if cfg.ECS {
+		if err := writeFile(filepath.Join(w.CredentialsDir, ECSAccount, "secretId"), []byte(ecsAccessKeyID)); err != nil {
+			return nil, err
+		}
+		if err := writeFile(filepath.Join(w.CredentialsDir, ECSAccount, "secretKey"), []byte(ecsSecret)); err != nil {
+			return nil, err
+		}
+	}
+
 	port := cfg.NATSPort
 	if port == 0 {
 		port = -1
@@ -184,12 +208,21 @@ func StartWorld(cfg WorldConfig) (w *World, err error) {
 	emuCfg := cvmemu.DefaultConfig()
 	emuCfg.Credentials = map[string]string{secretID: secret}
 	emuCfg.Accounts = map[string]string{secretID: Account}
+	if cfg.ECS {
+		emuCfg.Credentials[ecsAccessKeyID] = ecsSecret
+		emuCfg.Accounts[ecsAccessKeyID] = ECSAccount
+	}
 	emuCfg.BootDelay = cfg.BootDelay
 	emuCfg.TerminateDelay = 0
 	emuCfg.RateLimits = cfg.RateLimits
 	emuCfg.Logger = log.With("component", "cvmemu")
 	if w.Emulator, err = cvmemu.Start("127.0.0.1:0", emuCfg, opts...); err != nil {
 		return nil, err
+	}
+	if cfg.ECS {
+		if w.ECSEndpoint, err = w.Emulator.ServeECS("127.0.0.1:0"); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.RunInstancesLatency > 0 {
 		w.Emulator.SetFaults(cvmemu.ActionRunInstances, cvmemu.ActionFaults{Latency: cfg.RunInstancesLatency})
