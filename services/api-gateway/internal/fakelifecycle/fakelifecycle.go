@@ -344,7 +344,7 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 			return 0, 0, fail(codes.InvalidArgument, "delta must be positive")
 		}
 		if g.g.TargetSize+d > g.g.MaxSize {
-			return 0, 0, fail(codes.InvalidArgument, "size increase too large: target %d + %d exceeds max %d", g.g.TargetSize, d, g.g.MaxSize)
+			return 0, 0, fail(codes.OutOfRange, "size increase too large: target %d + %d exceeds max %d", g.g.TargetSize, d, g.g.MaxSize)
 		}
 		g.g.TargetSize += d
 		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
@@ -359,6 +359,12 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 			return 0, 0, err
 		}
 		n := -int(op.DecreaseTargetSize.GetDelta())
+		if n <= 0 {
+			return 0, 0, fail(codes.InvalidArgument, "delta must be negative, got %d", -n)
+		}
+		if g.g.TargetSize-int32(n) < g.g.MinSize {
+			return 0, 0, fail(codes.OutOfRange, "target %d would be below min size %d of %q", g.g.TargetSize-int32(n), g.g.MinSize, g.g.GetId())
+		}
 		insts, err := r.groupInstances(ctx, g.g.GetId())
 		if err != nil {
 			return 0, 0, err
@@ -369,7 +375,7 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 				pending = append(pending, in)
 			}
 		}
-		if n <= 0 || n > len(pending) {
+		if n > len(pending) {
 			return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
 		}
 		g.g.TargetSize -= int32(n)
@@ -397,6 +403,9 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		insts, err := r.groupInstances(ctx, g.g.GetId())
 		if err != nil {
 			return 0, 0, err
+		}
+		if len(op.DeleteNodes.GetNodes()) == 0 {
+			return 0, 0, fail(codes.InvalidArgument, "no nodes given")
 		}
 		var victims []instRec
 		for _, n := range op.DeleteNodes.GetNodes() {
@@ -434,7 +443,7 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		}
 		t := op.SetTargetSize.GetTargetSize()
 		if t < g.g.MinSize || t > g.g.MaxSize {
-			return 0, 0, fail(codes.InvalidArgument, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
+			return 0, 0, fail(codes.OutOfRange, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
 		}
 		grow := t - g.g.TargetSize
 		g.g.TargetSize = t
@@ -489,11 +498,54 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 	case *lifecyclev1.Request_PutGroup:
 		return r.putGroup(ctx, op.PutGroup)
 
+	case *lifecyclev1.Request_DeleteGroup:
+		return r.deleteGroup(ctx, op.DeleteGroup)
+
 	case *lifecyclev1.Request_ReleaseOrphans:
 		// The fake has no reconciler: nothing is held, nothing to write.
 		return 0, 0, nil
 	}
+	if req.GetOp() == nil {
+		return 0, 0, fail(codes.InvalidArgument, "request without an operation")
+	}
 	return 0, 0, fail(codes.Unimplemented, "operation %T not supported by the fake", req.GetOp())
+}
+
+// deleteGroup deletes an API-managed group with no instances left
+// (Deleted records excepted), with lifecycle's rules.
+func (r *Responder) deleteGroup(ctx context.Context, op *lifecyclev1.DeleteGroup) (groupsRev, instancesRev uint64, err error) {
+	g, err := r.group(ctx, op.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case g.g.GetSource() == "config":
+		return 0, 0, fail(codes.FailedPrecondition, "node group %q is defined in the configuration file; remove it there", op.GetId())
+	case op.GetExpectedRevision() != 0 && op.GetExpectedRevision() != g.rev:
+		return 0, 0, fail(codes.Aborted, "node group %q changed: revision %d, expected %d", op.GetId(), g.rev, op.GetExpectedRevision())
+	}
+	insts, err := r.groupInstances(ctx, op.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	active := 0
+	for _, in := range insts {
+		if in.in.GetState() != statev1.InstanceState_INSTANCE_STATE_DELETED {
+			active++
+		}
+	}
+	if active > 0 {
+		return 0, 0, fail(codes.FailedPrecondition, "node group %q still has %d instances; scale it to zero first", op.GetId(), active)
+	}
+	if err := r.groups.Delete(ctx, op.GetId(), jetstream.LastRevision(g.rev)); err != nil {
+		return 0, 0, err
+	}
+	st, err := r.groups.Status(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	// The bucket's last sequence is the delete marker's revision.
+	return st.(interface{ StreamInfo() *jetstream.StreamInfo }).StreamInfo().State.LastSeq, 0, nil
 }
 
 // putGroup creates or replaces a group with lifecycle's rules: groups from
@@ -506,6 +558,9 @@ func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (gro
 	}
 	g := proto.Clone(op.GetGroup()).(*statev1.NodeGroup)
 	g.Source = "api"
+	if g.GetMinSize() < 0 || g.GetMinSize() > g.GetMaxSize() {
+		return 0, 0, fail(codes.InvalidArgument, "invalid node group: minSize %d, maxSize %d", g.GetMinSize(), g.GetMaxSize())
+	}
 	cur, err := r.group(ctx, g.GetId())
 	var oe *opError
 	exists := err == nil
@@ -523,6 +578,10 @@ func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (gro
 		return 0, 0, fail(codes.NotFound, "node group %q not found", g.GetId())
 	}
 	if !exists {
+		if g.GetTargetSize() < g.GetMinSize() || g.GetTargetSize() > g.GetMaxSize() {
+			return 0, 0, fail(codes.InvalidArgument, "invalid node group: targetSize: must be within [minSize, maxSize] = [%d, %d], got %d",
+				g.GetMinSize(), g.GetMaxSize(), g.GetTargetSize())
+		}
 		g.UpdatedAt = timestamppb.Now()
 		b, _ := proto.Marshal(g)
 		rev, err := r.groups.Create(ctx, g.GetId(), b)
