@@ -62,7 +62,7 @@ func TestRealLifecycle(t *testing.T) {
 		}
 	})
 	gw, _ := env.ConnectAs(t, natsauth.APIGateway)
-	tg := opstest.Target{Conn: gw, Template: &statev1.InstanceTemplate{Name: "small"}, ConfigGroup: "from-config"}
+	tg := opstest.Target{Conn: gw, Template: &statev1.InstanceTemplate{Name: "small"}, ConfigGroup: "from-config", ConfigAccount: "dev"}
 	tg.WaitReady(t)
 	opstest.Run(t, tg)
 }

@@ -6,12 +6,14 @@
 package opstest
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -29,6 +31,60 @@ type Target struct {
 	Template *statev1.InstanceTemplate
 	// ConfigGroup is a group defined in the target's configuration file.
 	ConfigGroup string
+	// ConfigAccount is a cloud account defined in the target's
+	// configuration file.
+	ConfigAccount string
+}
+
+// instances returns the records of group in the instances bucket, read as
+// the gateway reads them.
+func (tg Target) instances(t *testing.T, group string) []*statev1.Instance {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(tg.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, messaging.BucketInstances)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A watch, as the gateway reads (its identity may not direct-get).
+	w, err := kv.Watch(ctx, group+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []*statev1.Instance
+	for e := range w.Updates() {
+		if e == nil {
+			break // the initial values are all delivered
+		}
+		in := &statev1.Instance{}
+		if err := proto.Unmarshal(e.Value(), in); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// live returns the records of group not being deleted, failing unless
+// there are n. (A real lifecycle moves them on from Pending as it
+// dispatches their creation: the suite must not depend on how far.)
+func (tg Target) live(t *testing.T, group string, n int) []*statev1.Instance {
+	t.Helper()
+	var out []*statev1.Instance
+	for _, in := range tg.instances(t, group) {
+		if in.GetState() < statev1.InstanceState_INSTANCE_STATE_PENDING_DELETION && !in.GetReleased() {
+			out = append(out, in)
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("group %q has %d live instances, want %d", group, len(out), n)
+	}
+	return out
 }
 
 var reqSeq atomic.Int64
@@ -121,6 +177,15 @@ func Run(t *testing.T, tg Target) {
 		tg.want(t, "no nodes", deleteNodes("del"), codes.InvalidArgument)
 		tg.want(t, "unknown node", deleteNodes("del", &lifecyclev1.NodeRef{Name: "nobody", ProviderId: "nodesmith://nowhere/nobody"}), codes.NotFound)
 		tg.want(t, "unknown group", deleteNodes("no-such-group", &lifecyclev1.NodeRef{Name: "x"}), codes.NotFound)
+		p := tg.live(t, "del", 3)
+		ref := func(in *statev1.Instance) *lifecyclev1.NodeRef {
+			return &lifecyclev1.NodeRef{ProviderId: in.GetProviderId()}
+		}
+		tg.want(t, "past min size", deleteNodes("del", ref(p[0]), ref(p[1]), ref(p[2])), codes.OutOfRange)
+		tg.want(t, "within min size", deleteNodes("del", ref(p[0])), codes.OK)
+		tg.want(t, "again (CA repeats calls)", deleteNodes("del", ref(p[0])), codes.OK)
+		tg.want(t, "create other", putGroup(tg.group("del-other", 0, 5), 0, false), codes.OK)
+		tg.want(t, "node of another group", deleteNodes("del-other", ref(p[1])), codes.InvalidArgument)
 	})
 	t.Run("PutGroup", func(t *testing.T) {
 		r := tg.want(t, "create", putGroup(tg.group("put", 0, 3), 0, false), codes.OK)
@@ -161,6 +226,56 @@ func Run(t *testing.T, tg Target) {
 			return &lifecyclev1.Request{Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{InstanceId: id, Action: a}}}
 		}
 		tg.want(t, "unknown instance", act("i-no-such", lifecyclev1.InstanceAction_ACTION_FORCE_DELETE), codes.NotFound)
+		tg.want(t, "create", putGroup(tg.group("act", 0, 5), 0, false), codes.OK)
+		tg.want(t, "increase", increase("act", 2), codes.OK)
+		p := tg.live(t, "act", 2)
+		// Retry's answer depends on how far the instance got (Pending with
+		// nothing to retry, or a creation in flight re-issued): no
+		// scenario here can pin that state on a real lifecycle without
+		// workers, so only the unknown instance is held.
+		tg.want(t, "retry unknown instance", act("i-no-such", lifecyclev1.InstanceAction_ACTION_RETRY), codes.NotFound)
+		tg.want(t, "force-delete", act(p[0].GetId(), lifecyclev1.InstanceAction_ACTION_FORCE_DELETE), codes.OK)
+		tg.want(t, "force-delete again", act(p[0].GetId(), lifecyclev1.InstanceAction_ACTION_FORCE_DELETE), codes.FailedPrecondition)
+		tg.want(t, "unspecified action", act(p[1].GetId(), lifecyclev1.InstanceAction_ACTION_UNSPECIFIED), codes.InvalidArgument)
+	})
+	t.Run("CatalogEntry", func(t *testing.T) {
+		account := func(name string, regions ...string) *statev1.CatalogEntry {
+			return &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{Name: name, Regions: regions}}}
+		}
+		put := func(e *statev1.CatalogEntry, rev uint64, upsert bool) *lifecyclev1.Request {
+			return &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{Entry: e, ExpectedRevision: rev, Upsert: upsert}}}
+		}
+		del := func(name string, rev uint64) *lifecyclev1.Request {
+			return &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{
+				Kind: lifecyclev1.CatalogKind_CATALOG_KIND_ACCOUNT, Name: name, ExpectedRevision: rev}}}
+		}
+		r := tg.want(t, "create", put(account("acct", "ap-guangzhou"), 0, false), codes.OK)
+		rev := r.GetCatalogRevision()
+		if rev == 0 {
+			t.Errorf("create: no catalog revision in %v", r)
+		}
+		tg.want(t, "create again", put(account("acct", "ap-guangzhou"), 0, false), codes.AlreadyExists)
+		tg.want(t, "stale revision", put(account("acct", "ap-shanghai"), rev+1000, false), codes.Aborted)
+		r = tg.want(t, "replace at revision", put(account("acct", "ap-shanghai"), rev, false), codes.OK)
+		tg.want(t, "missing at a revision", put(account("acct-missing", "ap-guangzhou"), 7, false), codes.NotFound)
+		tg.want(t, "no entry", put(&statev1.CatalogEntry{}, 0, false), codes.InvalidArgument)
+		tg.want(t, "delete stale revision", del("acct", r.GetCatalogRevision()+1000), codes.Aborted)
+		tg.want(t, "delete", del("acct", r.GetCatalogRevision()), codes.OK)
+		tg.want(t, "delete again", del("acct", 0), codes.NotFound)
+		tg.want(t, "delete without a kind", &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{Name: "acct"}}}, codes.InvalidArgument)
+		if tg.ConfigAccount != "" {
+			tg.want(t, "config entry", put(account(tg.ConfigAccount, "ap-guangzhou"), 0, true), codes.FailedPrecondition)
+			tg.want(t, "delete config entry", del(tg.ConfigAccount, 0), codes.FailedPrecondition)
+		}
+	})
+	t.Run("AdoptVMs", func(t *testing.T) {
+		adopt := func(group string, vms ...*lifecyclev1.AdoptVM) *lifecyclev1.Request {
+			return &lifecyclev1.Request{Op: &lifecyclev1.Request_AdoptVms{AdoptVms: &lifecyclev1.AdoptVMs{Group: group, Vms: vms}}}
+		}
+		vm := &lifecyclev1.AdoptVM{CloudId: "ins-1", NodeName: "n1", ProviderId: "tencentcloud:///ap-guangzhou-3/ins-1", PrivateIp: "10.0.0.1"}
+		tg.want(t, "no group", adopt("", vm), codes.InvalidArgument)
+		tg.want(t, "no VMs", adopt("no-such-group"), codes.InvalidArgument)
+		tg.want(t, "unknown group", adopt("no-such-group", vm), codes.NotFound)
 	})
 	t.Run("ReleaseOrphans", func(t *testing.T) {
 		tg.want(t, "release", &lifecyclev1.Request{Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}}, codes.OK)
