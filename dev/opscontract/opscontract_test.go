@@ -1,4 +1,4 @@
-// Package opscontract runs libs/opstest, the lifecycle operations
+// Package opscontract runs the gateway's opstest, the lifecycle operations
 // contract, against the real lifecycle service over real NATS (with the
 // real permission model: the suite requests as the API gateway). The
 // gateway runs the same suite against its fake lifecycle.
@@ -13,8 +13,8 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
-	"github.com/nodesmith/nodesmith/libs/opstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/opstest"
 	lifecycle "github.com/nodesmith/nodesmith/services/lifecycle/service"
 )
 

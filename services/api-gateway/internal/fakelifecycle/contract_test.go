@@ -6,9 +6,9 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
-	"github.com/nodesmith/nodesmith/libs/opstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
+	"github.com/nodesmith/nodesmith/services/api-gateway/opstest"
 )
 
 // TestContract holds the fake to lifecycle's operations contract; dev/opscontract

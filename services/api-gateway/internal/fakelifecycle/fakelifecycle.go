@@ -4,7 +4,10 @@
 // carrying the revisions written) with just enough state-machine logic for
 // the gateway's contract. Like lifecycle, it applies an operation at most
 // once per Request.request_id and answers a repeat with the first outcome.
-// It is not a lifecycle implementation.
+// It is not a lifecycle implementation, but its answers are held to
+// lifecycle's: the opstest suite runs against it (contract_test.go) and
+// against the real lifecycle (dev/opscontract). A new rule in lifecycle
+// gets a scenario there first.
 package fakelifecycle
 
 import (

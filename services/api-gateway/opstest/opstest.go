@@ -2,7 +2,9 @@
 // gateway sends them (lifecyclev1.Request on messaging.SubjectLifecycleOps):
 // one suite run against the gateway's fake lifecycle and against the real
 // lifecycle service over real NATS, so the fake cannot drift from the codes
-// the real service answers (issue 19).
+// the real service answers (issue 19). It lives in the gateway module, the
+// one that sends these operations, outside internal/ so the dev module
+// (which can run the real lifecycle) imports it too.
 package opstest
 
 import (
@@ -196,6 +198,9 @@ func Run(t *testing.T, tg Target) {
 		tg.want(t, "create again", putGroup(tg.group("put", 0, 3), 0, false), codes.AlreadyExists)
 		tg.want(t, "stale revision", putGroup(tg.group("put", 0, 4), rev+1000, false), codes.Aborted)
 		r = tg.want(t, "replace at revision", putGroup(tg.group("put", 0, 4), rev, false), codes.OK)
+		if r.GetGroupsRevision() <= rev {
+			t.Errorf("replace: groups revision %d, want past %d", r.GetGroupsRevision(), rev)
+		}
 		tg.want(t, "replace at old revision", putGroup(tg.group("put", 0, 5), rev, false), codes.Aborted)
 		tg.want(t, "upsert", putGroup(tg.group("put", 0, 5), 0, true), codes.OK)
 		tg.want(t, "expected revision of a missing group", putGroup(tg.group("put-missing", 0, 3), 7, false), codes.NotFound)
