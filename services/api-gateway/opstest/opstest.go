@@ -153,6 +153,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("IncreaseSize", func(t *testing.T) {
 		tg.want(t, "create", putGroup(tg.group("inc", 0, 3), 0, false), codes.OK)
 		tg.want(t, "within max", increase("inc", 2), codes.OK)
+		tg.live(t, "inc", 2) // the new capacity's records, written before the reply
 		tg.want(t, "past max", increase("inc", 2), codes.OutOfRange)
 		tg.want(t, "zero delta", increase("inc", 0), codes.InvalidArgument)
 		tg.want(t, "unknown group", increase("no-such-group", 1), codes.NotFound)
@@ -161,6 +162,7 @@ func Run(t *testing.T, tg Target) {
 		tg.want(t, "create", putGroup(tg.group("dec", 1, 5), 0, false), codes.OK)
 		tg.want(t, "increase", increase("dec", 3), codes.OK)
 		tg.want(t, "cancel pending", decrease("dec", -1), codes.OK)
+		tg.live(t, "dec", 3)
 		tg.want(t, "non-negative delta", decrease("dec", 1), codes.InvalidArgument)
 		tg.want(t, "below min", decrease("dec", -3), codes.OutOfRange)
 		tg.want(t, "unknown group", decrease("no-such-group", -1), codes.NotFound)
@@ -168,7 +170,9 @@ func Run(t *testing.T, tg Target) {
 	t.Run("SetTargetSize", func(t *testing.T) {
 		tg.want(t, "create", putGroup(tg.group("set", 1, 4), 0, false), codes.OK)
 		tg.want(t, "within bounds", setTarget("set", 3), codes.OK)
+		tg.live(t, "set", 3)
 		tg.want(t, "lower", setTarget("set", 2), codes.OK)
+		tg.live(t, "set", 2) // lowering cancels the excess, as DecreaseTargetSize does
 		tg.want(t, "above max", setTarget("set", 5), codes.OutOfRange)
 		tg.want(t, "below min", setTarget("set", 0), codes.OutOfRange)
 		tg.want(t, "unknown group", setTarget("no-such-group", 1), codes.NotFound)

@@ -371,35 +371,7 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		if g.g.TargetSize-int32(n) < g.g.MinSize {
 			return 0, 0, fail(codes.OutOfRange, "target %d would be below min size %d of %q", g.g.TargetSize-int32(n), g.g.MinSize, g.g.GetId())
 		}
-		insts, err := r.groupInstances(ctx, g.g.GetId())
-		if err != nil {
-			return 0, 0, err
-		}
-		var pending []instRec
-		for _, in := range insts {
-			if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_PENDING && !in.in.GetReleased() {
-				pending = append(pending, in)
-			}
-		}
-		if n > len(pending) {
-			return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
-		}
-		g.g.TargetSize -= int32(n)
-		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
-			return 0, 0, err
-		}
-		// Newest first: the least progressed.
-		for _, in := range slices.Backward(pending) {
-			if n == 0 {
-				break
-			}
-			in.in.Released = true
-			if instancesRev, err = r.saveInstance(ctx, in, statev1.InstanceState_INSTANCE_STATE_DELETED, "target decreased"); err != nil {
-				return 0, 0, err
-			}
-			n--
-		}
-		return groupsRev, instancesRev, nil
+		return r.decreaseTo(ctx, g, g.g.TargetSize-int32(n), "target decreased")
 
 	case *lifecyclev1.Request_DeleteNodes:
 		g, err := r.group(ctx, op.DeleteNodes.GetGroup())
@@ -480,6 +452,9 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		t := op.SetTargetSize.GetTargetSize()
 		if t < g.g.MinSize || t > g.g.MaxSize {
 			return 0, 0, fail(codes.OutOfRange, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
+		}
+		if t < g.g.TargetSize {
+			return r.decreaseTo(ctx, g, t, "target set lower")
 		}
 		grow := t - g.g.TargetSize
 		g.g.TargetSize = t
@@ -581,6 +556,42 @@ func (r *Responder) deleteGroup(ctx context.Context, op *lifecyclev1.DeleteGroup
 	}
 	rev, err := lastRevision(ctx, r.groups)
 	return rev, 0, err
+}
+
+// decreaseTo lowers g's target to target by cancelling capacity that is
+// not yet a node (Pending records, newest first), changing nothing if that
+// is not enough.
+func (r *Responder) decreaseTo(ctx context.Context, g groupRec, target int32, why string) (groupsRev, instancesRev uint64, err error) {
+	n := int(g.g.TargetSize - target)
+	insts, err := r.groupInstances(ctx, g.g.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	var pending []instRec
+	for _, in := range insts {
+		if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_PENDING && !in.in.GetReleased() {
+			pending = append(pending, in)
+		}
+	}
+	if n > len(pending) {
+		return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
+	}
+	g.g.TargetSize -= int32(n)
+	if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+		return 0, 0, err
+	}
+	// Newest first: the least progressed.
+	for _, in := range slices.Backward(pending) {
+		if n == 0 {
+			break
+		}
+		in.in.Released = true
+		if instancesRev, err = r.saveInstance(ctx, in, statev1.InstanceState_INSTANCE_STATE_DELETED, why); err != nil {
+			return 0, 0, err
+		}
+		n--
+	}
+	return groupsRev, instancesRev, nil
 }
 
 // putGroup creates or replaces a group with lifecycle's rules: groups from
