@@ -253,8 +253,8 @@ func runCALoop(t *testing.T, c caClient, gw *gateway) {
 	if _, err := c.TargetSize(ctx, "nope"); code(err) != codes.NotFound {
 		t.Errorf("TargetSize of an unknown group = %v, want NotFound", err)
 	}
-	if err := c.IncreaseSize(ctx, "web", 100); code(err) != codes.InvalidArgument {
-		t.Errorf("IncreaseSize past max = %v, want lifecycle's InvalidArgument", err)
+	if err := c.IncreaseSize(ctx, "web", 100); code(err) != codes.OutOfRange {
+		t.Errorf("IncreaseSize past max = %v, want lifecycle's OutOfRange", err)
 	}
 
 	// --- lifecycle leader gone: the gateway's own answer within CA's deadline ---

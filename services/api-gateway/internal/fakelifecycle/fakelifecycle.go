@@ -4,7 +4,10 @@
 // carrying the revisions written) with just enough state-machine logic for
 // the gateway's contract. Like lifecycle, it applies an operation at most
 // once per Request.request_id and answers a repeat with the first outcome.
-// It is not a lifecycle implementation.
+// It is not a lifecycle implementation, but its answers are held to
+// lifecycle's: the opstest suite runs against it (contract_test.go) and
+// against the real lifecycle (dev/opscontract). A new rule in lifecycle
+// gets a scenario there first.
 package fakelifecycle
 
 import (
@@ -12,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -223,6 +227,8 @@ func (r *Responder) answer(data []byte) (reply *lifecyclev1.Reply, drop bool) {
 		var err error
 		if pc := req.GetPutCatalogEntry(); pc != nil {
 			reply.CatalogRevision, err = r.putCatalogEntry(ctx, pc)
+		} else if dc := req.GetDeleteCatalogEntry(); dc != nil {
+			reply.CatalogRevision, err = r.deleteCatalogEntry(ctx, dc)
 		} else {
 			reply.GroupsRevision, reply.InstancesRevision, err = r.apply(ctx, &req)
 		}
@@ -344,7 +350,7 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 			return 0, 0, fail(codes.InvalidArgument, "delta must be positive")
 		}
 		if g.g.TargetSize+d > g.g.MaxSize {
-			return 0, 0, fail(codes.InvalidArgument, "size increase too large: target %d + %d exceeds max %d", g.g.TargetSize, d, g.g.MaxSize)
+			return 0, 0, fail(codes.OutOfRange, "size increase too large: target %d + %d exceeds max %d", g.g.TargetSize, d, g.g.MaxSize)
 		}
 		g.g.TargetSize += d
 		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
@@ -359,68 +365,79 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 			return 0, 0, err
 		}
 		n := -int(op.DecreaseTargetSize.GetDelta())
-		insts, err := r.groupInstances(ctx, g.g.GetId())
-		if err != nil {
-			return 0, 0, err
+		if n <= 0 {
+			return 0, 0, fail(codes.InvalidArgument, "delta must be negative, got %d", -n)
 		}
-		var pending []instRec
-		for _, in := range insts {
-			if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_PENDING && !in.in.GetReleased() {
-				pending = append(pending, in)
-			}
+		if g.g.TargetSize-int32(n) < g.g.MinSize {
+			return 0, 0, fail(codes.OutOfRange, "target %d would be below min size %d of %q", g.g.TargetSize-int32(n), g.g.MinSize, g.g.GetId())
 		}
-		if n <= 0 || n > len(pending) {
-			return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
-		}
-		g.g.TargetSize -= int32(n)
-		if groupsRev, err = r.saveGroup(ctx, g); err != nil {
-			return 0, 0, err
-		}
-		// Newest first: the least progressed.
-		for _, in := range slices.Backward(pending) {
-			if n == 0 {
-				break
-			}
-			in.in.Released = true
-			if instancesRev, err = r.saveInstance(ctx, in, statev1.InstanceState_INSTANCE_STATE_DELETED, "target decreased"); err != nil {
-				return 0, 0, err
-			}
-			n--
-		}
-		return groupsRev, instancesRev, nil
+		return r.decreaseTo(ctx, g, g.g.TargetSize-int32(n), "target decreased")
 
 	case *lifecyclev1.Request_DeleteNodes:
 		g, err := r.group(ctx, op.DeleteNodes.GetGroup())
 		if err != nil {
 			return 0, 0, err
 		}
-		insts, err := r.groupInstances(ctx, g.g.GetId())
+		if len(op.DeleteNodes.GetNodes()) == 0 {
+			return 0, 0, fail(codes.InvalidArgument, "no nodes given")
+		}
+		all, err := r.groupInstances(ctx, "*")
 		if err != nil {
 			return 0, 0, err
 		}
+		// Like lifecycle: every node is checked before anything is
+		// written; one unknown node is NotFound, any other mix of
+		// problems (a node of another group) InvalidArgument.
 		var victims []instRec
+		var problems []string
+		notFound := false
 		for _, n := range op.DeleteNodes.GetNodes() {
-			i := slices.IndexFunc(insts, func(in instRec) bool {
-				return in.in.GetProviderId() == n.GetProviderId() || (n.GetName() != "" && in.in.GetNodeName() == n.GetName())
+			i := slices.IndexFunc(all, func(in instRec) bool {
+				return (n.GetProviderId() != "" && in.in.GetProviderId() == n.GetProviderId()) || (n.GetName() != "" && in.in.GetNodeName() == n.GetName())
 			})
-			if i < 0 {
-				return 0, 0, fail(codes.NotFound, "node %q (providerID %q) is not in group %q", n.GetName(), n.GetProviderId(), g.g.GetId())
+			switch {
+			case i < 0:
+				notFound = true
+				problems = append(problems, fmt.Sprintf("node %q (providerID %q) is not an instance of any node group", n.GetName(), n.GetProviderId()))
+			case all[i].in.GetGroup() != g.g.GetId():
+				problems = append(problems, fmt.Sprintf("node %q (providerID %q) belongs to node group %q, not %q", n.GetName(), n.GetProviderId(), all[i].in.GetGroup(), g.g.GetId()))
+			case all[i].in.GetReleased() || slices.ContainsFunc(victims, func(v instRec) bool { return v.in.GetId() == all[i].in.GetId() }):
+				// Already being deleted (CA repeats calls): idempotent.
+			default:
+				victims = append(victims, all[i])
 			}
-			victims = append(victims, insts[i])
 		}
-		released := 0
-		for _, v := range victims {
-			if v.in.GetReleased() {
-				continue // a repeated call: already being deleted
+		if len(problems) > 0 {
+			code := codes.InvalidArgument
+			if notFound && len(problems) == 1 {
+				code = codes.NotFound
 			}
+			return 0, 0, fail(code, "%s", strings.Join(problems, "; "))
+		}
+		if len(victims) == 0 {
+			return 0, 0, nil
+		}
+		// The target never goes below the min size: a failed creation is
+		// then replaced instead; any other node fails the call.
+		failed := 0
+		for _, v := range victims {
+			if v.in.GetCreationFailed() {
+				failed++
+			}
+		}
+		normal, room := len(victims)-failed, int(g.g.TargetSize-g.g.MinSize)
+		if normal > room {
+			return 0, 0, fail(codes.OutOfRange, "deleting %d nodes would take %q below its min size %d (target %d)", len(victims), g.g.GetId(), g.g.MinSize, g.g.TargetSize)
+		}
+		decrease := normal + min(failed, room-normal)
+		for _, v := range victims {
 			v.in.Released = true
 			if instancesRev, err = r.saveInstance(ctx, v, statev1.InstanceState_INSTANCE_STATE_PENDING_DELETION, "deleted by cluster autoscaler"); err != nil {
 				return 0, 0, err
 			}
-			released++
 		}
-		if released > 0 {
-			g.g.TargetSize -= int32(released)
+		if decrease > 0 {
+			g.g.TargetSize -= int32(decrease)
 			if groupsRev, err = r.saveGroup(ctx, g); err != nil {
 				return 0, 0, err
 			}
@@ -434,7 +451,10 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 		}
 		t := op.SetTargetSize.GetTargetSize()
 		if t < g.g.MinSize || t > g.g.MaxSize {
-			return 0, 0, fail(codes.InvalidArgument, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
+			return 0, 0, fail(codes.OutOfRange, "target %d outside [%d, %d]", t, g.g.MinSize, g.g.MaxSize)
+		}
+		if t < g.g.TargetSize {
+			return r.decreaseTo(ctx, g, t, "target set lower")
 		}
 		grow := t - g.g.TargetSize
 		g.g.TargetSize = t
@@ -475,13 +495,13 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 			}
 			in.in.CreationFailed, in.in.NextRetryAt, in.in.LastError = false, nil, nil
 		case lifecyclev1.InstanceAction_ACTION_FORCE_DELETE:
-			if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_DELETED {
-				return 0, 0, fail(codes.FailedPrecondition, "instance %q is already deleted", id)
+			if st := in.in.GetState(); st == statev1.InstanceState_INSTANCE_STATE_DELETING || st == statev1.InstanceState_INSTANCE_STATE_DELETED {
+				return 0, 0, fail(codes.FailedPrecondition, "instance %q is already %s", id, st)
 			}
 			in.in.Released = true
 			to = statev1.InstanceState_INSTANCE_STATE_DELETING
 		default:
-			return 0, 0, fail(codes.Unimplemented, "action %s", op.InstanceAction.GetAction())
+			return 0, 0, fail(codes.InvalidArgument, "unknown instance action %s", op.InstanceAction.GetAction())
 		}
 		instancesRev, err = r.saveInstance(ctx, in, to, "operator action")
 		return 0, instancesRev, err
@@ -489,11 +509,89 @@ func (r *Responder) apply(ctx context.Context, req *lifecyclev1.Request) (groups
 	case *lifecyclev1.Request_PutGroup:
 		return r.putGroup(ctx, op.PutGroup)
 
+	case *lifecyclev1.Request_AdoptVms:
+		return 0, 0, r.adoptVMs(ctx, op.AdoptVms)
+
+	case *lifecyclev1.Request_DeleteGroup:
+		return r.deleteGroup(ctx, op.DeleteGroup)
+
 	case *lifecyclev1.Request_ReleaseOrphans:
 		// The fake has no reconciler: nothing is held, nothing to write.
 		return 0, 0, nil
 	}
+	if req.GetOp() == nil {
+		return 0, 0, fail(codes.InvalidArgument, "request without an operation")
+	}
 	return 0, 0, fail(codes.Unimplemented, "operation %T not supported by the fake", req.GetOp())
+}
+
+// deleteGroup deletes an API-managed group with no instances left
+// (Deleted records excepted), with lifecycle's rules.
+func (r *Responder) deleteGroup(ctx context.Context, op *lifecyclev1.DeleteGroup) (groupsRev, instancesRev uint64, err error) {
+	g, err := r.group(ctx, op.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case g.g.GetSource() == "config":
+		return 0, 0, fail(codes.FailedPrecondition, "node group %q is defined in the configuration file; remove it there", op.GetId())
+	case op.GetExpectedRevision() != 0 && op.GetExpectedRevision() != g.rev:
+		return 0, 0, fail(codes.Aborted, "node group %q changed: revision %d, expected %d", op.GetId(), g.rev, op.GetExpectedRevision())
+	}
+	insts, err := r.groupInstances(ctx, op.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	active := 0
+	for _, in := range insts {
+		if in.in.GetState() != statev1.InstanceState_INSTANCE_STATE_DELETED {
+			active++
+		}
+	}
+	if active > 0 {
+		return 0, 0, fail(codes.FailedPrecondition, "node group %q still has %d instances; scale it to zero first", op.GetId(), active)
+	}
+	if err := r.groups.Delete(ctx, op.GetId(), jetstream.LastRevision(g.rev)); err != nil {
+		return 0, 0, err
+	}
+	rev, err := lastRevision(ctx, r.groups)
+	return rev, 0, err
+}
+
+// decreaseTo lowers g's target to target by cancelling capacity that is
+// not yet a node (Pending records, newest first), changing nothing if that
+// is not enough.
+func (r *Responder) decreaseTo(ctx context.Context, g groupRec, target int32, why string) (groupsRev, instancesRev uint64, err error) {
+	n := int(g.g.TargetSize - target)
+	insts, err := r.groupInstances(ctx, g.g.GetId())
+	if err != nil {
+		return 0, 0, err
+	}
+	var pending []instRec
+	for _, in := range insts {
+		if in.in.GetState() == statev1.InstanceState_INSTANCE_STATE_PENDING && !in.in.GetReleased() {
+			pending = append(pending, in)
+		}
+	}
+	if n > len(pending) {
+		return 0, 0, fail(codes.FailedPrecondition, "cannot decrease by %d: only %d instances are not yet nodes", n, len(pending))
+	}
+	g.g.TargetSize -= int32(n)
+	if groupsRev, err = r.saveGroup(ctx, g); err != nil {
+		return 0, 0, err
+	}
+	// Newest first: the least progressed.
+	for _, in := range slices.Backward(pending) {
+		if n == 0 {
+			break
+		}
+		in.in.Released = true
+		if instancesRev, err = r.saveInstance(ctx, in, statev1.InstanceState_INSTANCE_STATE_DELETED, why); err != nil {
+			return 0, 0, err
+		}
+		n--
+	}
+	return groupsRev, instancesRev, nil
 }
 
 // putGroup creates or replaces a group with lifecycle's rules: groups from
@@ -506,6 +604,9 @@ func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (gro
 	}
 	g := proto.Clone(op.GetGroup()).(*statev1.NodeGroup)
 	g.Source = "api"
+	if g.GetMinSize() < 0 || g.GetMinSize() > g.GetMaxSize() {
+		return 0, 0, fail(codes.InvalidArgument, "invalid node group: minSize %d, maxSize %d", g.GetMinSize(), g.GetMaxSize())
+	}
 	cur, err := r.group(ctx, g.GetId())
 	var oe *opError
 	exists := err == nil
@@ -523,10 +624,19 @@ func (r *Responder) putGroup(ctx context.Context, op *lifecyclev1.PutGroup) (gro
 		return 0, 0, fail(codes.NotFound, "node group %q not found", g.GetId())
 	}
 	if !exists {
+		if g.GetTargetSize() < g.GetMinSize() || g.GetTargetSize() > g.GetMaxSize() {
+			return 0, 0, fail(codes.InvalidArgument, "invalid node group: targetSize: must be within [minSize, maxSize] = [%d, %d], got %d",
+				g.GetMinSize(), g.GetMaxSize(), g.GetTargetSize())
+		}
 		g.UpdatedAt = timestamppb.Now()
 		b, _ := proto.Marshal(g)
 		rev, err := r.groups.Create(ctx, g.GetId(), b)
-		return rev, 0, err
+		if err != nil || g.GetTargetSize() == 0 {
+			return rev, 0, err
+		}
+		// Like lifecycle, a new group gets the Pending records of its target.
+		instancesRev, err = r.newInstances(ctx, g.GetId(), int(g.GetTargetSize()))
+		return rev, instancesRev, err
 	}
 	g.TargetSize = min(max(cur.g.GetTargetSize(), g.GetMinSize()), g.GetMaxSize())
 	rev, err := r.saveGroup(ctx, groupRec{g: g, rev: cur.rev})
@@ -571,4 +681,89 @@ func (r *Responder) putCatalogEntry(ctx context.Context, op *lifecyclev1.PutCata
 		return 0, fail(codes.NotFound, "%s not found", key)
 	}
 	return r.catalog.Create(ctx, key, b)
+}
+
+// deleteCatalogEntry deletes a catalog entry with lifecycle's rules
+// (entries from the configuration file are refused; the revision check is
+// a compare-and-set). Unlike lifecycle it does not check that nothing
+// references the entry.
+func (r *Responder) deleteCatalogEntry(ctx context.Context, op *lifecyclev1.DeleteCatalogEntry) (uint64, error) {
+	var kind string
+	switch op.GetKind() {
+	case lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE:
+		kind = "templates"
+	case lifecyclev1.CatalogKind_CATALOG_KIND_ACCOUNT:
+		kind = "accounts"
+	case lifecyclev1.CatalogKind_CATALOG_KIND_HOOK:
+		kind = "hooks"
+	default:
+		return 0, fail(codes.InvalidArgument, "delete_catalog_entry without a kind")
+	}
+	key := messaging.CatalogKey(kind, op.GetName())
+	cur, err := r.catalog.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, fail(codes.NotFound, "%s not found", key)
+	}
+	if err != nil {
+		return 0, err
+	}
+	old := &statev1.CatalogEntry{}
+	if err := proto.Unmarshal(cur.Value(), old); err != nil {
+		return 0, err
+	}
+	switch {
+	case old.GetSource() == "config":
+		return 0, fail(codes.FailedPrecondition, "%s is defined in the configuration file; remove it there", key)
+	case op.GetExpectedRevision() != 0 && op.GetExpectedRevision() != cur.Revision():
+		return 0, fail(codes.Aborted, "%s changed: revision %d, expected %d", key, cur.Revision(), op.GetExpectedRevision())
+	}
+	if err := r.catalog.Delete(ctx, key, jetstream.LastRevision(cur.Revision())); err != nil {
+		return 0, err
+	}
+	return lastRevision(ctx, r.catalog)
+}
+
+// maxAdoptVMs is lifecycle's limit on one AdoptVMs request.
+const maxAdoptVMs = 100
+
+// adoptVMs checks an AdoptVMs request as lifecycle does (the same codes
+// for a bad request or an unknown group). The fake adopts nothing: past
+// the checks it answers Unimplemented.
+func (r *Responder) adoptVMs(ctx context.Context, op *lifecyclev1.AdoptVMs) error {
+	if op.GetGroup() == "" {
+		return fail(codes.InvalidArgument, "group: required")
+	}
+	if n := len(op.GetVms()); n == 0 || n > maxAdoptVMs {
+		return fail(codes.InvalidArgument, "instances: between 1 and %d VMs, got %d", maxAdoptVMs, n)
+	}
+	seen := map[string]string{}
+	for i, vm := range op.GetVms() {
+		for _, f := range []struct{ name, v string }{{"cloudID", vm.GetCloudId()}, {"nodeName", vm.GetNodeName()}, {"providerID", vm.GetProviderId()}} {
+			if f.v == "" {
+				return fail(codes.InvalidArgument, "instances[%d].%s: required", i, f.name)
+			}
+			k := f.name + "=" + f.v
+			if prev, dup := seen[k]; dup {
+				return fail(codes.InvalidArgument, "instances[%d].%s: %q repeats %s", i, f.name, f.v, prev)
+			}
+			seen[k] = fmt.Sprintf("instances[%d]", i)
+		}
+	}
+	if _, err := r.group(ctx, op.GetGroup()); err != nil {
+		return err
+	}
+	return fail(codes.Unimplemented, "the fake lifecycle adopts no VMs")
+}
+
+// lastRevision is a bucket's last revision (after a delete: its marker's).
+func lastRevision(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("bucket status %T has no stream info", st)
+	}
+	return bs.StreamInfo().State.LastSeq, nil
 }
