@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -235,7 +237,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 			switch {
 			case !ok:
 				out[c.i].refuse("the cloud adapter did not report VM %s", req.VMs[c.i].CloudID)
-			case r.Err != nil && r.Err.Kind == domain.ErrorKindNotFound:
+			case r.Err != nil && r.Err.Kind == contract.ErrorKindNotFound:
 				out[c.i].refuse("no VM %s in %s/%s/%s", req.VMs[c.i].CloudID, t.Provider, t.Account, t.Region)
 			case r.Err != nil:
 				out[c.i].refuse("VM %s refused by the cloud adapter: %s: %s", req.VMs[c.i].CloudID, r.Err.Code, r.Err.Message)

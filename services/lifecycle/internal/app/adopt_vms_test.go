@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -31,9 +33,9 @@ func (f *fakeTagCloud) answer(h *harness) func(ports.TagCommand) {
 			switch {
 			case !ok:
 				vr.State = domain.CloudNotFound
-				vr.Err = &domain.CloudError{Kind: domain.ErrorKindNotFound, Code: "InstanceNotFound"}
+				vr.Err = &domain.CloudError{Kind: contract.ErrorKindNotFound, Code: "InstanceNotFound"}
 			case f.other[r.CloudID]:
-				vr.Err = &domain.CloudError{Kind: domain.ErrorKindInvalidParameters, Code: "InstanceNotInCluster", Message: "another cluster's"}
+				vr.Err = &domain.CloudError{Kind: contract.ErrorKindInvalidParameters, Code: "InstanceNotInCluster", Message: "another cluster's"}
 			case !c.CheckOnly:
 				f.tagged[r.CloudID] = r.InstanceID
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
@@ -139,7 +141,7 @@ func TestDeleteNodesReplacesFailedInstancesAtMinSize(t *testing.T) {
 	h.app.Pass(h.ctx)
 	c := h.cmds.Snapshot().Creates[0]
 	h.event(c.Instances[0].InstanceID, domain.CloudCreateFailed{Attempt: c.Instances[0].Attempt, BatchID: c.BatchID,
-		Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "ResourceInsufficient"}})
+		Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "ResourceInsufficient"}})
 	failed := h.instances("g")[0]
 	if !failed.CreationFailed || failed.LastError.Class != domain.ClassOutOfResources {
 		t.Fatalf("not failed: %+v", failed)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -340,7 +342,7 @@ func TestHandleCloudEventTagged(t *testing.T) {
 	if r0.CloudID != "ins-1" || r0.State != domain.CloudRunning || r0.PrivateIP != "10.0.0.2" || r0.Err != nil {
 		t.Errorf("result 0 %+v", r0)
 	}
-	if r1.Err == nil || r1.Err.Kind != domain.ErrorKindNotFound || r1.State != domain.CloudNotFound {
+	if r1.Err == nil || r1.Err.Kind != contract.ErrorKindNotFound || r1.State != domain.CloudNotFound {
 		t.Errorf("result 1 %+v", r1)
 	}
 }
@@ -369,7 +371,7 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 		BatchId: "b", Instances: []*cloudv1.InstanceRef{{InstanceId: "a", Attempt: 1}},
 		Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "NoStock"},
 	}}})
-	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "NoStock"}}) {
+	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "NoStock"}}) {
 		t.Errorf("create failed: %v %v", err, s.events[2])
 	}
 	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{InstanceId: "a", Attempt: 3, Hook: hookv1.HookKind_HOOK_KIND_BEFORE_DELETE, ExitCode: 2, Retryable: true}); err != nil {
