@@ -192,7 +192,7 @@ func TestHandleMapsAdoptVMs(t *testing.T) {
 	if len(ops.once) != 0 || ops.adopt.Group != "g1" || !ops.adopt.DryRun || ops.adopt.VMs[0] != (app.AdoptVM{CloudID: "ins-1", NodeName: "n1", ProviderID: "p1", PrivateIP: "10.0.0.1"}) {
 		t.Errorf("once %v, request %+v", ops.once, ops.adopt)
 	}
-	ops.err = domain.Errorf(domain.CodeOutOfRange, "beyond max")
+	ops.err = domain.Errorf(contract.CodeOutOfRange, "beyond max")
 	if r := jsadapter.Handle(context.Background(), ops, data); r.GetError().GetCode() != int32(codes.OutOfRange) {
 		t.Errorf("error reply %v", r)
 	}
@@ -268,13 +268,13 @@ func TestHandleMapsRequestsAndErrors(t *testing.T) {
 		t.Errorf("empty: %v", r)
 	}
 	for c, want := range map[domain.Code]codes.Code{
-		domain.CodeInvalidArgument:    codes.InvalidArgument,
-		domain.CodeNotFound:           codes.NotFound,
-		domain.CodeAlreadyExists:      codes.AlreadyExists,
-		domain.CodeFailedPrecondition: codes.FailedPrecondition,
-		domain.CodeOutOfRange:         codes.OutOfRange,
-		domain.CodeAborted:            codes.Aborted,
-		domain.CodeUnavailable:        codes.Unavailable,
+		contract.CodeInvalidArgument:    codes.InvalidArgument,
+		contract.CodeNotFound:           codes.NotFound,
+		contract.CodeAlreadyExists:      codes.AlreadyExists,
+		contract.CodeFailedPrecondition: codes.FailedPrecondition,
+		contract.CodeOutOfRange:         codes.OutOfRange,
+		contract.CodeAborted:            codes.Aborted,
+		contract.CodeUnavailable:        codes.Unavailable,
 	} {
 		ops.err = domain.Errorf(c, "boom")
 		r := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}))
