@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/protobuf/proto"
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -98,7 +100,7 @@ func (s *Service) catalogReady() error {
 		return err
 	}
 	if !s.rm.CatalogSynced() {
-		return domain.Errorf(domain.CodeUnavailable, "the gateway is still loading the catalog from NATS")
+		return domain.Errorf(contract.CodeUnavailable, "the gateway is still loading the catalog from NATS")
 	}
 	return nil
 }
@@ -165,7 +167,7 @@ func (s *Service) Template(name string) (TemplateView, error) {
 			return v, nil
 		}
 	}
-	return TemplateView{}, domain.Errorf(domain.CodeNotFound, "instance template %q not found", name)
+	return TemplateView{}, domain.Errorf(contract.CodeNotFound, "instance template %q not found", name)
 }
 
 // Accounts lists the catalog's cloud accounts and those the groups'
@@ -234,7 +236,7 @@ func (s *Service) Account(name string) (AccountView, error) {
 			return v, nil
 		}
 	}
-	return AccountView{}, domain.Errorf(domain.CodeNotFound, "cloud account %q not found", name)
+	return AccountView{}, domain.Errorf(contract.CodeNotFound, "cloud account %q not found", name)
 }
 
 // Hooks lists the catalog's hooks (by name) and the named inline hooks of
@@ -304,7 +306,7 @@ func (s *Service) Hook(name string) (HookView, error) {
 			return v, nil
 		}
 	}
-	return HookView{}, domain.Errorf(domain.CodeNotFound, "hook %q not found", name)
+	return HookView{}, domain.Errorf(contract.CodeNotFound, "hook %q not found", name)
 }
 
 // CatalogEntry returns the catalog entry of kind named name.
@@ -336,7 +338,7 @@ func entryKindName(e *statev1.CatalogEntry) (kind, name string) {
 func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, expectedRevision uint64, upsert bool) (view CatalogView, created bool, err error) {
 	kind, name := entryKindName(e)
 	if kind == "" {
-		return CatalogView{}, false, domain.Errorf(domain.CodeInvalidArgument, "the entry holds no template, account or hook")
+		return CatalogView{}, false, domain.Errorf(contract.CodeInvalidArgument, "the entry holds no template, account or hook")
 	}
 	if err := s.catalogReady(); err != nil {
 		return CatalogView{}, false, err
@@ -345,11 +347,11 @@ func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, 
 	what := strings.TrimSuffix(kind, "s") + " " + name
 	switch {
 	case expectedRevision != 0 && !exists:
-		return CatalogView{}, false, domain.Errorf(domain.CodeNotFound, "%s not found", what)
+		return CatalogView{}, false, domain.Errorf(contract.CodeNotFound, "%s not found", what)
 	case expectedRevision != 0 && cur.Revision != expectedRevision:
-		return CatalogView{}, false, domain.Errorf(domain.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
+		return CatalogView{}, false, domain.Errorf(contract.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
 	case expectedRevision == 0 && exists && !upsert:
-		return CatalogView{}, false, domain.Errorf(domain.CodeAlreadyExists, "%s already exists", what)
+		return CatalogView{}, false, domain.Errorf(contract.CodeAlreadyExists, "%s already exists", what)
 	}
 	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{
 		PutCatalogEntry: &lifecyclev1.PutCatalogEntry{Entry: e, ExpectedRevision: expectedRevision, Upsert: upsert},
@@ -358,7 +360,7 @@ func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, 
 	}
 	view, ok := s.CatalogEntry(kind, name)
 	if !ok {
-		return CatalogView{}, false, domain.Errorf(domain.CodeAborted, "%s was deleted concurrently", what)
+		return CatalogView{}, false, domain.Errorf(contract.CodeAborted, "%s was deleted concurrently", what)
 	}
 	return view, !exists, nil
 }
@@ -369,7 +371,7 @@ func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, 
 func (s *Service) DeleteCatalogEntry(ctx context.Context, kind, name string, expectedRevision uint64) error {
 	k, ok := catalogKinds[kind]
 	if !ok {
-		return domain.Errorf(domain.CodeInvalidArgument, "unknown catalog kind %q", kind)
+		return domain.Errorf(contract.CodeInvalidArgument, "unknown catalog kind %q", kind)
 	}
 	if err := s.catalogReady(); err != nil {
 		return err
@@ -377,13 +379,13 @@ func (s *Service) DeleteCatalogEntry(ctx context.Context, kind, name string, exp
 	what := strings.TrimSuffix(kind, "s") + " " + name
 	cur, exists := s.CatalogEntry(kind, name)
 	if !exists {
-		return domain.Errorf(domain.CodeNotFound, "%s not found", what)
+		return domain.Errorf(contract.CodeNotFound, "%s not found", what)
 	}
 	if expectedRevision == 0 {
 		expectedRevision = cur.Revision
 	}
 	if cur.Revision != expectedRevision {
-		return domain.Errorf(domain.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
+		return domain.Errorf(contract.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
 	}
 	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{
 		DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{Kind: k, Name: name, ExpectedRevision: expectedRevision},
@@ -422,7 +424,7 @@ func (s *Service) RecentTransitions(group string, limit int) ([]TransitionView, 
 		return nil, err
 	}
 	if limit < 1 || limit > MaxTransitions {
-		return nil, domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d, got %d", MaxTransitions, limit)
+		return nil, domain.Errorf(contract.CodeInvalidArgument, "limit must be between 1 and %d, got %d", MaxTransitions, limit)
 	}
 	var views []InstanceView
 	if group != "" {

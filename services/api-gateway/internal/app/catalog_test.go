@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -61,7 +63,7 @@ func TestTemplates(t *testing.T) {
 	if v, err := f.svc.Template("large"); err != nil || v.Template.GetRegion() != "ap-shanghai" {
 		t.Errorf("Template(large) = %+v, %v", v, err)
 	}
-	if _, err := f.svc.Template("nope"); codeOf(err) != domain.CodeNotFound {
+	if _, err := f.svc.Template("nope"); codeOf(err) != contract.CodeNotFound {
 		t.Errorf("unknown template: %v, want not found", err)
 	}
 }
@@ -86,7 +88,7 @@ func TestAccounts(t *testing.T) {
 	if _, err := f.svc.Account("prod"); err != nil {
 		t.Errorf("Account(prod): %v", err)
 	}
-	if _, err := f.svc.Account("nope"); codeOf(err) != domain.CodeNotFound {
+	if _, err := f.svc.Account("nope"); codeOf(err) != contract.CodeNotFound {
 		t.Errorf("unknown account: %v, want not found", err)
 	}
 }
@@ -109,10 +111,10 @@ func TestHooks(t *testing.T) {
 
 func TestCatalogNeedsSync(t *testing.T) {
 	svc := app.NewService(app.NewReadModel(), nil, app.Config{}, nil)
-	if _, err := svc.Templates(); codeOf(err) != domain.CodeUnavailable {
+	if _, err := svc.Templates(); codeOf(err) != contract.CodeUnavailable {
 		t.Errorf("Templates before sync: %v", err)
 	}
-	if _, err := svc.RecentTransitions("", 10); codeOf(err) != domain.CodeUnavailable {
+	if _, err := svc.RecentTransitions("", 10); codeOf(err) != contract.CodeUnavailable {
 		t.Errorf("RecentTransitions before sync: %v", err)
 	}
 }
@@ -154,7 +156,7 @@ func TestRecentTransitions(t *testing.T) {
 		t.Errorf("group a = %v, want %v", got, want)
 	}
 	for _, limit := range []int{0, app.MaxTransitions + 1} {
-		if _, err := f.svc.RecentTransitions("", limit); codeOf(err) != domain.CodeInvalidArgument {
+		if _, err := f.svc.RecentTransitions("", limit); codeOf(err) != contract.CodeInvalidArgument {
 			t.Errorf("limit %d: %v, want invalid argument", limit, err)
 		}
 	}
@@ -229,16 +231,16 @@ func TestCatalogWritesCheckRevisionsFirst(t *testing.T) {
 		err  error
 		want domain.Code
 	}{
-		{"create over existing", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 0, false); return err }(), domain.CodeAlreadyExists},
-		{"stale revision", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 99, false); return err }(), domain.CodeAborted},
+		{"create over existing", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 0, false); return err }(), contract.CodeAlreadyExists},
+		{"stale revision", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 99, false); return err }(), contract.CodeAborted},
 		{"missing entry with revision", func() error {
 			_, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "ghost"}}}, 3, false)
 			return err
-		}(), domain.CodeNotFound},
-		{"empty entry", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{}, 0, false); return err }(), domain.CodeInvalidArgument},
-		{"delete unknown kind", f.svc.DeleteCatalogEntry(ctx, "widgets", "h", 0), domain.CodeInvalidArgument},
-		{"delete missing", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "ghost", 0), domain.CodeNotFound},
-		{"delete stale", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "h", 99), domain.CodeAborted},
+		}(), contract.CodeNotFound},
+		{"empty entry", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{}, 0, false); return err }(), contract.CodeInvalidArgument},
+		{"delete unknown kind", f.svc.DeleteCatalogEntry(ctx, "widgets", "h", 0), contract.CodeInvalidArgument},
+		{"delete missing", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "ghost", 0), contract.CodeNotFound},
+		{"delete stale", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "h", 99), contract.CodeAborted},
 	}
 	for _, tc := range tests {
 		if codeOf(tc.err) != tc.want {

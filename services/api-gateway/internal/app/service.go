@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -77,7 +79,7 @@ type CAInstance struct {
 
 func (s *Service) ready() error {
 	if !s.rm.Synced() {
-		return domain.Errorf(domain.CodeUnavailable, "the gateway is still loading state from NATS")
+		return domain.Errorf(contract.CodeUnavailable, "the gateway is still loading state from NATS")
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ func (s *Service) Group(id string) (GroupView, error) {
 	}
 	g, ok := s.rm.Group(id)
 	if !ok {
-		return GroupView{}, domain.Errorf(domain.CodeNotFound, "node group %q not found", id)
+		return GroupView{}, domain.Errorf(contract.CodeNotFound, "node group %q not found", id)
 	}
 	return g, nil
 }
@@ -171,7 +173,7 @@ func (s *Service) Options(id string, defaults domain.PartialOptions) (domain.Opt
 func GroupOptions(g GroupView, defaults domain.PartialOptions) (domain.Options, error) {
 	opts, ok := domain.ResolveOptions(defaults, overridesOf(g.Record.GetAutoscalingOptions()))
 	if !ok {
-		return domain.Options{}, domain.Errorf(domain.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", g.Record.GetId())
+		return domain.Options{}, domain.Errorf(contract.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", g.Record.GetId())
 	}
 	return opts, nil
 }
@@ -214,7 +216,7 @@ func (s *Service) NodePrice(node NodeRef, start, end time.Time) (float64, error)
 		}
 	}
 	if !ok {
-		return 0, domain.Errorf(domain.CodeNotFound, "node %q (providerID %q) is not managed by nodesmith", node.Name, node.ProviderID)
+		return 0, domain.Errorf(contract.CodeNotFound, "node %q (providerID %q) is not managed by nodesmith", node.Name, node.ProviderID)
 	}
 	return domain.NodePrice(g.Record.GetInstanceTemplate().GetHourlyPrice(), start, end)
 }
@@ -306,7 +308,7 @@ func (s *Service) DeleteNodes(ctx context.Context, id string, nodes []NodeRef) e
 		return err
 	}
 	if len(nodes) == 0 {
-		return domain.Errorf(domain.CodeInvalidArgument, "no nodes to delete")
+		return domain.Errorf(contract.CodeInvalidArgument, "no nodes to delete")
 	}
 	if _, err := s.Group(id); err != nil {
 		return err
@@ -315,12 +317,12 @@ func (s *Service) DeleteNodes(ctx context.Context, id string, nodes []NodeRef) e
 	ids := make([]string, 0, len(nodes))
 	for i, n := range nodes {
 		if n.ProviderID == "" && n.Name == "" {
-			return domain.Errorf(domain.CodeInvalidArgument, "node %d has neither providerID nor name", i)
+			return domain.Errorf(contract.CodeInvalidArgument, "node %d has neither providerID nor name", i)
 		}
 		ref := &lifecyclev1.NodeRef{ProviderId: n.ProviderID, Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
 		if v, ok := s.rm.InstanceForNode(n.ProviderID, n.Name); ok {
 			if v.Group() != id {
-				return domain.Errorf(domain.CodeInvalidArgument, "node %q (providerID %q) belongs to node group %q, not %q", n.Name, n.ProviderID, v.Group(), id)
+				return domain.Errorf(contract.CodeInvalidArgument, "node %q (providerID %q) belongs to node group %q, not %q", n.Name, n.ProviderID, v.Group(), id)
 			}
 			if ref.ProviderId == "" {
 				ref.ProviderId = v.ReportedID
@@ -369,7 +371,7 @@ func (s *Service) Watch(group string, buffer int) (*Watch, []GroupSnapshot, erro
 	}
 	if group != "" {
 		if _, ok := s.rm.Group(group); !ok {
-			return nil, nil, domain.Errorf(domain.CodeNotFound, "node group %q not found", group)
+			return nil, nil, domain.Errorf(contract.CodeNotFound, "node group %q not found", group)
 		}
 	}
 	w, snap := s.rm.Watch(group, buffer)
@@ -394,11 +396,11 @@ func (s *Service) PutGroup(ctx context.Context, g *statev1.NodeGroup, expectedRe
 	cur, exists := s.rm.Group(g.GetId())
 	switch {
 	case expectedRevision != 0 && !exists:
-		return GroupView{}, false, domain.Errorf(domain.CodeNotFound, "node group %q not found", g.GetId())
+		return GroupView{}, false, domain.Errorf(contract.CodeNotFound, "node group %q not found", g.GetId())
 	case expectedRevision != 0 && cur.Revision != expectedRevision:
-		return GroupView{}, false, domain.Errorf(domain.CodeFailedPrecondition, "node group %q is at revision %d, not %d", g.GetId(), cur.Revision, expectedRevision)
+		return GroupView{}, false, domain.Errorf(contract.CodeFailedPrecondition, "node group %q is at revision %d, not %d", g.GetId(), cur.Revision, expectedRevision)
 	case expectedRevision == 0 && exists && !upsert:
-		return GroupView{}, false, domain.Errorf(domain.CodeAlreadyExists, "node group %q already exists", g.GetId())
+		return GroupView{}, false, domain.Errorf(contract.CodeAlreadyExists, "node group %q already exists", g.GetId())
 	}
 	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{
 		PutGroup: &lifecyclev1.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert},
@@ -420,7 +422,7 @@ func (s *Service) DeleteGroup(ctx context.Context, id string, expectedRevision u
 		expectedRevision = cur.Revision
 	}
 	if cur.Revision != expectedRevision {
-		return domain.Errorf(domain.CodeFailedPrecondition, "node group %q is at revision %d, not %d", id, cur.Revision, expectedRevision)
+		return domain.Errorf(contract.CodeFailedPrecondition, "node group %q is at revision %d, not %d", id, cur.Revision, expectedRevision)
 	}
 	_, err = s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteGroup{
 		DeleteGroup: &lifecyclev1.DeleteGroup{Id: id, ExpectedRevision: expectedRevision},
@@ -431,14 +433,14 @@ func (s *Service) DeleteGroup(ctx context.Context, id string, expectedRevision u
 // Instance returns the instance with id.
 func (s *Service) Instance(id string) (InstanceView, error) {
 	if id == "" {
-		return InstanceView{}, domain.Errorf(domain.CodeInvalidArgument, "instance id is required")
+		return InstanceView{}, domain.Errorf(contract.CodeInvalidArgument, "instance id is required")
 	}
 	if err := s.ready(); err != nil {
 		return InstanceView{}, err
 	}
 	v, ok := s.rm.Instance(id)
 	if !ok {
-		return InstanceView{}, domain.Errorf(domain.CodeNotFound, "instance %q not found", id)
+		return InstanceView{}, domain.Errorf(contract.CodeNotFound, "instance %q not found", id)
 	}
 	return v, nil
 }
@@ -507,20 +509,20 @@ func (s *Service) doWithin(ctx context.Context, timeout time.Duration, req *life
 	revs, err := s.lc.Do(ctx, req)
 	if err != nil {
 		s.log.LogAttrs(ctx, levelFor(err), "lifecycle operation failed", slog.Group("op", attrs...), slog.String("code", domain.CodeOf(err).String()), slog.String("err", err.Error()))
-		if domain.CodeOf(err) == domain.CodeUnknown {
-			err = domain.Errorf(domain.CodeInternal, "lifecycle operation: %v", err)
+		if domain.CodeOf(err) == contract.CodeUnknown {
+			err = domain.Errorf(contract.CodeInternal, "lifecycle operation: %v", err)
 		}
 		return revs, err
 	}
 	if err := s.rm.WaitFor(ctx, revs.Groups, revs.Instances); err != nil {
 		s.log.WarnContext(ctx, "operation applied but not yet visible", slog.Group("op", attrs...), "groups_revision", revs.Groups, "instances_revision", revs.Instances, "err", err)
-		return revs, domain.Errorf(domain.CodeDeadlineExceeded,
+		return revs, domain.Errorf(contract.CodeDeadlineExceeded,
 			"the operation was applied (groups revision %d, instances revision %d) but is not yet visible to this gateway", revs.Groups, revs.Instances)
 	}
 	if revs.Catalog != 0 {
 		if err := s.rm.WaitForCatalog(ctx, revs.Catalog); err != nil {
 			s.log.WarnContext(ctx, "operation applied but not yet visible", slog.Group("op", attrs...), "catalog_revision", revs.Catalog, "err", err)
-			return revs, domain.Errorf(domain.CodeDeadlineExceeded,
+			return revs, domain.Errorf(contract.CodeDeadlineExceeded,
 				"the operation was applied (catalog revision %d) but is not yet visible to this gateway", revs.Catalog)
 		}
 	}
@@ -530,7 +532,7 @@ func (s *Service) doWithin(ctx context.Context, timeout time.Duration, req *life
 
 func levelFor(err error) slog.Level {
 	switch domain.CodeOf(err) {
-	case domain.CodeInvalidArgument, domain.CodeNotFound, domain.CodeFailedPrecondition, domain.CodeAlreadyExists, domain.CodeAborted, domain.CodeOutOfRange:
+	case contract.CodeInvalidArgument, contract.CodeNotFound, contract.CodeFailedPrecondition, contract.CodeAlreadyExists, contract.CodeAborted, contract.CodeOutOfRange:
 		return slog.LevelInfo // a rejection, not a fault
 	}
 	return slog.LevelWarn
@@ -566,7 +568,7 @@ func (s *Service) ListInstances(q InstanceQuery) (InstancePage, error) {
 		return InstancePage{}, err
 	}
 	if q.Limit < 1 || q.Limit > MaxPageSize {
-		return InstancePage{}, domain.Errorf(domain.CodeInvalidArgument, "limit must be between 1 and %d, got %d", MaxPageSize, q.Limit)
+		return InstancePage{}, domain.Errorf(contract.CodeInvalidArgument, "limit must be between 1 and %d, got %d", MaxPageSize, q.Limit)
 	}
 	_, rev := s.rm.Revisions()
 	var items []InstanceView

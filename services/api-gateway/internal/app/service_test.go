@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"google.golang.org/protobuf/proto"
@@ -79,7 +81,7 @@ func TestReadsFailUntilSynced(t *testing.T) {
 		}(),
 	}
 	for name, err := range checks {
-		if codeOf(err) != domain.CodeUnavailable {
+		if codeOf(err) != contract.CodeUnavailable {
 			t.Errorf("%s before sync: %v, want unavailable", name, err)
 		}
 	}
@@ -123,7 +125,7 @@ func TestNodesReportsWhatCountsTowardTheTarget(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Nodes:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := f.svc.Nodes("nope"); codeOf(err) != domain.CodeNotFound {
+	if _, err := f.svc.Nodes("nope"); codeOf(err) != contract.CodeNotFound {
 		t.Errorf("unknown group: %v", err)
 	}
 }
@@ -181,22 +183,22 @@ func TestMutationsValidateBeforeCallingLifecycle(t *testing.T) {
 		call func() error
 		code domain.Code
 	}{
-		{"increase zero", func() error { return f.svc.IncreaseSize(ctx, "g", 0) }, domain.CodeInvalidArgument},
-		{"increase negative", func() error { return f.svc.IncreaseSize(ctx, "g", -1) }, domain.CodeInvalidArgument},
-		{"increase empty id", func() error { return f.svc.IncreaseSize(ctx, "", 1) }, domain.CodeInvalidArgument},
-		{"increase unknown group", func() error { return f.svc.IncreaseSize(ctx, "nope", 1) }, domain.CodeNotFound},
-		{"decrease positive", func() error { return f.svc.DecreaseTargetSize(ctx, "g", 1) }, domain.CodeInvalidArgument},
-		{"decrease zero", func() error { return f.svc.DecreaseTargetSize(ctx, "g", 0) }, domain.CodeInvalidArgument},
-		{"delete no nodes", func() error { return f.svc.DeleteNodes(ctx, "g", nil) }, domain.CodeInvalidArgument},
-		{"delete nameless node", func() error { return f.svc.DeleteNodes(ctx, "g", []app.NodeRef{{}}) }, domain.CodeInvalidArgument},
+		{"increase zero", func() error { return f.svc.IncreaseSize(ctx, "g", 0) }, contract.CodeInvalidArgument},
+		{"increase negative", func() error { return f.svc.IncreaseSize(ctx, "g", -1) }, contract.CodeInvalidArgument},
+		{"increase empty id", func() error { return f.svc.IncreaseSize(ctx, "", 1) }, contract.CodeInvalidArgument},
+		{"increase unknown group", func() error { return f.svc.IncreaseSize(ctx, "nope", 1) }, contract.CodeNotFound},
+		{"decrease positive", func() error { return f.svc.DecreaseTargetSize(ctx, "g", 1) }, contract.CodeInvalidArgument},
+		{"decrease zero", func() error { return f.svc.DecreaseTargetSize(ctx, "g", 0) }, contract.CodeInvalidArgument},
+		{"delete no nodes", func() error { return f.svc.DeleteNodes(ctx, "g", nil) }, contract.CodeInvalidArgument},
+		{"delete nameless node", func() error { return f.svc.DeleteNodes(ctx, "g", []app.NodeRef{{}}) }, contract.CodeInvalidArgument},
 		{"delete another group's node", func() error {
 			return f.svc.DeleteNodes(ctx, "g", []app.NodeRef{{ProviderID: "nodesmith:///h/i-h", Name: "nodesmith:///h/i-h"}})
-		}, domain.CodeInvalidArgument},
-		{"scale outside bounds", func() error { _, err := f.svc.SetTargetSize(ctx, "g", 11); return err }, domain.CodeInvalidArgument},
+		}, contract.CodeInvalidArgument},
+		{"scale outside bounds", func() error { _, err := f.svc.SetTargetSize(ctx, "g", 11); return err }, contract.CodeInvalidArgument},
 		{"action on unknown instance", func() error {
 			_, err := f.svc.InstanceAction(ctx, "nope", lifecyclev1.InstanceAction_ACTION_RETRY)
 			return err
-		}, domain.CodeNotFound},
+		}, contract.CodeNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,14 +216,14 @@ func TestLifecycleErrorsPassThrough(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 2)
 	f.lc.FailNext(
-		domain.Errorf(domain.CodeFailedPrecondition, "only 0 instances are not yet nodes"),
+		domain.Errorf(contract.CodeFailedPrecondition, "only 0 instances are not yet nodes"),
 		errors.New("boom"),
 	)
 	err := f.svc.DecreaseTargetSize(context.Background(), "g", -1)
-	if codeOf(err) != domain.CodeFailedPrecondition || domain.MessageOf(err) != "only 0 instances are not yet nodes" {
+	if codeOf(err) != contract.CodeFailedPrecondition || domain.MessageOf(err) != "only 0 instances are not yet nodes" {
 		t.Fatalf("lifecycle rejection: %v", err)
 	}
-	if err := f.svc.IncreaseSize(context.Background(), "g", 1); codeOf(err) != domain.CodeInternal {
+	if err := f.svc.IncreaseSize(context.Background(), "g", 1); codeOf(err) != contract.CodeInternal {
 		t.Fatalf("untyped adapter error: %v, want internal", err)
 	}
 }
@@ -234,7 +236,7 @@ func TestMutationNotVisibleInTimeIsDeadlineExceeded(t *testing.T) {
 		return ports.Revisions{Groups: 1000}, nil // a revision the watch never delivers
 	}
 	err := svc.IncreaseSize(context.Background(), "g", 1)
-	if codeOf(err) != domain.CodeDeadlineExceeded {
+	if codeOf(err) != contract.CodeDeadlineExceeded {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
 }
@@ -269,7 +271,7 @@ func TestOptions(t *testing.T) {
 	g.AutoscalingOptions = &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(time.Minute), MaxNodeProvision: durationpb.New(0)}
 	f.rm.PutGroup("tuned", f.next(), g)
 
-	if _, err := f.svc.Options("plain", domain.PartialOptions{}); codeOf(err) != domain.CodeUnimplemented {
+	if _, err := f.svc.Options("plain", domain.PartialOptions{}); codeOf(err) != contract.CodeUnimplemented {
 		t.Fatalf("no options, no defaults: %v", err)
 	}
 	maxProv := 20 * time.Minute
@@ -297,7 +299,7 @@ func TestPricing(t *testing.T) {
 			t.Errorf("NodePrice(%+v) = %v, %v; want 1.2", n, p, err)
 		}
 	}
-	if _, err := f.svc.NodePrice(app.NodeRef{Name: "control-plane"}, start, end); codeOf(err) != domain.CodeNotFound {
+	if _, err := f.svc.NodePrice(app.NodeRef{Name: "control-plane"}, start, end); codeOf(err) != contract.CodeNotFound {
 		t.Errorf("unmanaged node: %v", err)
 	}
 	// 1 CPU of a 4-CPU node at 0.4/h for 3h.
@@ -341,7 +343,7 @@ func TestListInstancesPages(t *testing.T) {
 	if err != nil || len(page.Items) != 1 || page.Items[0].Key != "b.i-x" {
 		t.Fatalf("state filter: %v %v", page.Items, err)
 	}
-	if _, err := f.svc.ListInstances(app.InstanceQuery{Limit: 0}); codeOf(err) != domain.CodeInvalidArgument {
+	if _, err := f.svc.ListInstances(app.InstanceQuery{Limit: 0}); codeOf(err) != contract.CodeInvalidArgument {
 		t.Fatalf("limit 0: %v", err)
 	}
 }

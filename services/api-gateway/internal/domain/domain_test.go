@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 )
 
@@ -184,14 +186,14 @@ func TestNodePrice(t *testing.T) {
 		want   float64
 		code   Code
 	}{
-		{"two hours", 0.5, start, start.Add(2 * time.Hour), 1.0, CodeOK},
-		{"ninety minutes", 2, start, start.Add(90 * time.Minute), 3, CodeOK},
-		{"empty period", 2, start, start, 0, CodeOK},
-		{"no price", 0, start, start.Add(time.Hour), 0, CodeUnimplemented},
-		{"negative price", -1, start, start.Add(time.Hour), 0, CodeUnimplemented},
-		{"NaN price", math.NaN(), start, start.Add(time.Hour), 0, CodeUnimplemented},
-		{"end before start", 1, start, start.Add(-time.Hour), 0, CodeInvalidArgument},
-		{"missing start", 1, time.Time{}, start, 0, CodeInvalidArgument},
+		{"two hours", 0.5, start, start.Add(2 * time.Hour), 1.0, contract.CodeOK},
+		{"ninety minutes", 2, start, start.Add(90 * time.Minute), 3, contract.CodeOK},
+		{"empty period", 2, start, start, 0, contract.CodeOK},
+		{"no price", 0, start, start.Add(time.Hour), 0, contract.CodeUnimplemented},
+		{"negative price", -1, start, start.Add(time.Hour), 0, contract.CodeUnimplemented},
+		{"NaN price", math.NaN(), start, start.Add(time.Hour), 0, contract.CodeUnimplemented},
+		{"end before start", 1, start, start.Add(-time.Hour), 0, contract.CodeInvalidArgument},
+		{"missing start", 1, time.Time{}, start, 0, contract.CodeInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,10 +224,10 @@ func TestPodPrice(t *testing.T) {
 	if want := 0.1 * 0.5 * 2; math.Abs(got-want) > 1e-9 {
 		t.Errorf("PodPrice = %v, want %v", got, want)
 	}
-	if _, err := PodPrice(offers[2:], 500, start, end); CodeOf(err) != CodeUnimplemented {
+	if _, err := PodPrice(offers[2:], 500, start, end); CodeOf(err) != contract.CodeUnimplemented {
 		t.Errorf("no usable offer: code %v, want unimplemented", CodeOf(err))
 	}
-	if _, err := PodPrice(offers, 500, end, start); CodeOf(err) != CodeInvalidArgument {
+	if _, err := PodPrice(offers, 500, end, start); CodeOf(err) != contract.CodeInvalidArgument {
 		t.Errorf("reversed period: code %v", CodeOf(err))
 	}
 }
@@ -254,7 +256,7 @@ func TestValidation(t *testing.T) {
 			if (tt.err == nil) != tt.ok {
 				t.Fatalf("err = %v, want ok=%v", tt.err, tt.ok)
 			}
-			if tt.err != nil && CodeOf(tt.err) != CodeInvalidArgument {
+			if tt.err != nil && CodeOf(tt.err) != contract.CodeInvalidArgument {
 				t.Errorf("code = %v, want invalid_argument", CodeOf(tt.err))
 			}
 		})
@@ -262,14 +264,14 @@ func TestValidation(t *testing.T) {
 }
 
 func TestCodeOf(t *testing.T) {
-	wrapped := fmt.Errorf("context: %w", Errorf(CodeNotFound, "nope"))
-	if CodeOf(wrapped) != CodeNotFound || MessageOf(wrapped) != "nope" {
+	wrapped := fmt.Errorf("context: %w", Errorf(contract.CodeNotFound, "nope"))
+	if CodeOf(wrapped) != contract.CodeNotFound || MessageOf(wrapped) != "nope" {
 		t.Errorf("wrapped: %v %q", CodeOf(wrapped), MessageOf(wrapped))
 	}
-	if CodeOf(nil) != CodeOK || CodeOf(errors.New("x")) != CodeUnknown {
+	if CodeOf(nil) != contract.CodeOK || CodeOf(errors.New("x")) != contract.CodeUnknown {
 		t.Error("nil or plain errors misclassified")
 	}
-	if CodeNotFound.String() != "not_found" || Code(99).String() != "code_99" {
+	if contract.CodeNotFound.String() != "not_found" || Code(99).String() != "code_99" {
 		t.Error("code names")
 	}
 }

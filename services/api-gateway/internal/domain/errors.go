@@ -8,48 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
-// Code classifies an error. The values are the canonical gRPC status codes
-// (google.rpc.Code), so adapters translate them without a table and
-// lifecycle's Reply.error.code travels through unchanged.
-type Code uint32
-
-// The codes the gateway produces or passes through.
-const (
-	CodeOK                 Code = 0
-	CodeCanceled           Code = 1
-	CodeUnknown            Code = 2
-	CodeInvalidArgument    Code = 3
-	CodeDeadlineExceeded   Code = 4
-	CodeNotFound           Code = 5
-	CodeAlreadyExists      Code = 6
-	CodePermissionDenied   Code = 7
-	CodeResourceExhausted  Code = 8
-	CodeFailedPrecondition Code = 9
-	CodeAborted            Code = 10
-	CodeOutOfRange         Code = 11
-	CodeUnimplemented      Code = 12
-	CodeInternal           Code = 13
-	CodeUnavailable        Code = 14
-	CodeDataLoss           Code = 15
-	CodeUnauthenticated    Code = 16
-)
-
-var codeNames = [...]string{
-	"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
-	"already_exists", "permission_denied", "resource_exhausted", "failed_precondition",
-	"aborted", "out_of_range", "unimplemented", "internal", "unavailable", "data_loss",
-	"unauthenticated",
-}
-
-// String is the lower snake name of the code ("not_found"), used in REST errors.
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("code_%d", uint32(c))
-}
+// Code classifies an error: the shared operation codes (contract.Code),
+// numbered as gRPC status codes so lifecycle's Reply.error.code travels
+// through unchanged.
+type Code = contract.Code
 
 // Error is an error with a Code. Every error the application returns to an
 // inbound adapter is (or wraps) an *Error; anything else is internal.
@@ -69,18 +35,18 @@ func Errorf(code Code, format string, args ...any) error {
 // nil, DeadlineExceeded or Canceled for context errors, Unknown otherwise.
 func CodeOf(err error) Code {
 	if err == nil {
-		return CodeOK
+		return contract.CodeOK
 	}
 	var e *Error
 	switch {
 	case errors.As(err, &e):
 		return e.Code
 	case errors.Is(err, context.DeadlineExceeded):
-		return CodeDeadlineExceeded
+		return contract.CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
-		return CodeCanceled
+		return contract.CodeCanceled
 	}
-	return CodeUnknown
+	return contract.CodeUnknown
 }
 
 // MessageOf returns the message of the *Error err wraps, or err's text.

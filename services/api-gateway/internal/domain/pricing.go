@@ -3,16 +3,18 @@ package domain
 import (
 	"math"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
 // PriceHours is the billed duration between start and end in hours. Both
 // must be set and end must not precede start.
 func PriceHours(start, end time.Time) (float64, error) {
 	if start.IsZero() || end.IsZero() {
-		return 0, Errorf(CodeInvalidArgument, "start and end times are required")
+		return 0, Errorf(contract.CodeInvalidArgument, "start and end times are required")
 	}
 	if end.Before(start) {
-		return 0, Errorf(CodeInvalidArgument, "end time %s is before start time %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
+		return 0, Errorf(contract.CodeInvalidArgument, "end time %s is before start time %s", end.Format(time.RFC3339), start.Format(time.RFC3339))
 	}
 	return end.Sub(start).Hours(), nil
 }
@@ -22,7 +24,7 @@ func PriceHours(start, end time.Time) (float64, error) {
 // CA's pricing expander understands.
 func NodePrice(hourlyPrice float64, start, end time.Time) (float64, error) {
 	if !(hourlyPrice > 0) || math.IsInf(hourlyPrice, 0) {
-		return 0, Errorf(CodeUnimplemented, "no hourly price configured")
+		return 0, Errorf(contract.CodeUnimplemented, "no hourly price configured")
 	}
 	h, err := PriceHours(start, end)
 	if err != nil {
@@ -50,10 +52,10 @@ func PodPrice(offers []CPUOffer, podMilliCPU int64, start, end time.Time) (float
 		}
 	}
 	if math.IsInf(best, 1) {
-		return 0, Errorf(CodeUnimplemented, "no node group has both an hourly price and a CPU capacity")
+		return 0, Errorf(contract.CodeUnimplemented, "no node group has both an hourly price and a CPU capacity")
 	}
 	if podMilliCPU < 0 {
-		return 0, Errorf(CodeInvalidArgument, "negative CPU request")
+		return 0, Errorf(contract.CodeInvalidArgument, "negative CPU request")
 	}
 	h, err := PriceHours(start, end)
 	if err != nil {

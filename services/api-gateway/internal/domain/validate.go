@@ -1,10 +1,12 @@
 package domain
 
+import "github.com/nodesmith/nodesmith/libs/contract"
+
 // ValidateGroupID rejects an empty group id: CA never sends one for a
 // mutation, so it is a client bug, not an unknown group.
 func ValidateGroupID(id string) error {
 	if id == "" {
-		return Errorf(CodeInvalidArgument, "node group id is required")
+		return Errorf(contract.CodeInvalidArgument, "node group id is required")
 	}
 	return nil
 }
@@ -12,7 +14,7 @@ func ValidateGroupID(id string) error {
 // ValidateIncrease checks an IncreaseSize delta: strictly positive.
 func ValidateIncrease(delta int32) error {
 	if delta <= 0 {
-		return Errorf(CodeInvalidArgument, "size increase must be positive, got %d", delta)
+		return Errorf(contract.CodeInvalidArgument, "size increase must be positive, got %d", delta)
 	}
 	return nil
 }
@@ -20,7 +22,7 @@ func ValidateIncrease(delta int32) error {
 // ValidateDecrease checks a DecreaseTargetSize delta: strictly negative.
 func ValidateDecrease(delta int32) error {
 	if delta >= 0 {
-		return Errorf(CodeInvalidArgument, "size decrease must be negative, got %d", delta)
+		return Errorf(contract.CodeInvalidArgument, "size decrease must be negative, got %d", delta)
 	}
 	return nil
 }
@@ -29,7 +31,7 @@ func ValidateDecrease(delta int32) error {
 // group's bounds.
 func ValidateTargetSize(target, minSize, maxSize int32) error {
 	if target < minSize || target > maxSize {
-		return Errorf(CodeInvalidArgument, "target size %d is outside the group's bounds [%d, %d]", target, minSize, maxSize)
+		return Errorf(contract.CodeInvalidArgument, "target size %d is outside the group's bounds [%d, %d]", target, minSize, maxSize)
 	}
 	return nil
 }
@@ -38,9 +40,9 @@ func ValidateTargetSize(target, minSize, maxSize int32) error {
 func ValidateBounds(minSize, maxSize, target int32) error {
 	switch {
 	case minSize < 0:
-		return Errorf(CodeInvalidArgument, "minSize must not be negative, got %d", minSize)
+		return Errorf(contract.CodeInvalidArgument, "minSize must not be negative, got %d", minSize)
 	case maxSize < minSize:
-		return Errorf(CodeInvalidArgument, "maxSize %d is below minSize %d", maxSize, minSize)
+		return Errorf(contract.CodeInvalidArgument, "maxSize %d is below minSize %d", maxSize, minSize)
 	}
 	return ValidateTargetSize(target, minSize, maxSize)
 }
@@ -50,11 +52,11 @@ func ValidateBounds(minSize, maxSize, target int32) error {
 // it is limited to letters, digits, '-' and '_' (1 to 63 of them).
 func ValidateNewGroupID(id string) error {
 	if id == "" || len(id) > 63 {
-		return Errorf(CodeInvalidArgument, "node group id must be 1 to 63 characters")
+		return Errorf(contract.CodeInvalidArgument, "node group id must be 1 to 63 characters")
 	}
 	for _, r := range id {
 		if !groupIDRune(r) {
-			return Errorf(CodeInvalidArgument, "node group id %q may only contain letters, digits, '-' and '_'", id)
+			return Errorf(contract.CodeInvalidArgument, "node group id %q may only contain letters, digits, '-' and '_'", id)
 		}
 	}
 	return nil

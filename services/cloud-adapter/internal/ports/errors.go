@@ -3,49 +3,26 @@ package ports
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
-// ErrorKind is the provider-neutral class of a cloud error. Every adapter
+// ErrorKind is the provider-neutral class of a cloud error, with the one
+// retry policy every service follows (contract.ErrorKind). Every adapter
 // maps its cloud's error codes to these in one place.
-type ErrorKind int
+type ErrorKind = contract.ErrorKind
 
-// Error kinds. The zero value is ErrorKindUnknown: a code the adapter does
-// not know, treated as definitive (not retried) so it surfaces quickly.
+// Error kinds (contract): the zero value is ErrorKindUnknown, a code the
+// adapter does not know, definitive (not retried) so it surfaces quickly.
 const (
-	ErrorKindUnknown ErrorKind = iota
-	// ErrorKindCapacity: out of capacity, quota or stock (CA's
-	// OutOfResources class): retrying the same request soon will not help.
-	ErrorKindCapacity
-	// ErrorKindThrottled: the cloud's rate limit; retried with backoff.
-	ErrorKindThrottled
-	// ErrorKindNotFound: the resource does not exist (or no longer).
-	ErrorKindNotFound
-	// ErrorKindInvalidParameters: the request (usually the template) is wrong.
-	ErrorKindInvalidParameters
-	// ErrorKindAuth: missing, wrong or insufficient credentials.
-	ErrorKindAuth
-	// ErrorKindTransient: timeouts, 5xx, connection errors; retried.
-	ErrorKindTransient
+	ErrorKindUnknown           = contract.ErrorKindUnknown
+	ErrorKindCapacity          = contract.ErrorKindCapacity
+	ErrorKindThrottled         = contract.ErrorKindThrottled
+	ErrorKindNotFound          = contract.ErrorKindNotFound
+	ErrorKindInvalidParameters = contract.ErrorKindInvalidParameters
+	ErrorKindAuth              = contract.ErrorKindAuth
+	ErrorKindTransient         = contract.ErrorKindTransient
 )
-
-func (k ErrorKind) String() string {
-	switch k {
-	case ErrorKindCapacity:
-		return "capacity"
-	case ErrorKindThrottled:
-		return "throttled"
-	case ErrorKindNotFound:
-		return "not_found"
-	case ErrorKindInvalidParameters:
-		return "invalid_parameters"
-	case ErrorKindAuth:
-		return "auth"
-	case ErrorKindTransient:
-		return "transient"
-	default:
-		return "unknown"
-	}
-}
 
 // CloudError is the one shape of every error a Cloud returns about the
 // cloud's answer. Code is the cloud's own code (e.g.
@@ -137,10 +114,7 @@ func IsTransientError(err error) bool { return isKind(err, ErrorKindTransient) }
 
 // IsRetryable reports whether the same call may succeed if simply repeated
 // later: throttling and transient failures.
-func IsRetryable(err error) bool {
-	k := KindOf(err)
-	return k == ErrorKindThrottled || k == ErrorKindTransient
-}
+func IsRetryable(err error) bool { return KindOf(err).Retryable() }
 
 func isKind(err error, k ErrorKind) bool {
 	ce, ok := AsCloudError(err)

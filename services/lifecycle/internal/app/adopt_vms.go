@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -133,19 +135,19 @@ func (a *App) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, er
 		a.mu.Unlock()
 	}()
 	if err := a.cmds.Tag(ctx, c); err != nil {
-		return TagResult{}, &domain.Error{Code: domain.CodeUnavailable, Msg: "asking the cloud adapter about the VMs", Err: err}
+		return TagResult{}, &domain.Error{Code: contract.CodeUnavailable, Msg: "asking the cloud adapter about the VMs", Err: err}
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptCheckTimeout)
 	defer cancel()
 	select {
 	case r := <-ch:
 		if r.Err != nil {
-			return r, &domain.Error{Code: domain.CodeUnavailable,
+			return r, &domain.Error{Code: contract.CodeUnavailable,
 				Msg: fmt.Sprintf("the cloud adapter could not describe the VMs: %s: %s", r.Err.Code, r.Err.Message)}
 		}
 		return r, nil
 	case <-wctx.Done():
-		return TagResult{}, &domain.Error{Code: domain.CodeUnavailable, Msg: "no answer from the cloud adapter about the VMs", Err: wctx.Err()}
+		return TagResult{}, &domain.Error{Code: contract.CodeUnavailable, Msg: "no answer from the cloud adapter about the VMs", Err: wctx.Err()}
 	}
 }
 
@@ -191,7 +193,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	target, maxSize := g.g.TargetSize, g.g.MaxSize
 	a.mu.Unlock()
 	if target+len(cands) > maxSize {
-		return nil, revs, domain.Errorf(domain.CodeOutOfRange,
+		return nil, revs, domain.Errorf(contract.CodeOutOfRange,
 			"adopting %d VMs would take node group %q's target from %d to %d, beyond its max size %d: raise maxSize first",
 			len(cands), req.Group, target, target+len(cands), maxSize)
 	}
@@ -199,7 +201,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	// 1b. The Nodes (when the cluster is watched).
 	if a.cluster != nil && len(cands) > 0 {
 		if !a.nodes.isSynced() {
-			return nil, revs, domain.Errorf(domain.CodeUnavailable, "the Node cache is not synced yet: retry")
+			return nil, revs, domain.Errorf(contract.CodeUnavailable, "the Node cache is not synced yet: retry")
 		}
 		cands = keep(cands, func(c candidate) bool {
 			vm := req.VMs[c.i]
@@ -235,7 +237,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 			switch {
 			case !ok:
 				out[c.i].refuse("the cloud adapter did not report VM %s", req.VMs[c.i].CloudID)
-			case r.Err != nil && r.Err.Kind == domain.ErrorKindNotFound:
+			case r.Err != nil && r.Err.Kind == contract.ErrorKindNotFound:
 				out[c.i].refuse("no VM %s in %s/%s/%s", req.VMs[c.i].CloudID, t.Provider, t.Account, t.Region)
 			case r.Err != nil:
 				out[c.i].refuse("VM %s refused by the cloud adapter: %s: %s", req.VMs[c.i].CloudID, r.Err.Code, r.Err.Message)
@@ -343,7 +345,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 		}
 	}
 	if failed != nil {
-		return out, revs, &domain.Error{Code: domain.CodeUnavailable, Msg: "recording some adopted VMs failed", Err: failed}
+		return out, revs, &domain.Error{Code: contract.CodeUnavailable, Msg: "recording some adopted VMs failed", Err: failed}
 	}
 	return out, revs, nil
 }
@@ -414,20 +416,20 @@ func (a *App) tagCommand(t ports.Target, group string, out []AdoptOutcome, cs []
 
 func validateAdopt(req AdoptRequest) error {
 	if req.Group == "" {
-		return domain.Errorf(domain.CodeInvalidArgument, "group: required")
+		return domain.Errorf(contract.CodeInvalidArgument, "group: required")
 	}
 	if len(req.VMs) == 0 || len(req.VMs) > MaxAdoptVMs {
-		return domain.Errorf(domain.CodeInvalidArgument, "instances: between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.VMs))
+		return domain.Errorf(contract.CodeInvalidArgument, "instances: between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.VMs))
 	}
 	seen := map[string]string{}
 	for i, vm := range req.VMs {
 		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
 			if f.v == "" {
-				return domain.Errorf(domain.CodeInvalidArgument, "instances[%d].%s: required", i, f.name)
+				return domain.Errorf(contract.CodeInvalidArgument, "instances[%d].%s: required", i, f.name)
 			}
 			k := f.name + "=" + f.v
 			if prev, dup := seen[k]; dup {
-				return domain.Errorf(domain.CodeInvalidArgument, "instances[%d].%s: %q repeats %s", i, f.name, f.v, prev)
+				return domain.Errorf(contract.CodeInvalidArgument, "instances[%d].%s: %q repeats %s", i, f.name, f.v, prev)
 			}
 			seen[k] = fmt.Sprintf("instances[%d]", i)
 		}

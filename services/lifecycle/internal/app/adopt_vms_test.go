@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -31,9 +33,9 @@ func (f *fakeTagCloud) answer(h *harness) func(ports.TagCommand) {
 			switch {
 			case !ok:
 				vr.State = domain.CloudNotFound
-				vr.Err = &domain.CloudError{Kind: domain.ErrorKindNotFound, Code: "InstanceNotFound"}
+				vr.Err = &domain.CloudError{Kind: contract.ErrorKindNotFound, Code: "InstanceNotFound"}
 			case f.other[r.CloudID]:
-				vr.Err = &domain.CloudError{Kind: domain.ErrorKindInvalidParameters, Code: "InstanceNotInCluster", Message: "another cluster's"}
+				vr.Err = &domain.CloudError{Kind: contract.ErrorKindInvalidParameters, Code: "InstanceNotInCluster", Message: "another cluster's"}
 			case !c.CheckOnly:
 				f.tagged[r.CloudID] = r.InstanceID
 			}
@@ -167,7 +169,7 @@ func TestAdoptVMsBeyondMaxSizeRefusedWhole(t *testing.T) {
 	g := group("workers", 0, 2, 1)
 	h, _ := adoptHarness(t, g, map[string]string{"ins-p1": "", "ins-p2": ""}, protoNode("proto-1", "ins-p1"), protoNode("proto-2", "ins-p2"))
 	_, _, err := h.app.AdoptVMs(h.ctx, app.AdoptRequest{Group: "workers", VMs: []app.AdoptVM{adoptVM("proto-1", "ins-p1"), adoptVM("proto-2", "ins-p2")}})
-	if domain.CodeOf(err) != domain.CodeOutOfRange || !strings.Contains(err.Error(), "max size 2") {
+	if domain.CodeOf(err) != contract.CodeOutOfRange || !strings.Contains(err.Error(), "max size 2") {
 		t.Fatalf("err %v, want OutOfRange naming the max size", err)
 	}
 	if h.target("workers") != 1 || len(h.instances("workers")) != 0 || len(h.cmds.Snapshot().Tags) != 0 {
@@ -245,9 +247,9 @@ func TestAdoptVMsInvalidRequests(t *testing.T) {
 		"no provider id:": {Group: "workers", VMs: []app.AdoptVM{{CloudID: "ins-1", NodeName: "n"}}},
 	} {
 		_, _, err := h.app.AdoptVMs(h.ctx, req)
-		want := domain.CodeInvalidArgument
+		want := contract.CodeInvalidArgument
 		if name == "unknown group" {
-			want = domain.CodeNotFound
+			want = contract.CodeNotFound
 		}
 		if domain.CodeOf(err) != want {
 			t.Errorf("%s: err %v, want %v", name, err, want)
@@ -263,7 +265,7 @@ func TestAdoptVMsCloudSilent(t *testing.T) {
 	ctx, cancel := contextWithShortTimeout(h)
 	defer cancel()
 	_, _, err := h.app.AdoptVMs(ctx, app.AdoptRequest{Group: "workers", VMs: []app.AdoptVM{adoptVM("proto-1", "ins-p1")}})
-	if domain.CodeOf(err) != domain.CodeUnavailable {
+	if domain.CodeOf(err) != contract.CodeUnavailable {
 		t.Fatalf("err %v, want Unavailable", err)
 	}
 	if len(h.instances("workers")) != 0 || h.target("workers") != 0 {

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/backoff"
 	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/providerid"
@@ -323,7 +325,7 @@ func randomString(n int) string {
 
 // ErrNotLeader is returned by operations while the App is not started
 // (this replica is not the leader, or is still loading).
-var ErrNotLeader = &domain.Error{Code: domain.CodeUnavailable, Msg: "lifecycle is not leading (starting or lost leadership)"}
+var ErrNotLeader = &domain.Error{Code: contract.CodeUnavailable, Msg: "lifecycle is not leading (starting or lost leadership)"}
 
 // Start loads every record into memory and applies the file configuration.
 // It retries the load until ctx ends, so a store that is briefly unavailable
@@ -596,7 +598,7 @@ func (a *App) createInstLocked(ctx context.Context, group string) (domain.Instan
 func (a *App) applyLocked(ctx context.Context, id string, ev domain.Event) (domain.Result, uint64, error) {
 	rec, ok := a.insts[id]
 	if !ok {
-		return domain.Result{}, 0, domain.Errorf(domain.CodeNotFound, "instance %s not found", id)
+		return domain.Result{}, 0, domain.Errorf(contract.CodeNotFound, "instance %s not found", id)
 	}
 	res, err := domain.Apply(rec.inst, ev, a.envLocked(rec.inst.Group))
 	if err != nil {
@@ -667,7 +669,7 @@ func (a *App) Apply(ctx context.Context, id string, ev domain.Event) (domain.Res
 		rec, ok := a.insts[id]
 		if !ok {
 			a.mu.Unlock()
-			return domain.Result{}, 0, domain.Errorf(domain.CodeNotFound, "instance %s not found", id)
+			return domain.Result{}, 0, domain.Errorf(contract.CodeNotFound, "instance %s not found", id)
 		}
 		res, err := domain.Apply(rec.inst, ev, a.envLocked(rec.inst.Group))
 		if err != nil || !res.Changed {
@@ -697,7 +699,7 @@ func (a *App) Apply(ctx context.Context, id string, ev domain.Event) (domain.Res
 			done[e] = true
 		}
 	}
-	return domain.Result{}, 0, domain.Errorf(domain.CodeAborted, "instance %s kept changing while applying %s", id, domain.EventName(ev))
+	return domain.Result{}, 0, domain.Errorf(contract.CodeAborted, "instance %s kept changing while applying %s", id, domain.EventName(ev))
 }
 
 func (a *App) effect(ctx context.Context, in domain.Instance, group *groupRec, e domain.Effect) error {
@@ -750,7 +752,7 @@ func (a *App) HandleEvent(ctx context.Context, instanceID string, ev domain.Even
 			log.Debug("event changed nothing", "why", res.Ignored)
 		}
 		return nil
-	case domain.CodeOf(err) == domain.CodeNotFound:
+	case domain.CodeOf(err) == contract.CodeNotFound:
 		log.Info("event for an unknown instance dropped")
 		return nil
 	case errors.Is(err, domain.ErrInvalidTransition):

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
@@ -121,7 +123,7 @@ func (a *App) PutCatalogEntry(ctx context.Context, req PutCatalogRequest) (Revis
 	return a.op(ctx, "PutCatalogEntry", func() (Revisions, error) {
 		var revs Revisions
 		if a.catalogStore() == nil {
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "this lifecycle store has no catalog")
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "this lifecycle store has no catalog")
 		}
 		e := cloneEntry(req.Entry)
 		e.Source = domain.SourceAPI
@@ -134,18 +136,18 @@ func (a *App) PutCatalogEntry(ctx context.Context, req PutCatalogRequest) (Revis
 			for i, fe := range errs {
 				msgs[i] = fe.Error()
 			}
-			return revs, domain.Errorf(domain.CodeInvalidArgument, "invalid %s: %s", ref.Kind, strings.Join(msgs, "; "))
+			return revs, domain.Errorf(contract.CodeInvalidArgument, "invalid %s: %s", ref.Kind, strings.Join(msgs, "; "))
 		}
 		cur := a.cat.entries[ref]
 		switch {
 		case cur != nil && cur.e.Source == domain.SourceConfig:
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "%s is defined in the configuration file; change it there", ref)
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "%s is defined in the configuration file; change it there", ref)
 		case cur != nil && req.ExpectedRevision == 0 && !req.Upsert:
-			return revs, domain.Errorf(domain.CodeAlreadyExists, "%s already exists", ref)
+			return revs, domain.Errorf(contract.CodeAlreadyExists, "%s already exists", ref)
 		case cur != nil && req.ExpectedRevision != 0 && req.ExpectedRevision != cur.rev:
-			return revs, domain.Errorf(domain.CodeAborted, "%s changed: revision %d, expected %d", ref, cur.rev, req.ExpectedRevision)
+			return revs, domain.Errorf(contract.CodeAborted, "%s changed: revision %d, expected %d", ref, cur.rev, req.ExpectedRevision)
 		case cur == nil && req.ExpectedRevision != 0:
-			return revs, domain.Errorf(domain.CodeNotFound, "%s not found", ref)
+			return revs, domain.Errorf(contract.CodeNotFound, "%s not found", ref)
 		}
 		rev, err := a.writeCatalogLocked(ctx, cur, e)
 		if err != nil {
@@ -171,16 +173,16 @@ func (a *App) DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, exp
 		var revs Revisions
 		cs := a.catalogStore()
 		if cs == nil {
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "this lifecycle store has no catalog")
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "this lifecycle store has no catalog")
 		}
 		cur := a.cat.entries[ref]
 		switch {
 		case cur == nil:
-			return revs, domain.Errorf(domain.CodeNotFound, "%s not found", ref)
+			return revs, domain.Errorf(contract.CodeNotFound, "%s not found", ref)
 		case cur.e.Source == domain.SourceConfig:
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "%s is defined in the configuration file; remove it there", ref)
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "%s is defined in the configuration file; remove it there", ref)
 		case expectedRevision != 0 && expectedRevision != cur.rev:
-			return revs, domain.Errorf(domain.CodeAborted, "%s changed: revision %d, expected %d", ref, cur.rev, expectedRevision)
+			return revs, domain.Errorf(contract.CodeAborted, "%s changed: revision %d, expected %d", ref, cur.rev, expectedRevision)
 		}
 		if err := a.inUseLocked(ref); err != nil {
 			return revs, err
@@ -208,7 +210,7 @@ func (a *App) inUseLocked(ref domain.CatalogRef) error {
 	if len(uses) == 0 {
 		return nil
 	}
-	return domain.Errorf(domain.CodeFailedPrecondition, "%s is used by %s", ref, strings.Join(uses, " and "))
+	return domain.Errorf(contract.CodeFailedPrecondition, "%s is used by %s", ref, strings.Join(uses, " and "))
 }
 
 // usersLocked lists, sorted, the groups and catalog templates that
@@ -253,14 +255,14 @@ func (a *App) completeEntryLocked(e *domain.CatalogEntry) error {
 	case e.Template != nil && e.Template.Account != "":
 		acct := a.cat.entries[domain.CatalogRef{Kind: domain.KindAccount, Name: e.Template.Account}]
 		if acct == nil {
-			return domain.Errorf(domain.CodeFailedPrecondition, "instance template %q references cloud account %q, which is not in the catalog",
+			return domain.Errorf(contract.CodeFailedPrecondition, "instance template %q references cloud account %q, which is not in the catalog",
 				e.Template.Name, e.Template.Account)
 		}
 		t := e.Template
 		if t.Provider == "" {
 			t.Provider = acct.e.Account.Provider
 		} else if acct.e.Account.Provider != "" && t.Provider != acct.e.Account.Provider {
-			return domain.Errorf(domain.CodeInvalidArgument, "instance template %q: provider %q differs from the provider %q of account %q",
+			return domain.Errorf(contract.CodeInvalidArgument, "instance template %q: provider %q differs from the provider %q of account %q",
 				t.Name, t.Provider, acct.e.Account.Provider, t.Account)
 		}
 		if t.Region == "" && len(acct.e.Account.Regions) > 0 {
@@ -322,11 +324,11 @@ func (a *App) resolveGroupLocked(g *domain.NodeGroup) error {
 	t := g.Template
 	if t.Name != "" && t.Provider == "" && t.Account == "" && t.Region == "" && t.ParametersJSON == "" &&
 		a.cat.entries[domain.CatalogRef{Kind: domain.KindTemplate, Name: t.Name}] == nil {
-		return domain.Errorf(domain.CodeInvalidArgument, "node group %q: unknown instance template %q", g.ID, t.Name)
+		return domain.Errorf(contract.CodeInvalidArgument, "node group %q: unknown instance template %q", g.ID, t.Name)
 	}
 	for _, h := range []*domain.HookSpec{g.Hooks.AfterCreated, g.Hooks.BeforeDelete} {
 		if h != nil && h.Name != "" && h.Script == "" && a.cat.entries[domain.CatalogRef{Kind: domain.KindHook, Name: h.Name}] == nil {
-			return domain.Errorf(domain.CodeInvalidArgument, "node group %q: unknown hook %q", g.ID, h.Name)
+			return domain.Errorf(contract.CodeInvalidArgument, "node group %q: unknown hook %q", g.ID, h.Name)
 		}
 	}
 	*g = a.snapshotLocked(*g)

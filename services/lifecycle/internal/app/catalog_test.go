@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
@@ -183,55 +185,55 @@ func TestCatalogOperationErrors(t *testing.T) {
 			msg  string
 		}{
 			{"template on an unknown account", func() error { _, err := put(t, a, template("t2", "nobody", "x"), 0, false); return err },
-				domain.CodeFailedPrecondition, `cloud account "nobody"`},
+				contract.CodeFailedPrecondition, `cloud account "nobody"`},
 			{"provider differs from the account's", func() error {
 				e := template("t3", "team", "x")
 				e.Template.Provider = "aws"
 				_, err := put(t, a, e, 0, false)
 				return err
-			}, domain.CodeInvalidArgument, "differs from the provider"},
+			}, contract.CodeInvalidArgument, "differs from the provider"},
 			{"create of an existing entry", func() error { _, err := put(t, a, account("team"), 0, false); return err },
-				domain.CodeAlreadyExists, "already exists"},
+				contract.CodeAlreadyExists, "already exists"},
 			{"stale revision", func() error { _, err := put(t, a, account("team"), accRev-1, false); return err },
-				domain.CodeAborted, "changed"},
+				contract.CodeAborted, "changed"},
 			{"revision of a missing entry", func() error { _, err := put(t, a, account("ghost"), 3, false); return err },
-				domain.CodeNotFound, "not found"},
+				contract.CodeNotFound, "not found"},
 			{"invalid name", func() error { _, err := put(t, a, hook("bad name", "x"), 0, false); return err },
-				domain.CodeInvalidArgument, "invalid hook"},
+				contract.CodeInvalidArgument, "invalid hook"},
 			{"empty key token in the name", func() error { _, err := put(t, a, hook("a..b", "x"), 0, false); return err },
-				domain.CodeInvalidArgument, `must not contain ".."`},
+				contract.CodeInvalidArgument, `must not contain ".."`},
 			{"hook without script", func() error { _, err := put(t, a, hook("empty", ""), 0, false); return err },
-				domain.CodeInvalidArgument, "script"},
+				contract.CodeInvalidArgument, "script"},
 			{"changing a file entry", func() error { _, err := put(t, a, account("file-acct"), 0, true); return err },
-				domain.CodeFailedPrecondition, "configuration file"},
+				contract.CodeFailedPrecondition, "configuration file"},
 			{"deleting a file entry", func() error {
 				_, err := a.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: domain.KindTemplate, Name: "file-tmpl"}, 0)
 				return err
-			}, domain.CodeFailedPrecondition, "configuration file"},
+			}, contract.CodeFailedPrecondition, "configuration file"},
 			{"deleting a template a group uses", func() error {
 				_, err := a.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: domain.KindTemplate, Name: "big"}, 0)
 				return err
-			}, domain.CodeFailedPrecondition, "node groups g1"},
+			}, contract.CodeFailedPrecondition, "node groups g1"},
 			{"deleting a hook a group uses", func() error {
 				_, err := a.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: domain.KindHook, Name: "join"}, 0)
 				return err
-			}, domain.CodeFailedPrecondition, "node groups g1"},
+			}, contract.CodeFailedPrecondition, "node groups g1"},
 			{"deleting an account templates use", func() error {
 				_, err := a.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: domain.KindAccount, Name: "team"}, 0)
 				return err
-			}, domain.CodeFailedPrecondition, "instance templates big, spare and node groups g1"},
+			}, contract.CodeFailedPrecondition, "instance templates big, spare and node groups g1"},
 			{"deleting a missing entry", func() error {
 				_, err := a.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: domain.KindHook, Name: "ghost"}, 0)
 				return err
-			}, domain.CodeNotFound, "not found"},
+			}, contract.CodeNotFound, "not found"},
 			{"group naming an unknown template", func() error {
 				_, err := a.PutGroup(ctx, app.PutGroupRequest{Group: apiGroup("g9", "ghost", "")})
 				return err
-			}, domain.CodeInvalidArgument, `unknown instance template "ghost"`},
+			}, contract.CodeInvalidArgument, `unknown instance template "ghost"`},
 			{"group naming an unknown hook", func() error {
 				_, err := a.PutGroup(ctx, app.PutGroupRequest{Group: apiGroup("g9", "big", "ghost")})
 				return err
-			}, domain.CodeInvalidArgument, `unknown hook "ghost"`},
+			}, contract.CodeInvalidArgument, `unknown hook "ghost"`},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,8 @@ package app_test
 import (
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -53,8 +55,8 @@ func TestWhatWinsBetweenFileAndAPI(t *testing.T) {
 		}
 	})
 	t.Run("the API cannot change or delete a file group", func(t *testing.T) {
-		wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: group("workers", 0, 99, 0), Upsert: true})), domain.CodeFailedPrecondition)
-		wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "workers", 0)), domain.CodeFailedPrecondition)
+		wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: group("workers", 0, 99, 0), Upsert: true})), contract.CodeFailedPrecondition)
+		wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "workers", 0)), contract.CodeFailedPrecondition)
 		// ... but may set its target.
 		h.ok(h.app.SetTargetSize(h.ctx, "workers", 5))
 	})

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -33,7 +35,7 @@ func TestIndexFollowsEveryChange(t *testing.T) {
 	c := h.cmds.Snapshot()
 	first := c.Creates[0]
 	h.event(first.Instances[0].InstanceID, domain.CloudCreateFailed{Attempt: first.Instances[0].Attempt, BatchID: first.BatchID,
-		Err: domain.CloudError{Kind: domain.ErrorKindTransient, Code: "InternalError", Message: "boom"}})
+		Err: domain.CloudError{Kind: contract.ErrorKindTransient, Code: "InternalError", Message: "boom"}})
 	check("a failed create")
 	for range 20 {
 		h.clock.Advance(30 * time.Second)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
@@ -51,7 +53,7 @@ func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) 
 				break
 			}
 		}
-		return Revisions{}, &domain.Error{Code: domain.CodeAborted, Msg: name + ": concurrent writes kept conflicting", Err: err}
+		return Revisions{}, &domain.Error{Code: contract.CodeAborted, Msg: name + ": concurrent writes kept conflicting", Err: err}
 	}()
 	if err != nil {
 		// A failure may have come between a group write and the instance
@@ -60,10 +62,10 @@ func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) 
 	}
 	a.mu.Unlock()
 	code := domain.CodeOf(err)
-	if err != nil && code == domain.CodeUnknown {
+	if err != nil && code == contract.CodeUnknown {
 		// Anything not classified is the store or the network.
-		err = &domain.Error{Code: domain.CodeUnavailable, Msg: name, Err: err}
-		code = domain.CodeUnavailable
+		err = &domain.Error{Code: contract.CodeUnavailable, Msg: name, Err: err}
+		code = contract.CodeUnavailable
 	}
 	a.obs.Op(name, code)
 	if err != nil {
@@ -81,7 +83,7 @@ func opaque(err error) error { return errors.New(err.Error()) }
 func (a *App) groupLocked(id string) (*groupRec, error) {
 	g, ok := a.groups[id]
 	if !ok {
-		return nil, domain.Errorf(domain.CodeNotFound, "node group %q not found", id)
+		return nil, domain.Errorf(contract.CodeNotFound, "node group %q not found", id)
 	}
 	return g, nil
 }
@@ -134,14 +136,14 @@ func (a *App) IncreaseSize(ctx context.Context, group string, delta int) (Revisi
 	return a.op(ctx, "IncreaseSize", func() (Revisions, error) {
 		var revs Revisions
 		if delta <= 0 {
-			return revs, domain.Errorf(domain.CodeInvalidArgument, "delta must be positive, got %d", delta)
+			return revs, domain.Errorf(contract.CodeInvalidArgument, "delta must be positive, got %d", delta)
 		}
 		g, err := a.groupLocked(group)
 		if err != nil {
 			return revs, err
 		}
 		if g.g.TargetSize+delta > g.g.MaxSize {
-			return revs, domain.Errorf(domain.CodeOutOfRange, "size increase too large: target %d + %d exceeds max size %d of %q",
+			return revs, domain.Errorf(contract.CodeOutOfRange, "size increase too large: target %d + %d exceeds max size %d of %q",
 				g.g.TargetSize, delta, g.g.MaxSize, group)
 		}
 		if err := a.setTargetLocked(ctx, g, g.g.TargetSize+delta, &revs); err != nil {
@@ -160,7 +162,7 @@ func (a *App) IncreaseSize(ctx context.Context, group string, delta int) (Revisi
 func (a *App) DecreaseTargetSize(ctx context.Context, group string, delta int) (Revisions, error) {
 	return a.op(ctx, "DecreaseTargetSize", func() (Revisions, error) {
 		if delta >= 0 {
-			return Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "delta must be negative, got %d", delta)
+			return Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "delta must be negative, got %d", delta)
 		}
 		g, err := a.groupLocked(group)
 		if err != nil {
@@ -173,7 +175,7 @@ func (a *App) DecreaseTargetSize(ctx context.Context, group string, delta int) (
 func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why string) (Revisions, error) {
 	var revs Revisions
 	if target < g.g.MinSize {
-		return revs, domain.Errorf(domain.CodeOutOfRange, "target %d would be below min size %d of %q", target, g.g.MinSize, g.g.ID)
+		return revs, domain.Errorf(contract.CodeOutOfRange, "target %d would be below min size %d of %q", target, g.g.MinSize, g.g.ID)
 	}
 	live := a.liveLocked(g.g.ID)
 	var candidates []domain.Instance
@@ -187,7 +189,7 @@ func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why s
 	}
 	excess := len(live) - target
 	if target < registered {
-		return revs, domain.Errorf(domain.CodeFailedPrecondition,
+		return revs, domain.Errorf(contract.CodeFailedPrecondition,
 			"cannot decrease %q to %d: %d instances have registered nodes (delete nodes instead); %d unregistered can be cancelled",
 			g.g.ID, target, registered, len(candidates))
 	}
@@ -211,7 +213,7 @@ func (a *App) decreaseLocked(ctx context.Context, g *groupRec, target int, why s
 	}
 	if len(errs) > 0 {
 		a.restoreTargetLocked(ctx, g, len(errs), &revs)
-		return revs, &domain.Error{Code: domain.CodeUnavailable,
+		return revs, &domain.Error{Code: contract.CodeUnavailable,
 			Msg: fmt.Sprintf("cancelling %d instances of %s failed", len(errs), g.g.ID),
 			Err: opaque(errors.Join(errs...))}
 	}
@@ -281,7 +283,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 			return revs, err
 		}
 		if len(nodes) == 0 {
-			return revs, domain.Errorf(domain.CodeInvalidArgument, "no nodes given")
+			return revs, domain.Errorf(contract.CodeInvalidArgument, "no nodes given")
 		}
 		var release []domain.Instance
 		seen := map[string]bool{}
@@ -303,9 +305,9 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 			}
 		}
 		if len(problems) > 0 {
-			code := domain.CodeInvalidArgument
+			code := contract.CodeInvalidArgument
 			if notFound && len(problems) == 1 {
-				code = domain.CodeNotFound
+				code = contract.CodeNotFound
 			}
 			return revs, domain.Errorf(code, "%s", strings.Join(problems, "; "))
 		}
@@ -322,7 +324,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 		}
 		room := g.g.TargetSize - g.g.MinSize
 		if normal > room {
-			return revs, domain.Errorf(domain.CodeOutOfRange,
+			return revs, domain.Errorf(contract.CodeOutOfRange,
 				"deleting %d nodes would take %q below its min size %d (target %d)", len(release), group, g.g.MinSize, g.g.TargetSize)
 		}
 		decrease := normal + min(failed, room-normal)
@@ -346,7 +348,7 @@ func (a *App) DeleteNodes(ctx context.Context, group string, nodes []NodeRef) (R
 			// Give the unreleased nodes their place in the target back, so a
 			// retry of the call (which releases them) lowers it only once.
 			a.restoreTargetLocked(ctx, g, len(errs), &revs)
-			return revs, &domain.Error{Code: domain.CodeUnavailable,
+			return revs, &domain.Error{Code: contract.CodeUnavailable,
 				Msg: fmt.Sprintf("releasing %d of %d nodes of %s failed", len(errs), len(release), group),
 				Err: opaque(errors.Join(errs...))}
 		}
@@ -365,7 +367,7 @@ func (a *App) SetTargetSize(ctx context.Context, group string, target int) (Revi
 			return revs, err
 		}
 		if target < g.g.MinSize || target > g.g.MaxSize {
-			return revs, domain.Errorf(domain.CodeOutOfRange, "target %d outside [%d, %d] of %q", target, g.g.MinSize, g.g.MaxSize, group)
+			return revs, domain.Errorf(contract.CodeOutOfRange, "target %d outside [%d, %d] of %q", target, g.g.MinSize, g.g.MaxSize, group)
 		}
 		if target < g.g.TargetSize {
 			return a.decreaseLocked(ctx, g, target, "SetTargetSize")
@@ -411,17 +413,17 @@ func (a *App) PutGroup(ctx context.Context, req PutGroupRequest) (Revisions, err
 			for i, e := range errs {
 				msgs[i] = e.Error()
 			}
-			return revs, domain.Errorf(domain.CodeInvalidArgument, "invalid node group: %s", strings.Join(msgs, "; "))
+			return revs, domain.Errorf(contract.CodeInvalidArgument, "invalid node group: %s", strings.Join(msgs, "; "))
 		}
 		switch {
 		case exists && cur.g.Source == domain.SourceConfig:
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "node group %q is defined in the configuration file; change it there", g.ID)
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "node group %q is defined in the configuration file; change it there", g.ID)
 		case exists && req.ExpectedRevision == 0 && !req.Upsert:
-			return revs, domain.Errorf(domain.CodeAlreadyExists, "node group %q already exists", g.ID)
+			return revs, domain.Errorf(contract.CodeAlreadyExists, "node group %q already exists", g.ID)
 		case exists && req.ExpectedRevision != 0 && req.ExpectedRevision != cur.rev:
-			return revs, domain.Errorf(domain.CodeAborted, "node group %q changed: revision %d, expected %d", g.ID, cur.rev, req.ExpectedRevision)
+			return revs, domain.Errorf(contract.CodeAborted, "node group %q changed: revision %d, expected %d", g.ID, cur.rev, req.ExpectedRevision)
 		case !exists && req.ExpectedRevision != 0:
-			return revs, domain.Errorf(domain.CodeNotFound, "node group %q not found", g.ID)
+			return revs, domain.Errorf(contract.CodeNotFound, "node group %q not found", g.ID)
 		}
 		if exists {
 			rev, err := a.writeGroupLocked(ctx, cur, g)
@@ -461,13 +463,13 @@ func (a *App) DeleteGroup(ctx context.Context, id string, expectedRevision uint6
 			return revs, err
 		}
 		if g.g.Source == domain.SourceConfig {
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "node group %q is defined in the configuration file; remove it there", id)
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "node group %q is defined in the configuration file; remove it there", id)
 		}
 		if expectedRevision != 0 && expectedRevision != g.rev {
-			return revs, domain.Errorf(domain.CodeAborted, "node group %q changed: revision %d, expected %d", id, g.rev, expectedRevision)
+			return revs, domain.Errorf(contract.CodeAborted, "node group %q changed: revision %d, expected %d", id, g.rev, expectedRevision)
 		}
 		if n := a.activeCountLocked(id); n > 0 {
-			return revs, domain.Errorf(domain.CodeFailedPrecondition, "node group %q still has %d instances; scale it to zero first", id, n)
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "node group %q still has %d instances; scale it to zero first", id, n)
 		}
 		rev, err := a.store.DeleteGroup(ctx, id, g.rev)
 		if err != nil {
@@ -515,7 +517,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 		var revs Revisions
 		r, ok := a.insts[id]
 		if !ok {
-			return revs, domain.Errorf(domain.CodeNotFound, "instance %q not found", id)
+			return revs, domain.Errorf(contract.CodeNotFound, "instance %q not found", id)
 		}
 		in := r.inst
 		var ev domain.Event
@@ -524,16 +526,16 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 			ev = domain.Retry{}
 		case ActionForceDelete:
 			if in.State == domain.StateDeleting || in.State == domain.StateDeleted {
-				return revs, domain.Errorf(domain.CodeFailedPrecondition, "instance %q is already %s", id, in.State)
+				return revs, domain.Errorf(contract.CodeFailedPrecondition, "instance %q is already %s", id, in.State)
 			}
 			ev = domain.DeleteRequested{Reason: "force-deleted by an operator", Force: true}
 		case ActionCancel:
 			if in.State != domain.StatePending {
-				return revs, domain.Errorf(domain.CodeFailedPrecondition, "instance %q is %s; only Pending instances can be cancelled", id, in.State)
+				return revs, domain.Errorf(contract.CodeFailedPrecondition, "instance %q is %s; only Pending instances can be cancelled", id, in.State)
 			}
 			ev = domain.Cancel{Reason: "cancelled by an operator"}
 		default:
-			return revs, domain.Errorf(domain.CodeInvalidArgument, "unknown action %d", action)
+			return revs, domain.Errorf(contract.CodeInvalidArgument, "unknown action %d", action)
 		}
 		if action != ActionRetry && in.Live() {
 			g, err := a.groupLocked(in.Group)
@@ -547,7 +549,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 					return revs, err
 				}
 			case action == ActionCancel:
-				return revs, domain.Errorf(domain.CodeOutOfRange, "cancelling would take %q below its min size %d", in.Group, g.g.MinSize)
+				return revs, domain.Errorf(contract.CodeOutOfRange, "cancelling would take %q below its min size %d", in.Group, g.g.MinSize)
 			default:
 				a.log.Info("force-deleting at min size: the instance will be replaced", "instance", id, "group", in.Group)
 			}
@@ -557,10 +559,10 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 			a.restoreTargetLocked(ctx, a.groups[in.Group], 1, &revs)
 		}
 		if errors.Is(err, domain.ErrInvalidTransition) {
-			return revs, &domain.Error{Code: domain.CodeFailedPrecondition, Msg: "instance " + id, Err: err}
+			return revs, &domain.Error{Code: contract.CodeFailedPrecondition, Msg: "instance " + id, Err: err}
 		}
 		if err != nil {
-			return revs, &domain.Error{Code: domain.CodeUnavailable, Msg: "instance " + id, Err: opaque(err)}
+			return revs, &domain.Error{Code: contract.CodeUnavailable, Msg: "instance " + id, Err: opaque(err)}
 		}
 		revs.inst(rev)
 		return revs, nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
@@ -29,11 +31,11 @@ func TestIncreaseSize(t *testing.T) {
 		}
 	}
 	_, err := h.app.IncreaseSize(h.ctx, "g", 3)
-	wantCode(t, err, domain.CodeOutOfRange)
+	wantCode(t, err, contract.CodeOutOfRange)
 	_, err = h.app.IncreaseSize(h.ctx, "g", -1)
-	wantCode(t, err, domain.CodeInvalidArgument)
+	wantCode(t, err, contract.CodeInvalidArgument)
 	_, err = h.app.IncreaseSize(h.ctx, "x", 1)
-	wantCode(t, err, domain.CodeNotFound)
+	wantCode(t, err, contract.CodeNotFound)
 	if h.target("g") != 3 {
 		t.Errorf("a refused increase changed the target")
 	}
@@ -69,12 +71,12 @@ func TestDecreaseTargetSizeCancelsUnregisteredCapacityOnly(t *testing.T) {
 	// Only the registered one is left unreleasable: -1 would need it.
 	h.ok(h.app.DecreaseTargetSize(h.ctx, "g", -1))
 	_, err := h.app.DecreaseTargetSize(h.ctx, "g", -1)
-	wantCode(t, err, domain.CodeOutOfRange) // min size 1
+	wantCode(t, err, contract.CodeOutOfRange) // min size 1
 	if h.target("g") != 1 {
 		t.Errorf("target %d", h.target("g"))
 	}
 	_, err = h.app.DecreaseTargetSize(h.ctx, "g", 1)
-	wantCode(t, err, domain.CodeInvalidArgument)
+	wantCode(t, err, contract.CodeInvalidArgument)
 }
 
 func TestDecreaseTargetSizeRefusesRegisteredNodes(t *testing.T) {
@@ -83,7 +85,7 @@ func TestDecreaseTargetSizeRefusesRegisteredNodes(t *testing.T) {
 	h.settle() // Running (no cluster mode)
 	writes := h.store.Writes()
 	_, err := h.app.DecreaseTargetSize(h.ctx, "g", -1)
-	wantCode(t, err, domain.CodeFailedPrecondition)
+	wantCode(t, err, contract.CodeFailedPrecondition)
 	if h.store.Writes() != writes || h.target("g") != 2 {
 		t.Errorf("a refused decrease wrote something")
 	}
@@ -99,11 +101,11 @@ func TestDeleteNodes(t *testing.T) {
 
 	t.Run("unknown node", func(t *testing.T) {
 		_, err := h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: "aws:///nope", Name: "nope"}})
-		wantCode(t, err, domain.CodeNotFound)
+		wantCode(t, err, contract.CodeNotFound)
 	})
 	t.Run("node of another group fails the whole call", func(t *testing.T) {
 		_, err := h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: is[0].ProviderID}, {ProviderID: foreign.ProviderID}})
-		wantCode(t, err, domain.CodeInvalidArgument)
+		wantCode(t, err, contract.CodeInvalidArgument)
 		if h.target("g") != 4 || h.byState("g")[domain.StateRunning] != 4 {
 			t.Errorf("a refused call changed something")
 		}
@@ -126,7 +128,7 @@ func TestDeleteNodes(t *testing.T) {
 	})
 	t.Run("never below min size", func(t *testing.T) {
 		_, err := h.app.DeleteNodes(h.ctx, "g", []app.NodeRef{{ProviderID: is[3].ProviderID}})
-		wantCode(t, err, domain.CodeOutOfRange)
+		wantCode(t, err, contract.CodeOutOfRange)
 	})
 	h.settle()
 	if st := h.byState("g"); st[domain.StateDeleted] != 3 || st[domain.StateRunning] != 1 {
@@ -139,7 +141,7 @@ func TestDeleteNodesReplacesFailedInstancesAtMinSize(t *testing.T) {
 	h.app.Pass(h.ctx)
 	c := h.cmds.Snapshot().Creates[0]
 	h.event(c.Instances[0].InstanceID, domain.CloudCreateFailed{Attempt: c.Instances[0].Attempt, BatchID: c.BatchID,
-		Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "ResourceInsufficient"}})
+		Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "ResourceInsufficient"}})
 	failed := h.instances("g")[0]
 	if !failed.CreationFailed || failed.LastError.Class != domain.ClassOutOfResources {
 		t.Fatalf("not failed: %+v", failed)
@@ -222,7 +224,7 @@ func TestConcurrentOperationsKeepTheTargetConsistent(t *testing.T) {
 					accepted += delta
 				} else {
 					switch domain.CodeOf(err) {
-					case domain.CodeOutOfRange, domain.CodeFailedPrecondition:
+					case contract.CodeOutOfRange, contract.CodeFailedPrecondition:
 					default:
 						t.Errorf("unexpected error: %v", err)
 					}
@@ -276,11 +278,11 @@ func TestOperationsRetryCASConflicts(t *testing.T) {
 		h.store.FailNext(ports.ErrConflict)
 	}
 	_, err := h.app.IncreaseSize(h.ctx, "g", 1)
-	wantCode(t, err, domain.CodeAborted)
+	wantCode(t, err, contract.CodeAborted)
 	// A store that is down yields Unavailable.
 	h.store.FailNext(errors.New("connection refused"))
 	_, err = h.app.IncreaseSize(h.ctx, "g", 1)
-	wantCode(t, err, domain.CodeUnavailable)
+	wantCode(t, err, contract.CodeUnavailable)
 }
 
 func TestInstanceActions(t *testing.T) {
@@ -288,7 +290,7 @@ func TestInstanceActions(t *testing.T) {
 	h.app.Pass(h.ctx)
 	is := h.instances("g")
 	// Cancel is only for Pending instances.
-	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[0].ID, app.ActionCancel)), domain.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[0].ID, app.ActionCancel)), contract.CodeFailedPrecondition)
 	h.settle()
 	// Force delete skips the before_delete hook and lowers the target.
 	hooks := len(h.cmds.Snapshot().Hooks)
@@ -300,10 +302,10 @@ func TestInstanceActions(t *testing.T) {
 	if len(h.cmds.Snapshot().Hooks) != hooks {
 		t.Errorf("a hook ran for a force delete")
 	}
-	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[0].ID, app.ActionForceDelete)), domain.CodeFailedPrecondition)
-	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, "nope", app.ActionRetry)), domain.CodeNotFound)
+	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[0].ID, app.ActionForceDelete)), contract.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, "nope", app.ActionRetry)), contract.CodeNotFound)
 	// Retry of a healthy Running instance has nothing to do.
-	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[1].ID, app.ActionRetry)), domain.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.ActOnInstance(h.ctx, is[1].ID, app.ActionRetry)), contract.CodeFailedPrecondition)
 }
 
 func errOnly(_ app.Revisions, err error) error { return err }
@@ -317,8 +319,8 @@ func TestPutAndDeleteGroup(t *testing.T) {
 	if g.Source != domain.SourceAPI || g.Template.Provider != "tencentcloud" || len(h.instances("api")) != 2 {
 		t.Fatalf("api group %+v, %d instances", g, len(h.instances("api")))
 	}
-	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: api})), domain.CodeAlreadyExists)
-	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: api, ExpectedRevision: revs.Groups + 100})), domain.CodeAborted)
+	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: api})), contract.CodeAlreadyExists)
+	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: api, ExpectedRevision: revs.Groups + 100})), contract.CodeAborted)
 	// Replacing keeps the runtime target, clamped into new bounds.
 	api.MaxSize, api.TargetSize = 1, 0
 	h.ok(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: api, Upsert: true}))
@@ -326,16 +328,16 @@ func TestPutAndDeleteGroup(t *testing.T) {
 		t.Errorf("target %d, want 2 clamped to 1", h.target("api"))
 	}
 	bad := group("Bad", 3, 1, 0)
-	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: bad})), domain.CodeInvalidArgument)
+	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: bad})), contract.CodeInvalidArgument)
 	// The file owns its groups.
-	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: group("file", 0, 3, 0), Upsert: true})), domain.CodeFailedPrecondition)
-	wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "file", 0)), domain.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.PutGroup(h.ctx, app.PutGroupRequest{Group: group("file", 0, 3, 0), Upsert: true})), contract.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "file", 0)), contract.CodeFailedPrecondition)
 	// A group with instances cannot be deleted.
-	wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "api", 0)), domain.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.DeleteGroup(h.ctx, "api", 0)), contract.CodeFailedPrecondition)
 	h.settle()
 	// Running nodes are registered: lowering the target cannot remove them.
-	wantCode(t, errOnly(h.app.SetTargetSize(h.ctx, "api", 0)), domain.CodeFailedPrecondition)
-	wantCode(t, errOnly(h.app.SetTargetSize(h.ctx, "api", 7)), domain.CodeOutOfRange)
+	wantCode(t, errOnly(h.app.SetTargetSize(h.ctx, "api", 0)), contract.CodeFailedPrecondition)
+	wantCode(t, errOnly(h.app.SetTargetSize(h.ctx, "api", 7)), contract.CodeOutOfRange)
 	for _, in := range h.instances("api") {
 		if in.Live() {
 			h.ok(h.app.DeleteNodes(h.ctx, "api", []app.NodeRef{{ProviderID: in.ProviderID}}))

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
@@ -122,7 +124,7 @@ func TestReconcilerTerminatesOrphansAndClosesVanishedRecords(t *testing.T) {
 	})
 	t.Run("a failed listing concludes nothing", func(t *testing.T) {
 		inv := inventory()
-		inv.Err = &domain.CloudError{Kind: domain.ErrorKindThrottled, Code: "RequestLimitExceeded"}
+		inv.Err = &domain.CloudError{Kind: contract.ErrorKindThrottled, Code: "RequestLimitExceeded"}
 		if err := h.app.HandleInventory(h.ctx, inv); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/logging"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -151,7 +153,7 @@ func final(err error) bool {
 		return true
 	}
 	switch domain.CodeOf(err) {
-	case domain.CodeUnavailable, domain.CodeAborted, domain.CodeUnknown:
+	case contract.CodeUnavailable, contract.CodeAborted, contract.CodeUnknown:
 		return false
 	}
 	return true
@@ -184,7 +186,7 @@ func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ct
 		select {
 		case <-e.done:
 		case <-ctx.Done():
-			return Revisions{}, &domain.Error{Code: domain.CodeUnavailable,
+			return Revisions{}, &domain.Error{Code: contract.CodeUnavailable,
 				Msg: "waiting for the first attempt of request " + requestID, Err: ctx.Err()}
 		}
 		if e.kept {
@@ -291,7 +293,7 @@ func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err 
 		return Revisions{}, true, reusedID(r.id)
 	}
 	if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
-		return Revisions{}, true, &domain.Error{Code: domain.CodeUnavailable,
+		return Revisions{}, true, &domain.Error{Code: contract.CodeUnavailable,
 			Msg: "releasing the instances of request " + r.id, Err: opaque(err)}
 	}
 	revs.group(g.rev)
@@ -402,5 +404,5 @@ func storedFingerprint(fp string) string {
 }
 
 func reusedID(id string) error {
-	return domain.Errorf(domain.CodeInvalidArgument, "request id %q was already used for a different operation", id)
+	return domain.Errorf(contract.CodeInvalidArgument, "request id %q was already used for a different operation", id)
 }

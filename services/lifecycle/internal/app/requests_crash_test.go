@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -269,7 +271,7 @@ func TestAppliedRequestsAcrossRestarts(t *testing.T) {
 		h.ok(increase(h, "r", 2))
 		h.restart(nil)
 		_, err := increase(h, "r", 3)
-		wantCode(t, err, domain.CodeInvalidArgument)
+		wantCode(t, err, contract.CodeInvalidArgument)
 		if h.target("g") != 2 {
 			t.Errorf("target %d, want 2", h.target("g"))
 		}
@@ -307,7 +309,7 @@ func TestAppliedRequestsAcrossRestarts(t *testing.T) {
 	t.Run("a refusal writes no record: the repeat re-evaluates", func(t *testing.T) {
 		h := newHarness(t, []domain.NodeGroup{group("g", 0, 3, 0)}, opts)
 		_, err := increase(h, "r", 4)
-		wantCode(t, err, domain.CodeOutOfRange)
+		wantCode(t, err, contract.CodeOutOfRange)
 		h.restart([]domain.NodeGroup{group("g", 0, 5, 0)})
 		h.ok(increase(h, "r", 4))
 		if h.target("g") != 4 {
@@ -409,7 +411,7 @@ func TestPartlyFailedRelease(t *testing.T) {
 				}
 				h.store.FailNext(tc.fail...)
 				_, err := send()
-				wantCode(t, err, domain.CodeUnavailable)
+				wantCode(t, err, contract.CodeUnavailable)
 				grp, _ := h.app.Group("g")
 				if want := map[bool]int{true: 4, false: 5}[withID]; grp.TargetSize != want {
 					t.Fatalf("after the failed release: target %d, want %d", grp.TargetSize, want)

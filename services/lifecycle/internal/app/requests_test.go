@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -61,17 +63,17 @@ func TestRequestIDOutcomes(t *testing.T) {
 			run: func(h *harness) {
 				h.ok(h.app.SetTargetSize(h.ctx, "g", 5))
 				_, err := h.increaseOnce("r", "g", 1) // above max 5
-				wantCode(h.t, err, domain.CodeOutOfRange)
+				wantCode(h.t, err, contract.CodeOutOfRange)
 				h.ok(h.app.SetTargetSize(h.ctx, "g", 4)) // now it would fit
 			},
-			wantTarget: 4, wantCode: domain.CodeOutOfRange,
+			wantTarget: 4, wantCode: contract.CodeOutOfRange,
 		},
 		{
 			name: "storage trouble is not final: the repeat applies the operation",
 			run: func(h *harness) {
 				h.store.FailNext(errors.New("kv down"))
 				_, err := h.increaseOnce("r", "g", 1)
-				wantCode(h.t, err, domain.CodeUnavailable)
+				wantCode(h.t, err, contract.CodeUnavailable)
 			},
 			wantTarget: 1,
 		},
@@ -82,7 +84,7 @@ func TestRequestIDOutcomes(t *testing.T) {
 					return h.app.SetTargetSize(ctx, "g", 3)
 				}))
 			},
-			wantTarget: 3, wantCode: domain.CodeInvalidArgument,
+			wantTarget: 3, wantCode: contract.CodeInvalidArgument,
 		},
 		{
 			name: "after the window the id is forgotten",

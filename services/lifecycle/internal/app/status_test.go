@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -21,7 +23,7 @@ func TestStatusSummary(t *testing.T) {
 	for i, in := range h.instances("a")[:2] {
 		h.clock.Advance(time.Minute)
 		h.event(in.ID, domain.CloudCreateFailed{Attempt: in.Attempt, BatchID: in.BatchID,
-			Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "NoStock", Message: strings.Repeat("x", 1000*(i+1))}})
+			Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "NoStock", Message: strings.Repeat("x", 1000*(i+1))}})
 	}
 	s, ok := h.app.Status()
 	if !ok || len(s.Groups) != 2 || s.Groups[0].ID != "a" || s.Groups[1].ID != "b" {

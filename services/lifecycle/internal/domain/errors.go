@@ -3,52 +3,16 @@ package domain
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
-// Code classifies a domain error the way callers must react to it. The
-// lifecycle ops adapter maps each code to the gRPC code of the same name.
-type Code int
-
-// Error codes.
-const (
-	CodeUnknown Code = iota
-	// CodeInvalidArgument: the request itself is wrong (bad delta, node of
-	// another group).
-	CodeInvalidArgument
-	// CodeNotFound: the group, instance or node does not exist.
-	CodeNotFound
-	// CodeAlreadyExists: creating something that exists.
-	CodeAlreadyExists
-	// CodeFailedPrecondition: the request is valid but the current state does
-	// not allow it (not enough unregistered capacity, group not empty).
-	CodeFailedPrecondition
-	// CodeOutOfRange: the result would leave [minSize, maxSize].
-	CodeOutOfRange
-	// CodeAborted: a concurrent write won; retrying the call may succeed.
-	CodeAborted
-	// CodeUnavailable: storage or messaging is down; retry later.
-	CodeUnavailable
-)
-
-func (c Code) String() string {
-	switch c {
-	case CodeInvalidArgument:
-		return "InvalidArgument"
-	case CodeNotFound:
-		return "NotFound"
-	case CodeAlreadyExists:
-		return "AlreadyExists"
-	case CodeFailedPrecondition:
-		return "FailedPrecondition"
-	case CodeOutOfRange:
-		return "OutOfRange"
-	case CodeAborted:
-		return "Aborted"
-	case CodeUnavailable:
-		return "Unavailable"
-	}
-	return "Unknown"
-}
+// Code classifies a domain error the way callers must react to it: the
+// shared operation codes (contract.Code), numbered as gRPC status codes.
+// Lifecycle produces InvalidArgument, NotFound, AlreadyExists,
+// FailedPrecondition, OutOfRange, Aborted and Unavailable; Unknown is an
+// error nobody classified.
+type Code = contract.Code
 
 // Error is a domain error with a code.
 type Error struct {
@@ -71,14 +35,17 @@ func Errorf(c Code, format string, args ...any) error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 
-// CodeOf returns err's code: the code of the first *Error in its chain, or
-// CodeUnknown.
+// CodeOf returns err's code: OK for nil, the code of the first *Error in its
+// chain, or Unknown.
 func CodeOf(err error) Code {
+	if err == nil {
+		return contract.CodeOK
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	return CodeUnknown
+	return contract.CodeUnknown
 }
 
 // ErrInvalidTransition is returned (wrapped) by Apply for an event that has

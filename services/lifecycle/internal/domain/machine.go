@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
 // Event is an input of the state machine.
@@ -485,7 +487,7 @@ func (m *machine) createFailed(e CloudCreateFailed) error {
 			return nil
 		}
 		class := ClassOther
-		if e.Err.Kind == ErrorKindCapacity {
+		if e.Err.Kind == contract.ErrorKindCapacity {
 			class = ClassOutOfResources
 		}
 		if e.Err.Kind.Retryable() {
@@ -763,7 +765,7 @@ func (m *machine) terminateFailed(e CloudTerminateFailed) error {
 	if m.in.State != StateDeleting || !m.in.InFlight {
 		return invalid("no terminate outstanding")
 	}
-	if e.Err.Kind == ErrorKindNotFound {
+	if e.Err.Kind == contract.ErrorKindNotFound {
 		m.closeOut("VM already gone")
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	. "github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
@@ -68,10 +70,10 @@ func events(in Instance) map[string]Event {
 	return map[string]Event{
 		"StartCreate":     StartCreate{BatchID: "b2", ClientToken: "nodesmith-b2"},
 		"CloudCreated":    CloudCreated{Attempt: a, BatchID: in.BatchID, CloudID: "ins-9"},
-		"CreateFailed":    CloudCreateFailed{Attempt: a, BatchID: in.BatchID, Err: CloudError{Kind: ErrorKindCapacity, Code: "ResourceInsufficient"}},
+		"CreateFailed":    CloudCreateFailed{Attempt: a, BatchID: in.BatchID, Err: CloudError{Kind: contract.ErrorKindCapacity, Code: "ResourceInsufficient"}},
 		"Observed":        CloudObserved{Attempt: a, State: CloudRunning, PrivateIP: "10.0.0.7"},
 		"Terminated":      CloudTerminated{Attempt: a},
-		"TerminateFailed": CloudTerminateFailed{Attempt: a, Err: CloudError{Kind: ErrorKindTransient, Code: "InternalError"}},
+		"TerminateFailed": CloudTerminateFailed{Attempt: a, Err: CloudError{Kind: contract.ErrorKindTransient, Code: "InternalError"}},
 		"AfterCreatedOK":  HookFinished{Attempt: a, Kind: HookAfterCreated, Succeeded: true},
 		"BeforeDeleteOK":  HookFinished{Attempt: a, Kind: HookBeforeDelete, Succeeded: true},
 		"NodeReady":       NodeReady{NodeName: in.ID},
@@ -239,7 +241,7 @@ func TestStaleResultsAreIgnored(t *testing.T) {
 		in.Attempt += 2
 		stale := in.Attempt - 1
 		for _, ev := range []Event{
-			CloudCreateFailed{Attempt: stale, Err: CloudError{Kind: ErrorKindCapacity}},
+			CloudCreateFailed{Attempt: stale, Err: CloudError{Kind: contract.ErrorKindCapacity}},
 			CloudObserved{Attempt: stale, State: CloudRunning, PrivateIP: "10.0.0.9"},
 			CloudTerminated{Attempt: stale},
 			CloudTerminateFailed{Attempt: stale},
@@ -344,12 +346,13 @@ func TestCreateFailures(t *testing.T) {
 		wantClass int32
 		wantFail  bool
 	}{
-		{"capacity is class 1", ErrorKindCapacity, 0, StateCreating, ClassOutOfResources, true},
-		{"invalid parameters are class 99", ErrorKindInvalidParameters, 0, StateCreating, ClassOther, true},
-		{"auth is class 99", ErrorKindAuth, 0, StateCreating, ClassOther, true},
-		{"throttled is retried with a new batch", ErrorKindThrottled, 0, StatePending, ClassOther, false},
-		{"transient is retried", ErrorKindTransient, 2, StatePending, ClassOther, false},
-		{"retries exhausted are class 99", ErrorKindTransient, 5, StateCreating, ClassOther, true},
+		{"capacity is class 1", contract.ErrorKindCapacity, 0, StateCreating, ClassOutOfResources, true},
+		{"invalid parameters are class 99", contract.ErrorKindInvalidParameters, 0, StateCreating, ClassOther, true},
+		{"auth is class 99", contract.ErrorKindAuth, 0, StateCreating, ClassOther, true},
+		{"unknown is definitive, class 99", contract.ErrorKindUnknown, 0, StateCreating, ClassOther, true},
+		{"throttled is retried with a new batch", contract.ErrorKindThrottled, 0, StatePending, ClassOther, false},
+		{"transient is retried", contract.ErrorKindTransient, 2, StatePending, ClassOther, false},
+		{"retries exhausted are class 99", contract.ErrorKindTransient, 5, StateCreating, ClassOther, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -534,7 +537,7 @@ func TestDeletingWithoutAVM(t *testing.T) {
 		t.Errorf("late create during deletion: %+v", r2.Command)
 	}
 	// ... or fail: nothing to delete.
-	r3, _ := Apply(n, CloudCreateFailed{Attempt: n.Attempt, BatchID: "b1", Err: CloudError{Kind: ErrorKindCapacity}}, env(t0))
+	r3, _ := Apply(n, CloudCreateFailed{Attempt: n.Attempt, BatchID: "b1", Err: CloudError{Kind: contract.ErrorKindCapacity}}, env(t0))
 	if r3.Instance.State != StateDeleted {
 		t.Errorf("create failed during deletion: %s", r3.Instance.State)
 	}
@@ -545,7 +548,7 @@ func TestDeletingWithoutAVM(t *testing.T) {
 	}
 	// A failed create without a token: nothing could exist.
 	failed := fixture(StateCreating)
-	failed = mustApply(t, failed, CloudCreateFailed{Attempt: 1, BatchID: "b1", Err: CloudError{Kind: ErrorKindCapacity}}, env(t0))
+	failed = mustApply(t, failed, CloudCreateFailed{Attempt: 1, BatchID: "b1", Err: CloudError{Kind: contract.ErrorKindCapacity}}, env(t0))
 	failed = mustApply(t, failed, DeleteRequested{}, env(t0))
 	if r, _ := Apply(failed, StartDelete{}, env(t0)); r.Instance.State != StateDeleted {
 		t.Errorf("failed create deleted: %s", r.Instance.State)
@@ -555,7 +558,7 @@ func TestDeletingWithoutAVM(t *testing.T) {
 func TestTerminateNeverGivesUp(t *testing.T) {
 	in := fixture(StateDeleting)
 	in.Retries = 50
-	n := mustApply(t, in, CloudTerminateFailed{Attempt: in.Attempt, Err: CloudError{Kind: ErrorKindAuth}}, env(t0))
+	n := mustApply(t, in, CloudTerminateFailed{Attempt: in.Attempt, Err: CloudError{Kind: contract.ErrorKindAuth}}, env(t0))
 	if n.State != StateDeleting || n.NextRetryAt.IsZero() || n.NextRetryAt.Sub(t0) > time.Duration(float64(DefaultPolicy().BackoffMax)*1.21) {
 		t.Fatalf("terminate failure: %s next %v", n.State, n.NextRetryAt)
 	}
@@ -564,7 +567,7 @@ func TestTerminateNeverGivesUp(t *testing.T) {
 		t.Errorf("retry due did not re-issue the terminate")
 	}
 	// Not found counts as done.
-	n = mustApply(t, in, CloudTerminateFailed{Attempt: in.Attempt, Err: CloudError{Kind: ErrorKindNotFound}}, env(t0))
+	n = mustApply(t, in, CloudTerminateFailed{Attempt: in.Attempt, Err: CloudError{Kind: contract.ErrorKindNotFound}}, env(t0))
 	if n.State != StateDeleted {
 		t.Errorf("not found: %s", n.State)
 	}

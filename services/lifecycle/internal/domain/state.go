@@ -1,5 +1,7 @@
 package domain
 
+import "github.com/nodesmith/nodesmith/libs/contract"
+
 // State is a step of the instance state machine. The numeric values equal
 // nodesmith.state.v1.InstanceState so the store adapter maps them 1:1.
 type State int
@@ -114,49 +116,11 @@ func (s CloudState) String() string {
 	return "UNKNOWN"
 }
 
-// ErrorKind is the provider-neutral class of a cloud error; values equal
+// ErrorKind is the provider-neutral class of a cloud error, with the one
+// retry policy every service follows (contract.ErrorKind): only Throttled
+// and Transient are retried; Unknown is definitive. Values equal
 // nodesmith.cloud.v1.ErrorKind.
-type ErrorKind int
-
-// Cloud error kinds.
-const (
-	ErrorKindUnknown ErrorKind = iota
-	ErrorKindCapacity
-	ErrorKindThrottled
-	ErrorKindNotFound
-	ErrorKindInvalidParameters
-	ErrorKindAuth
-	ErrorKindTransient
-)
-
-func (k ErrorKind) String() string {
-	switch k {
-	case ErrorKindCapacity:
-		return "CAPACITY"
-	case ErrorKindThrottled:
-		return "THROTTLED"
-	case ErrorKindNotFound:
-		return "NOT_FOUND"
-	case ErrorKindInvalidParameters:
-		return "INVALID_PARAMETERS"
-	case ErrorKindAuth:
-		return "AUTH"
-	case ErrorKindTransient:
-		return "TRANSIENT"
-	}
-	return "UNSPECIFIED"
-}
-
-// Retryable reports whether a new attempt may succeed. Unknown kinds are
-// retried: an unclassified error is more often a blip than a verdict, and
-// retries are bounded.
-func (k ErrorKind) Retryable() bool {
-	switch k {
-	case ErrorKindThrottled, ErrorKindTransient, ErrorKindUnknown:
-		return true
-	}
-	return false
-}
+type ErrorKind = contract.ErrorKind
 
 // CloudError is a cloud failure as the cloud adapter reports it.
 type CloudError struct {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -127,11 +129,11 @@ func TestTemplateNodeErrors(t *testing.T) {
 		g    *statev1.NodeGroup
 		code domain.Code
 	}{
-		{"no node template", noTemplate, domain.CodeUnimplemented},
-		{"bad quantity", badQty, domain.CodeFailedPrecondition},
-		{"negative quantity", negQty, domain.CodeFailedPrecondition},
-		{"bad taint effect", badTaint, domain.CodeFailedPrecondition},
-		{"minimal template", minimal, domain.CodeOK},
+		{"no node template", noTemplate, contract.CodeUnimplemented},
+		{"bad quantity", badQty, contract.CodeFailedPrecondition},
+		{"negative quantity", negQty, contract.CodeFailedPrecondition},
+		{"bad taint effect", badTaint, contract.CodeFailedPrecondition},
+		{"minimal template", minimal, contract.CodeOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

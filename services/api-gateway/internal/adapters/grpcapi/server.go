@@ -8,6 +8,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,7 +50,7 @@ func toStatus(err error) error {
 		return nil
 	}
 	code := domain.CodeOf(err)
-	if code == domain.CodeUnknown {
+	if code == contract.CodeUnknown {
 		return status.Error(codes.Internal, err.Error())
 	}
 	return status.Error(codes.Code(code), domain.MessageOf(err))
@@ -145,14 +147,14 @@ func (s *Server) PricingPodPrice(_ context.Context, req *pb.PricingPodPriceReque
 func pickTime(cur *timestamppb.Timestamp, legacy *pb.LegacyTime) (time.Time, error) {
 	if cur != nil && (cur.GetSeconds() != 0 || cur.GetNanos() != 0) {
 		if err := cur.CheckValid(); err != nil {
-			return time.Time{}, domain.Errorf(domain.CodeInvalidArgument, "invalid timestamp: %v", err)
+			return time.Time{}, domain.Errorf(contract.CodeInvalidArgument, "invalid timestamp: %v", err)
 		}
 		return cur.AsTime(), nil
 	}
 	if legacy != nil && (legacy.GetSeconds() != 0 || legacy.GetNanos() != 0) {
 		ts := &timestamppb.Timestamp{Seconds: legacy.GetSeconds(), Nanos: legacy.GetNanos()}
 		if err := ts.CheckValid(); err != nil {
-			return time.Time{}, domain.Errorf(domain.CodeInvalidArgument, "invalid legacy time: %v", err)
+			return time.Time{}, domain.Errorf(contract.CodeInvalidArgument, "invalid legacy time: %v", err)
 		}
 		return ts.AsTime(), nil
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +33,7 @@ const DefaultMaxPods = 110
 func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 	nt := g.GetNodeTemplate()
 	if nt == nil {
-		return nil, domain.Errorf(domain.CodeUnimplemented, "node group %q has no node template", g.GetId())
+		return nil, domain.Errorf(contract.CodeUnimplemented, "node group %q has no node template", g.GetId())
 	}
 	it := g.GetInstanceTemplate()
 	name := TemplateNodeName(g.GetId())
@@ -62,7 +64,7 @@ func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 
 	capacity, err := quantities("capacity", nt.GetCapacity())
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
+		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
 	}
 	if _, ok := capacity[corev1.ResourcePods]; !ok {
 		capacity[corev1.ResourcePods] = *resource.NewQuantity(DefaultMaxPods, resource.DecimalSI)
@@ -72,7 +74,7 @@ func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 	allocatable := capacity.DeepCopy()
 	explicit, err := quantities("allocatable", nt.GetAllocatable())
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
+		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
 	}
 	maps.Copy(allocatable, explicit)
 
@@ -82,10 +84,10 @@ func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 		switch effect {
 		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		default:
-			return nil, domain.Errorf(domain.CodeFailedPrecondition, "node group %q: taint %q has invalid effect %q", g.GetId(), t.GetKey(), t.GetEffect())
+			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint %q has invalid effect %q", g.GetId(), t.GetKey(), t.GetEffect())
 		}
 		if t.GetKey() == "" {
-			return nil, domain.Errorf(domain.CodeFailedPrecondition, "node group %q: taint with an empty key", g.GetId())
+			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint with an empty key", g.GetId())
 		}
 		taints = append(taints, corev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: effect})
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -21,8 +23,8 @@ func TestInstrumentLifecycle(t *testing.T) {
 	fake := &natsreq.Fake{}
 	l := metrics.InstrumentLifecycle(fake, reg)
 	inc := &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}
-	fake.FailNext(domain.Errorf(domain.CodeUnavailable, "no leader"))
-	if _, err := l.Do(context.Background(), inc); domain.CodeOf(err) != domain.CodeUnavailable {
+	fake.FailNext(domain.Errorf(contract.CodeUnavailable, "no leader"))
+	if _, err := l.Do(context.Background(), inc); domain.CodeOf(err) != contract.CodeUnavailable {
 		t.Fatalf("decorator changed the error: %v", err)
 	}
 	if _, err := l.Do(context.Background(), inc); err != nil {

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel"
@@ -108,7 +110,7 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 
 	data, err := proto.Marshal(req)
 	if err != nil {
-		return ports.Revisions{}, domain.Errorf(domain.CodeInternal, "encoding lifecycle request: %v", err)
+		return ports.Revisions{}, domain.Errorf(contract.CodeInternal, "encoding lifecycle request: %v", err)
 	}
 	b := backoff.Policy{Initial: c.opt.MinBackoff, Max: c.opt.MaxBackoff}.New()
 	// mayHaveApplied turns "nobody answered" into "outcome unknown" once an
@@ -138,7 +140,7 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 		case errors.Is(err, nats.ErrNoResponders):
 			// No leader subscribed: nothing was delivered, safe to retry.
 		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
-			return ports.Revisions{}, domain.Errorf(domain.CodeUnavailable, "lifecycle request: NATS connection closed")
+			return ports.Revisions{}, domain.Errorf(contract.CodeUnavailable, "lifecycle request: NATS connection closed")
 		case ctx.Err() != nil:
 			// The caller's deadline ended an attempt that a leader may
 			// have received.
@@ -161,20 +163,20 @@ func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.R
 func (c *Client) giveUp(ctx context.Context, id, op string, attempts int, mayHaveApplied bool, last error) error {
 	c.opt.Logger.WarnContext(ctx, "lifecycle request gave up", "request_id", id, "op", op, "attempts", attempts, "outcome_unknown", mayHaveApplied, "err", last)
 	if mayHaveApplied {
-		return domain.Errorf(domain.CodeDeadlineExceeded, "lifecycle did not answer in time; the operation may still be applied (request %s, %d attempts)", id, attempts)
+		return domain.Errorf(contract.CodeDeadlineExceeded, "lifecycle did not answer in time; the operation may still be applied (request %s, %d attempts)", id, attempts)
 	}
-	return domain.Errorf(domain.CodeUnavailable, "no lifecycle leader answered (%d attempts): %v", attempts, last)
+	return domain.Errorf(contract.CodeUnavailable, "no lifecycle leader answered (%d attempts): %v", attempts, last)
 }
 
 func decodeReply(data []byte) (ports.Revisions, error) {
 	var r lifecyclev1.Reply
 	if err := proto.Unmarshal(data, &r); err != nil {
-		return ports.Revisions{}, domain.Errorf(domain.CodeInternal, "decoding lifecycle reply: %v", err)
+		return ports.Revisions{}, domain.Errorf(contract.CodeInternal, "decoding lifecycle reply: %v", err)
 	}
 	if e := r.GetError(); e != nil {
 		code := domain.Code(e.GetCode())
-		if code == domain.CodeOK || e.GetCode() < 0 || code > domain.CodeUnauthenticated {
-			code = domain.CodeInternal
+		if code == contract.CodeOK || e.GetCode() < 0 || code > contract.CodeUnauthenticated {
+			code = contract.CodeInternal
 		}
 		msg := e.GetMessage()
 		if msg == "" {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -91,7 +93,7 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := c.Do(ctx, increase)
-	if domain.CodeOf(err) != domain.CodeUnavailable {
+	if domain.CodeOf(err) != contract.CodeUnavailable {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
 }
@@ -119,11 +121,11 @@ func TestReplyErrorsBecomeCodes(t *testing.T) {
 		code domain.Code
 		msg  string
 	}{
-		{"rejection", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.FailedPrecondition), Message: "max size reached"}}), domain.CodeFailedPrecondition, "max size reached"},
-		{"error without code", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Message: "odd"}}), domain.CodeInternal, "odd"},
-		{"out of range code", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: 999}}), domain.CodeInternal, ""},
-		{"garbage", []byte{0xff, 0xff}, domain.CodeInternal, ""},
-		{"success", enc(&lifecyclev1.Reply{InstancesRevision: 9}), domain.CodeOK, ""},
+		{"rejection", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(codes.FailedPrecondition), Message: "max size reached"}}), contract.CodeFailedPrecondition, "max size reached"},
+		{"error without code", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Message: "odd"}}), contract.CodeInternal, "odd"},
+		{"out of range code", enc(&lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: 999}}), contract.CodeInternal, ""},
+		{"garbage", []byte{0xff, 0xff}, contract.CodeInternal, ""},
+		{"success", enc(&lifecyclev1.Reply{InstancesRevision: 9}), contract.CodeOK, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +139,7 @@ func TestReplyErrorsBecomeCodes(t *testing.T) {
 			if tt.msg != "" && domain.MessageOf(err) != tt.msg {
 				t.Errorf("message = %q, want %q", domain.MessageOf(err), tt.msg)
 			}
-			if tt.code == domain.CodeOK && revs.Instances != 9 {
+			if tt.code == contract.CodeOK && revs.Instances != 9 {
 				t.Errorf("revisions = %+v", revs)
 			}
 		})

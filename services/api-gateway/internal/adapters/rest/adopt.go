@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/libs/restapi"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
-
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // adopt hands running VMs that nodesmith did not create (the prototype's)
@@ -23,7 +23,7 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Instances) == 0 || len(req.Instances) > MaxAdoptVMs {
-		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument,
+		h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument,
 			fmt.Sprintf("instances must list between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.Instances))).with("field", "instances"))
 		return
 	}
@@ -33,7 +33,7 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
 			if f.v == "" {
 				field := fmt.Sprintf("instances[%d].%s", i, f.name)
-				h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, field+" is required").with("field", field))
+				h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, field+" is required").with("field", field))
 				return
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
@@ -21,7 +23,7 @@ func TestAdoptRoute(t *testing.T) {
 	f.lc.Handle = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		got = req.GetAdoptVms()
 		if len(got.GetVms()) > 2 {
-			return ports.Revisions{}, domain.Errorf(domain.CodeOutOfRange, "adopting 3 VMs would take node group \"web\"'s target from 2 to 5, beyond its max size 4")
+			return ports.Revisions{}, domain.Errorf(contract.CodeOutOfRange, "adopting 3 VMs would take node group \"web\"'s target from 2 to 5, beyond its max size 4")
 		}
 		return ports.Revisions{Adopted: []*lifecyclev1.AdoptOutcome{
 			{Vm: got.GetVms()[0], Result: lifecyclev1.AdoptOutcome_RESULT_ADOPTED, InstanceId: "web-abc", Message: "adopted as a Running instance"},

@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Views of the catalog: instance templates, cloud accounts and hooks (from
@@ -168,7 +169,7 @@ func (h *handler) listTransitions(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > app.MaxTransitions {
-			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("limit must be an integer between 1 and %d", app.MaxTransitions)).with("parameter", "limit"))
+			h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("limit must be an integer between 1 and %d", app.MaxTransitions)).with("parameter", "limit"))
 			return
 		}
 		limit = n

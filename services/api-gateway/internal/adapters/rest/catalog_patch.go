@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // PATCH /templates/{name}: a JSON merge patch (RFC 7386) over the stored
@@ -23,15 +24,15 @@ import (
 // readMergePatch checks a PATCH's content type and reads its body.
 func readMergePatch(r *http.Request) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/merge-patch+json") && !strings.HasPrefix(ct, "application/json") {
-		return nil, newError(http.StatusUnsupportedMediaType, domain.CodeInvalidArgument, "PATCH takes application/merge-patch+json")
+		return nil, newError(http.StatusUnsupportedMediaType, contract.CodeInvalidArgument, "PATCH takes application/merge-patch+json")
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
+			return nil, newError(http.StatusRequestEntityTooLarge, contract.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(tooBig.Limit, 10)+" bytes")
 		}
-		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "reading body: "+err.Error())
+		return nil, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "reading body: "+err.Error())
 	}
 	return body, nil
 }
@@ -102,7 +103,7 @@ func (h *handler) patchTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	cur, ok := h.svc.CatalogEntry(app.KindTemplates, name)
 	if !ok || cur.Entry.GetTemplate() == nil {
-		h.writeError(w, r, newError(http.StatusNotFound, domain.CodeNotFound, "instance template "+strconv.Quote(name)+" is not in the catalog (templates defined inline in a group change with the group)"))
+		h.writeError(w, r, newError(http.StatusNotFound, contract.CodeNotFound, "instance template "+strconv.Quote(name)+" is not in the catalog (templates defined inline in a group change with the group)"))
 		return
 	}
 	if rev == 0 {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
@@ -46,7 +48,7 @@ var catalogName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$
 func catalogNameParam(r *http.Request) (string, error) {
 	name := chi.URLParam(r, "name")
 	if len(name) > 63 || !catalogName.MatchString(name) || strings.Contains(name, "..") {
-		return "", newError(http.StatusBadRequest, domain.CodeInvalidArgument,
+		return "", newError(http.StatusBadRequest, contract.CodeInvalidArgument,
 			fmt.Sprintf("invalid name %q: at most 63 letters, digits, '-', '_' and '.' (not two in a row), starting and ending with a letter or digit", name)).with("field", "name")
 	}
 	return name, nil
@@ -56,8 +58,8 @@ func catalogNameParam(r *http.Request) (string, error) {
 // conditional writes; other errors keep their status (a FailedPrecondition
 // from lifecycle, such as an entry still in use, is 409).
 func revisionConflict(err error) error {
-	if domain.CodeOf(err) == domain.CodeAborted {
-		return newError(http.StatusPreconditionFailed, domain.CodeAborted, domain.MessageOf(err))
+	if domain.CodeOf(err) == contract.CodeAborted {
+		return newError(http.StatusPreconditionFailed, contract.CodeAborted, domain.MessageOf(err))
 	}
 	return err
 }
@@ -128,7 +130,7 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 	}
 	acct, ok := h.svc.CatalogEntry(app.KindAccounts, spec.Account)
 	if !ok {
-		return nil, newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+		return nil, newError(http.StatusUnprocessableEntity, contract.CodeFailedPrecondition,
 			fmt.Sprintf("account: cloud account %q does not exist (create it with PUT /api/v1/accounts/%s)", spec.Account, spec.Account)).
 			with("field", "account")
 	}
@@ -199,7 +201,7 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 	var secret map[string]json.RawMessage
 	_ = json.Unmarshal(spec.SecretParameters, &secret)
 	if errs := p.ValidateParameters(t.Parameters, slices.Sorted(maps.Keys(secret))...); len(errs) > 0 {
-		return "", newError(http.StatusUnprocessableEntity, domain.CodeInvalidArgument,
+		return "", newError(http.StatusUnprocessableEntity, contract.CodeInvalidArgument,
 			fieldErrors(p.Title, errs)).with("field", errs[0].Path)
 	}
 	spec.Zone, spec.InstanceType = t.Zone, t.InstanceType
@@ -247,7 +249,7 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if h.secrets == nil {
-			h.writeError(w, r, newError(http.StatusServiceUnavailable, domain.CodeUnavailable,
+			h.writeError(w, r, newError(http.StatusServiceUnavailable, contract.CodeUnavailable,
 				"credentials cannot be stored: the gateway has no secrets key (--secrets-key-file); store them in the cloud adapter's credentials files, or configure the key").
 				with("field", "credentials"))
 			return
@@ -343,7 +345,7 @@ func (h *handler) deleteCatalog(kind string) http.HandlerFunc {
 func (h *handler) checkGroupRefs(g *statev1.NodeGroup) error {
 	if t := g.GetInstanceTemplate(); t.GetName() != "" && t.GetProvider() == "" {
 		if _, ok := h.svc.CatalogEntry(app.KindTemplates, t.GetName()); !ok {
-			return newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+			return newError(http.StatusUnprocessableEntity, contract.CodeFailedPrecondition,
 				fmt.Sprintf("instanceTemplate: instance template %q does not exist", t.GetName())).with("field", "instanceTemplate.name")
 		}
 	}
@@ -355,7 +357,7 @@ func (h *handler) checkGroupRefs(g *statev1.NodeGroup) error {
 			continue
 		}
 		if _, ok := h.svc.CatalogEntry(app.KindHooks, hk.spec.GetName()); !ok {
-			return newError(http.StatusUnprocessableEntity, domain.CodeFailedPrecondition,
+			return newError(http.StatusUnprocessableEntity, contract.CodeFailedPrecondition,
 				fmt.Sprintf("%s: hook %q does not exist", hk.field, hk.spec.GetName())).with("field", hk.field+".name")
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
@@ -31,35 +33,7 @@ func (e *apiError) with(k string, v any) *apiError {
 }
 
 // httpStatus maps an application error code to an HTTP status.
-func httpStatus(c domain.Code) int {
-	switch c {
-	case domain.CodeOK:
-		return http.StatusOK
-	case domain.CodeInvalidArgument, domain.CodeOutOfRange:
-		return http.StatusBadRequest
-	case domain.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case domain.CodePermissionDenied:
-		return http.StatusForbidden
-	case domain.CodeNotFound:
-		return http.StatusNotFound
-	case domain.CodeAlreadyExists, domain.CodeAborted, domain.CodeFailedPrecondition:
-		// FailedPrecondition from lifecycle means "not in a state that
-		// allows this" (a conflict with the resource's state).
-		return http.StatusConflict
-	case domain.CodeResourceExhausted:
-		return http.StatusTooManyRequests
-	case domain.CodeCanceled:
-		return 499 // client closed the request (nginx convention)
-	case domain.CodeUnimplemented:
-		return http.StatusNotImplemented
-	case domain.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case domain.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
+func httpStatus(c domain.Code) int { return c.HTTPStatus() }
 
 // writeError writes err as an ErrorBody. Errors that are not *apiError or
 // *domain.Error are internal: their text stays in the log.
@@ -72,9 +46,9 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		ae = &apiError{status: httpStatus(de.Code), code: de.Code, message: de.Message}
 	default:
 		code := domain.CodeOf(err)
-		if code == domain.CodeUnknown {
+		if code == contract.CodeUnknown {
 			h.log.ErrorContext(r.Context(), "internal error serving REST request", "method", r.Method, "path", r.URL.Path, "err", err)
-			ae = newError(http.StatusInternalServerError, domain.CodeInternal, "internal error")
+			ae = newError(http.StatusInternalServerError, contract.CodeInternal, "internal error")
 		} else {
 			ae = newError(httpStatus(code), code, domain.MessageOf(err))
 		}

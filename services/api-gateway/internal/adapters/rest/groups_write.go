@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -21,7 +23,7 @@ func ifMatch(r *http.Request) (rev uint64, any, present bool, err error) {
 	}
 	n, perr := strconv.ParseUint(strings.Trim(h, `"`), 10, 64)
 	if perr != nil || n == 0 || !strings.HasPrefix(h, `"`) || !strings.HasSuffix(h, `"`) {
-		return 0, false, true, newError(http.StatusBadRequest, domain.CodeInvalidArgument, `If-Match must be an ETag of this API ("<revision>") or *`).with("header", "If-Match")
+		return 0, false, true, newError(http.StatusBadRequest, contract.CodeInvalidArgument, `If-Match must be an ETag of this API ("<revision>") or *`).with("header", "If-Match")
 	}
 	return n, false, true, nil
 }
@@ -30,7 +32,7 @@ func ifMatch(r *http.Request) (rev uint64, any, present bool, err error) {
 // writes (lifecycle may call it FailedPrecondition or Aborted).
 func preconditionFailed(err error) error {
 	switch domain.CodeOf(err) {
-	case domain.CodeFailedPrecondition, domain.CodeAborted:
+	case contract.CodeFailedPrecondition, contract.CodeAborted:
 		return newError(http.StatusPreconditionFailed, domain.CodeOf(err), domain.MessageOf(err))
 	}
 	return err

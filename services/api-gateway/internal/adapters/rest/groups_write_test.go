@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
@@ -88,7 +90,7 @@ func TestPutGroup(t *testing.T) {
 		t.Fatalf("upsert: %d %s", r.status, r.body)
 	}
 	// Lifecycle's own compare-and-set conflict is a 412 too.
-	f.lc.FailNext(domain.Errorf(domain.CodeAborted, "revision changed"))
+	f.lc.FailNext(domain.Errorf(contract.CodeAborted, "revision changed"))
 	cur = f.do(t, call{method: "GET", path: "/api/v1/nodegroups/batch", token: adminToken})
 	r = f.do(t, call{method: "PUT", path: "/api/v1/nodegroups/batch", token: adminToken, body: newGroup, header: map[string]string{"If-Match": cur.header.Get("ETag")}})
 	if r.status != http.StatusPreconditionFailed {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -21,7 +23,7 @@ import (
 )
 
 func invalid(field, format string, args ...any) *apiError {
-	return newError(http.StatusBadRequest, domain.CodeInvalidArgument, field+": "+fmt.Sprintf(format, args...)).with("field", field)
+	return newError(http.StatusBadRequest, contract.CodeInvalidArgument, field+": "+fmt.Sprintf(format, args...)).with("field", field)
 }
 
 func durationField(field, s string) (*durationpb.Duration, error) {
@@ -251,10 +253,10 @@ func mergePatch(doc, patch any) any {
 func applyPatch[T any](base *T, patch []byte) (*T, error) {
 	var p any
 	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "malformed JSON merge patch")
+		return nil, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "malformed JSON merge patch")
 	}
 	if _, ok := p.(map[string]any); !ok {
-		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "a merge patch must be a JSON object")
+		return nil, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "a merge patch must be a JSON object")
 	}
 	raw, err := json.Marshal(base)
 	if err != nil {
@@ -278,9 +280,9 @@ func applyPatch[T any](base *T, patch []byte) (*T, error) {
 		}
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			field = strings.Trim(field, `"`)
-			return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown field %q", field)).with("field", field)
+			return nil, newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("unknown field %q", field)).with("field", field)
 		}
-		return nil, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "invalid patch result: "+err.Error())
+		return nil, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "invalid patch result: "+err.Error())
 	}
 	return &out, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
@@ -78,11 +80,11 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.TargetSize == nil {
-		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "targetSize is required").with("field", "targetSize"))
+		h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "targetSize is required").with("field", "targetSize"))
 		return
 	}
 	if *req.TargetSize < 0 || *req.TargetSize > 1<<31-1 {
-		h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "targetSize must be between 0 and 2147483647").with("field", "targetSize"))
+		h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "targetSize must be between 0 and 2147483647").with("field", "targetSize"))
 		return
 	}
 	id := chi.URLParam(r, "id")
@@ -97,7 +99,7 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if cur.Revision != rev {
-			h.writeError(w, r, newError(http.StatusPreconditionFailed, domain.CodeAborted,
+			h.writeError(w, r, newError(http.StatusPreconditionFailed, contract.CodeAborted,
 				fmt.Sprintf("node group %q changed: revision %d, expected %d", id, cur.Revision, rev)).with("header", "If-Match"))
 			return
 		}
@@ -105,7 +107,7 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 	g, err := h.svc.SetTargetSize(r.Context(), id, int32(*req.TargetSize))
 	if err != nil {
 		// A target the group's bounds refuse names the field.
-		if c := domain.CodeOf(err); c == domain.CodeInvalidArgument || c == domain.CodeOutOfRange {
+		if c := domain.CodeOf(err); c == contract.CodeInvalidArgument || c == contract.CodeOutOfRange {
 			err = newError(httpStatus(c), c, domain.MessageOf(err)).with("field", "targetSize")
 		}
 		h.writeError(w, r, err)
@@ -124,7 +126,7 @@ func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {
 		for _, s := range strings.Split(v, ",") {
 			st, ok := domain.ParseInstanceState(s)
 			if !ok {
-				h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown state %q", s)).with("parameter", "state").with("allowed", stateNames()))
+				h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("unknown state %q", s)).with("parameter", "state").with("allowed", stateNames()))
 				return
 			}
 			query.States = append(query.States, st)
@@ -133,7 +135,7 @@ func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > app.MaxPageSize {
-			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("limit must be an integer between 1 and %d", app.MaxPageSize)).with("parameter", "limit"))
+			h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("limit must be an integer between 1 and %d", app.MaxPageSize)).with("parameter", "limit"))
 			return
 		}
 		query.Limit = n
@@ -141,7 +143,7 @@ func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("continue"); s != "" {
 		after, err := base64.RawURLEncoding.DecodeString(s)
 		if err != nil || len(after) == 0 {
-			h.writeError(w, r, newError(http.StatusBadRequest, domain.CodeInvalidArgument, "invalid continue token").with("parameter", "continue"))
+			h.writeError(w, r, newError(http.StatusBadRequest, contract.CodeInvalidArgument, "invalid continue token").with("parameter", "continue"))
 			return
 		}
 		query.After = string(after)
@@ -257,7 +259,7 @@ func decodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return newError(http.StatusUnsupportedMediaType, domain.CodeInvalidArgument, "request body must be application/json")
+			return newError(http.StatusUnsupportedMediaType, contract.CodeInvalidArgument, "request body must be application/json")
 		}
 	}
 	dec := json.NewDecoder(r.Body)
@@ -268,25 +270,25 @@ func decodeJSON(r *http.Request, v any) error {
 		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &tooBig):
-			return newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			return newError(http.StatusRequestEntityTooLarge, contract.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
 		case errors.Is(err, io.EOF):
-			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "request body is empty")
+			return newError(http.StatusBadRequest, contract.CodeInvalidArgument, "request body is empty")
 		case errors.As(err, &syntax):
-			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "malformed JSON").with("offset", syntax.Offset)
+			return newError(http.StatusBadRequest, contract.CodeInvalidArgument, "malformed JSON").with("offset", syntax.Offset)
 		case errors.As(err, &typ):
-			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)).with("field", typ.Field)
+			return newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("field %q must be %s", typ.Field, typ.Type)).with("field", typ.Field)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return newError(http.StatusBadRequest, domain.CodeInvalidArgument, fmt.Sprintf("unknown field %q", field)).with("field", field)
+			return newError(http.StatusBadRequest, contract.CodeInvalidArgument, fmt.Sprintf("unknown field %q", field)).with("field", field)
 		}
-		return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "invalid request body: "+err.Error())
+		return newError(http.StatusBadRequest, contract.CodeInvalidArgument, "invalid request body: "+err.Error())
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			return newError(http.StatusRequestEntityTooLarge, contract.CodeInvalidArgument, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
 		}
-		return newError(http.StatusBadRequest, domain.CodeInvalidArgument, "request body must hold a single JSON object")
+		return newError(http.StatusBadRequest, contract.CodeInvalidArgument, "request body must hold a single JSON object")
 	}
 	return nil
 }

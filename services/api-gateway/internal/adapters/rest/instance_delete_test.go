@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
@@ -63,7 +65,7 @@ func TestDeleteInstanceGracefullyIsDeleteNodes(t *testing.T) {
 	if r := f.do(t, call{method: "POST", path: "/api/v1/instances/nope/delete", token: adminToken}); r.status != 404 {
 		t.Errorf("unknown instance: %d, want 404", r.status)
 	}
-	f.lc.FailNext(domain.Errorf(domain.CodeOutOfRange, "deleting 1 nodes would take \"web\" below its min size 1 (target 1)"))
+	f.lc.FailNext(domain.Errorf(contract.CodeOutOfRange, "deleting 1 nodes would take \"web\" below its min size 1 (target 1)"))
 	r = f.do(t, call{method: "POST", path: "/api/v1/instances/i-1/delete", token: adminToken})
 	if e := errorBody(t, r); r.status != 400 || e.Code != "out_of_range" || !strings.Contains(e.Message, "below its min size") {
 		t.Errorf("refused delete: %d %+v, want 400 out_of_range with lifecycle's message", r.status, e)

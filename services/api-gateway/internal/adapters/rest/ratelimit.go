@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/nodesmith/nodesmith/libs/contract"
 
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"golang.org/x/time/rate"
 )
 
 // tokenLimiter is a token bucket per authenticated bearer token, keyed by
@@ -80,7 +80,7 @@ func (h *handler) rateLimited(w http.ResponseWriter, r *http.Request, role Role,
 	}
 	h.metrics.rateLimited.WithLabelValues(role.String()).Inc()
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	h.writeError(w, r, newError(http.StatusTooManyRequests, domain.CodeResourceExhausted,
+	h.writeError(w, r, newError(http.StatusTooManyRequests, contract.CodeResourceExhausted,
 		"rate limit exceeded for this token; retry after "+strconv.FormatInt(secs, 10)+"s").
 		with("retryAfterSeconds", secs).
 		with("limitPerSecond", float64(h.limiter.limit)).

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
@@ -121,7 +123,7 @@ func (f *fixture) answerSetTarget() {
 		case *lifecyclev1.Request_ReleaseOrphans:
 			return ports.Revisions{}, nil // writes no state
 		}
-		return ports.Revisions{}, domain.Errorf(domain.CodeUnimplemented, "unexpected")
+		return ports.Revisions{}, domain.Errorf(contract.CodeUnimplemented, "unexpected")
 	}
 }
 
@@ -150,7 +152,7 @@ func (f *fixture) answerCatalog() {
 			d := op.DeleteCatalogEntry
 			for _, g := range f.rm.Groups() {
 				if d.GetKind() == lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE && g.Record.GetInstanceTemplate().GetName() == d.GetName() {
-					return ports.Revisions{}, domain.Errorf(domain.CodeFailedPrecondition, "instance template %q is used by node groups %s", d.GetName(), g.Record.GetId())
+					return ports.Revisions{}, domain.Errorf(contract.CodeFailedPrecondition, "instance template %q is used by node groups %s", d.GetName(), g.Record.GetId())
 				}
 			}
 			prefix := map[lifecyclev1.CatalogKind]string{1: app.KindTemplates, 2: app.KindAccounts, 3: app.KindHooks}[d.GetKind()]
@@ -321,10 +323,10 @@ func TestLifecycleErrorsMapToHTTP(t *testing.T) {
 		status int
 		code   string
 	}{
-		{domain.Errorf(domain.CodeFailedPrecondition, "instance has nothing to retry"), 409, "failed_precondition"},
-		{domain.Errorf(domain.CodeUnavailable, "no lifecycle leader"), 503, "unavailable"},
-		{domain.Errorf(domain.CodeDeadlineExceeded, "outcome unknown"), 504, "deadline_exceeded"},
-		{domain.Errorf(domain.CodeResourceExhausted, "slow down"), 429, "resource_exhausted"},
+		{domain.Errorf(contract.CodeFailedPrecondition, "instance has nothing to retry"), 409, "failed_precondition"},
+		{domain.Errorf(contract.CodeUnavailable, "no lifecycle leader"), 503, "unavailable"},
+		{domain.Errorf(contract.CodeDeadlineExceeded, "outcome unknown"), 504, "deadline_exceeded"},
+		{domain.Errorf(contract.CodeResourceExhausted, "slow down"), 429, "resource_exhausted"},
 	}
 	for _, tt := range tests {
 		f.lc.FailNext(tt.err)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -24,7 +26,6 @@ import (
 	"github.com/nodesmith/nodesmith/libs/sealed"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // DefaultMaxBodyBytes bounds request bodies.
@@ -135,10 +136,10 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	r := chi.NewRouter()
 	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, newError(http.StatusNotFound, domain.CodeNotFound, "no such route: "+r.URL.Path))
+		h.writeError(w, r, newError(http.StatusNotFound, contract.CodeNotFound, "no such route: "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, newError(http.StatusMethodNotAllowed, domain.CodeUnimplemented, r.Method+" is not allowed on "+r.URL.Path))
+		h.writeError(w, r, newError(http.StatusMethodNotAllowed, contract.CodeUnimplemented, r.Method+" is not allowed on "+r.URL.Path))
 	})
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Get("/nodegroups", h.listGroups)
@@ -214,7 +215,7 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			if ok {
 				msg = "invalid bearer token"
 			}
-			h.writeError(w, r, newError(http.StatusUnauthorized, domain.CodeUnauthenticated, msg))
+			h.writeError(w, r, newError(http.StatusUnauthorized, contract.CodeUnauthenticated, msg))
 			return
 		}
 		// Per token, after authentication: unknown tokens cannot fill
@@ -224,7 +225,7 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead && role < RoleAdmin {
-			h.writeError(w, r, newError(http.StatusForbidden, domain.CodePermissionDenied, "this token is read-only").with("role", role.String()))
+			h.writeError(w, r, newError(http.StatusForbidden, contract.CodePermissionDenied, "this token is read-only").with("role", role.String()))
 			return
 		}
 		ctx := context.WithValue(r.Context(), roleKey{}, role)
@@ -245,7 +246,7 @@ func bearer(header string) (string, bool) {
 func (h *handler) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > h.maxBody {
-			h.writeError(w, r, newError(http.StatusRequestEntityTooLarge, domain.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(h.maxBody, 10)+" bytes"))
+			h.writeError(w, r, newError(http.StatusRequestEntityTooLarge, contract.CodeInvalidArgument, "request body exceeds "+strconv.FormatInt(h.maxBody, 10)+" bytes"))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, h.maxBody)
@@ -261,7 +262,7 @@ func (h *handler) recoverer(next http.Handler) http.Handler {
 					panic(p)
 				}
 				h.log.ErrorContext(r.Context(), "panic in REST handler", "method", r.Method, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
-				h.writeError(w, r, newError(http.StatusInternalServerError, domain.CodeInternal, "internal error"))
+				h.writeError(w, r, newError(http.StatusInternalServerError, contract.CodeInternal, "internal error"))
 			}
 		}()
 		next.ServeHTTP(w, r)

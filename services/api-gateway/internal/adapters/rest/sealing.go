@@ -7,9 +7,10 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Secrets written through the admin API besides account credentials:
@@ -61,7 +62,7 @@ func tokensJSON(m map[string]string) json.RawMessage {
 }
 
 func (h *handler) noKey(field string) error {
-	return newError(http.StatusServiceUnavailable, domain.CodeUnavailable,
+	return newError(http.StatusServiceUnavailable, contract.CodeUnavailable,
 		field+" cannot be stored: hook environment values and secret parameters are stored sealed and the gateway has no secrets key (--secrets-key-file)").
 		with("field", field)
 }

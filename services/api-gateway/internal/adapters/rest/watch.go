@@ -11,10 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // GET /api/v1/watch streams the read model's changes as server-sent events
@@ -98,11 +99,11 @@ func (c *watchers) release() { c.open.Add(-1) }
 
 func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 	if !acceptsEventStream(r.Header.Values("Accept")) {
-		h.writeError(w, r, newError(http.StatusNotAcceptable, domain.CodeInvalidArgument, "this endpoint serves text/event-stream only").with("header", "Accept"))
+		h.writeError(w, r, newError(http.StatusNotAcceptable, contract.CodeInvalidArgument, "this endpoint serves text/event-stream only").with("header", "Accept"))
 		return
 	}
 	if !h.watchers.acquire() {
-		h.writeError(w, r, newError(http.StatusTooManyRequests, domain.CodeResourceExhausted,
+		h.writeError(w, r, newError(http.StatusTooManyRequests, contract.CodeResourceExhausted,
 			fmt.Sprintf("too many open watch streams on this gateway (at most %d); retry later", h.watchers.max)).
 			with("maxWatchers", h.watchers.max))
 		return

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -190,7 +192,7 @@ func TestHandleMapsAdoptVMs(t *testing.T) {
 	if len(ops.once) != 0 || ops.adopt.Group != "g1" || !ops.adopt.DryRun || ops.adopt.VMs[0] != (app.AdoptVM{CloudID: "ins-1", NodeName: "n1", ProviderID: "p1", PrivateIP: "10.0.0.1"}) {
 		t.Errorf("once %v, request %+v", ops.once, ops.adopt)
 	}
-	ops.err = domain.Errorf(domain.CodeOutOfRange, "beyond max")
+	ops.err = domain.Errorf(contract.CodeOutOfRange, "beyond max")
 	if r := jsadapter.Handle(context.Background(), ops, data); r.GetError().GetCode() != int32(codes.OutOfRange) {
 		t.Errorf("error reply %v", r)
 	}
@@ -266,13 +268,13 @@ func TestHandleMapsRequestsAndErrors(t *testing.T) {
 		t.Errorf("empty: %v", r)
 	}
 	for c, want := range map[domain.Code]codes.Code{
-		domain.CodeInvalidArgument:    codes.InvalidArgument,
-		domain.CodeNotFound:           codes.NotFound,
-		domain.CodeAlreadyExists:      codes.AlreadyExists,
-		domain.CodeFailedPrecondition: codes.FailedPrecondition,
-		domain.CodeOutOfRange:         codes.OutOfRange,
-		domain.CodeAborted:            codes.Aborted,
-		domain.CodeUnavailable:        codes.Unavailable,
+		contract.CodeInvalidArgument:    codes.InvalidArgument,
+		contract.CodeNotFound:           codes.NotFound,
+		contract.CodeAlreadyExists:      codes.AlreadyExists,
+		contract.CodeFailedPrecondition: codes.FailedPrecondition,
+		contract.CodeOutOfRange:         codes.OutOfRange,
+		contract.CodeAborted:            codes.Aborted,
+		contract.CodeUnavailable:        codes.Unavailable,
 	} {
 		ops.err = domain.Errorf(c, "boom")
 		r := jsadapter.Handle(ctx, ops, enc(&lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}))
@@ -340,7 +342,7 @@ func TestHandleCloudEventTagged(t *testing.T) {
 	if r0.CloudID != "ins-1" || r0.State != domain.CloudRunning || r0.PrivateIP != "10.0.0.2" || r0.Err != nil {
 		t.Errorf("result 0 %+v", r0)
 	}
-	if r1.Err == nil || r1.Err.Kind != domain.ErrorKindNotFound || r1.State != domain.CloudNotFound {
+	if r1.Err == nil || r1.Err.Kind != contract.ErrorKindNotFound || r1.State != domain.CloudNotFound {
 		t.Errorf("result 1 %+v", r1)
 	}
 }
@@ -369,7 +371,7 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 		BatchId: "b", Instances: []*cloudv1.InstanceRef{{InstanceId: "a", Attempt: 1}},
 		Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "NoStock"},
 	}}})
-	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: domain.ErrorKindCapacity, Code: "NoStock"}}) {
+	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "NoStock"}}) {
 		t.Errorf("create failed: %v %v", err, s.events[2])
 	}
 	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{InstanceId: "a", Attempt: 3, Hook: hookv1.HookKind_HOOK_KIND_BEFORE_DELETE, ExitCode: 2, Retryable: true}); err != nil {

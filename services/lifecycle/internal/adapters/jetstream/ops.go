@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/contract"
+
 	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -135,7 +137,7 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 		return ops.DeleteNodes(ctx, op.DeleteNodes.GetGroup(), nodes)
 	case *lifecyclev1.Request_PutGroup:
 		if op.PutGroup.GetGroup() == nil {
-			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "put_group without a group")
+			return app.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "put_group without a group")
 		}
 		return ops.PutGroup(ctx, app.PutGroupRequest{
 			Group:            protoconv.GroupFromProto(op.PutGroup.GetGroup()),
@@ -156,13 +158,13 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 		case lifecyclev1.InstanceAction_ACTION_CANCEL:
 			action = app.ActionCancel
 		default:
-			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "unknown instance action")
+			return app.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "unknown instance action")
 		}
 		return ops.ActOnInstance(ctx, op.InstanceAction.GetInstanceId(), action)
 	case *lifecyclev1.Request_PutCatalogEntry:
 		e := protoconv.CatalogFromProto(op.PutCatalogEntry.GetEntry())
 		if e.Kind() == domain.KindUnknown {
-			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "put_catalog_entry without a template, account or hook")
+			return app.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "put_catalog_entry without a template, account or hook")
 		}
 		return ops.PutCatalogEntry(ctx, app.PutCatalogRequest{
 			Entry:            e,
@@ -172,13 +174,13 @@ func dispatch(ctx context.Context, ops Ops, req *lifecyclev1.Request) (app.Revis
 	case *lifecyclev1.Request_DeleteCatalogEntry:
 		kind := catalogKind(op.DeleteCatalogEntry.GetKind())
 		if kind == domain.KindUnknown {
-			return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "delete_catalog_entry without a kind")
+			return app.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "delete_catalog_entry without a kind")
 		}
 		return ops.DeleteCatalogEntry(ctx, domain.CatalogRef{Kind: kind, Name: op.DeleteCatalogEntry.GetName()}, op.DeleteCatalogEntry.GetExpectedRevision())
 	case *lifecyclev1.Request_ReleaseOrphans:
 		return ops.ReleaseOrphans(ctx)
 	}
-	return app.Revisions{}, domain.Errorf(domain.CodeInvalidArgument, "request without an operation")
+	return app.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "request without an operation")
 }
 
 func adoptVMs(ctx context.Context, ops Ops, op *lifecyclev1.AdoptVMs) *lifecyclev1.Reply {
@@ -230,26 +232,12 @@ func errReply(c codes.Code, msg string) *lifecyclev1.Reply {
 	return &lifecyclev1.Reply{Error: &lifecyclev1.Status{Code: int32(c), Message: msg}}
 }
 
-// Code maps a domain error to its gRPC code.
+// Code maps a domain error to its gRPC code: contract codes are gRPC
+// numbers; an unclassified error is Internal.
 func Code(err error) codes.Code {
-	switch domain.CodeOf(err) {
-	case domain.CodeInvalidArgument:
-		return codes.InvalidArgument
-	case domain.CodeNotFound:
-		return codes.NotFound
-	case domain.CodeAlreadyExists:
-		return codes.AlreadyExists
-	case domain.CodeFailedPrecondition:
-		return codes.FailedPrecondition
-	case domain.CodeOutOfRange:
-		return codes.OutOfRange
-	case domain.CodeAborted:
-		return codes.Aborted
-	case domain.CodeUnavailable:
-		return codes.Unavailable
+	c := domain.CodeOf(err)
+	if c == contract.CodeUnknown {
+		return codes.Internal
 	}
-	if err == nil {
-		return codes.OK
-	}
-	return codes.Internal
+	return codes.Code(c)
 }

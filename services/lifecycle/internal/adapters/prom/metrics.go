@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 
+	"google.golang.org/grpc/codes"
+
 	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,11 +115,8 @@ func (m *Metrics) CreationFailed(group string, class int32) {
 
 // Op implements app.Observer.
 func (m *Metrics) Op(op string, code domain.Code) {
-	c := "OK"
-	if code != domain.CodeUnknown {
-		c = code.String()
-	}
-	m.ops.WithLabelValues(op, c).Inc()
+	// The gRPC spelling ("OK", "NotFound"), as the gateway's RPC metrics.
+	m.ops.WithLabelValues(op, codes.Code(code).String()).Inc()
 }
 
 // Published implements app.Observer.
