@@ -165,6 +165,12 @@ func checkPermissions(t *testing.T, dial dialer) {
 			return watchOnce(ctx, gw.js, b, ">")
 		})
 	}
+	// nats.go re-creates an ordered consumer through the legacy endpoint
+	// while reconnecting (a NATS restart): allowed for whole-bucket watches.
+	gw.allowed(t, "the gateway re-creates a whole-bucket watch through the legacy endpoint", func(ctx context.Context) error {
+		_, err := gw.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketGroups, legacyConsumerCreate(messaging.BucketGroups, natsauth.APIGateway.InboxPrefix()+".legacy"))
+		return err
+	})
 	gw.forbidden(t, "the gateway writes an instance", "$KV."+messaging.BucketInstances+".g.i-2", func(ctx context.Context) error {
 		_, err := gw.nc.Request("$KV."+messaging.BucketInstances+".g.i-2", []byte("x"), time.Second)
 		return err
@@ -202,6 +208,10 @@ func checkPermissions(t *testing.T, dial dialer) {
 	})
 	ca.forbidden(t, "the cloud adapter watches the templates", "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketCatalog, func(ctx context.Context) error {
 		return watchOnce(ctx, ca.js, messaging.BucketCatalog, messaging.CatalogKey(messaging.CatalogKeyTemplate, ">"))
+	})
+	ca.forbidden(t, "the cloud adapter creates an unfiltered catalog consumer through the legacy endpoint", "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketCatalog, func(ctx context.Context) error {
+		_, err := ca.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketCatalog, legacyConsumerCreate(messaging.BucketCatalog, natsauth.CloudAdapter.InboxPrefix()+".legacy"))
+		return err
 	})
 	ca.forbidden(t, "the cloud adapter reads a catalog key directly", "$JS.API.DIRECT.GET.KV_"+messaging.BucketCatalog, func(ctx context.Context) error {
 		kv, err := ca.js.KeyValue(ctx, messaging.BucketCatalog)
@@ -483,4 +493,10 @@ func writeTLS(t *testing.T, dir, caName string) (caFile, clientCert, clientKey s
 	write("tls.key", "EC PRIVATE KEY", skey)
 	cder, ckey := issue(3, x509.ExtKeyUsageClientAuth, nil)
 	return caFile, write("client.crt", "CERTIFICATE", cder), write("client.key", "EC PRIVATE KEY", ckey)
+}
+
+// legacyConsumerCreate is the request nats.go sends to the legacy
+// ephemeral endpoint: an ordered push consumer of the whole bucket.
+func legacyConsumerCreate(bucket, deliver string) []byte {
+	return []byte(`{"stream_name":"KV_` + bucket + `","config":{"deliver_subject":"` + deliver + `","deliver_policy":"last_per_subject","ack_policy":"none","filter_subject":"$KV.` + bucket + `.>","flow_control":true,"idle_heartbeat":5000000000,"mem_storage":true,"inactive_threshold":5000000000,"num_replicas":1}}`)
 }

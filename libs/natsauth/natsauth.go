@@ -118,14 +118,27 @@ func buckets() []string {
 // stream info (opening it), the creation of an ephemeral consumer
 // filtered on those keys only ($JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>),
 // its deletion when the watch stops, and flow-control replies.
+//
+// A watch of the whole bucket may also use the legacy ephemeral endpoint
+// ($JS.API.CONSUMER.CREATE.<stream>, no name, no filter in the subject):
+// nats.go's ordered consumer falls back to it when it re-creates its
+// consumer while the connection is reconnecting (serverMinVersion sees no
+// server then), as after a NATS restart. The subject cannot carry the
+// filter, so it is granted only where the identity may read the whole
+// bucket anyway; a filtered watch's re-creation is refused and the watch
+// starts over (messaging.WatchKV).
 func kvWatch(bucket, filter string) []string {
 	s := kvStream(bucket)
-	return []string{
+	subjects := []string{
 		streamAPI("INFO", s),
 		consumerAPI("CREATE", s, "*") + "." + kvSubject(bucket) + "." + filter,
 		consumerAPI("DELETE", s, "*"),
 		flowControl(s),
 	}
+	if filter == ">" {
+		subjects = append(subjects, jsAPI+".CONSUMER.CREATE."+s)
+	}
+	return subjects
 }
 
 // pullConsumer are the subjects a worker pulling from its durable consumer
