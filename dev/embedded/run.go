@@ -192,11 +192,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	defer emu.Close()
 	// The same emulator's ECS API: one simulated world (VMs, SSH, cluster
 	// joins, state file), two clouds.
-	ecsEmu, err := serveECS(cfg.ECSEmulatorAddr, emu.Emulator, log.With("component", "ecsemu"))
+	// emu.Close stops it too.
+	ecsEndpoint, err := emu.ServeECS(cfg.ECSEmulatorAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("ECS emulator: %w", err)
 	}
-	defer ecsEmu.Close()
 	if emulatorHook != nil {
 		emulatorHook(emu)
 	}
@@ -238,7 +238,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	ca.HealthAddr = ""
 	ca.TencentEndpoint = emu.Endpoint()
 	ca.TencentScheme = "http"
-	ca.AlibabaEndpoint = ecsEmu.Endpoint()
+	ca.AlibabaEndpoint = ecsEndpoint
 	ca.AlibabaScheme = "http"
 	ca.CredentialsDir = credDir
 	ca.SecretsKeyFile = secretsKeyFile
@@ -301,7 +301,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 			// examples work the moment it appears.
 			go func() {
 				if waitReady(ctx, comps) {
-					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), ECSEmulator: ecsEmu.Endpoint(), AdminToken: adminToken, Kube: kubeInfo})
+					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), ECSEmulator: ecsEndpoint, AdminToken: adminToken, Kube: kubeInfo})
 				}
 			}()
 		}})
