@@ -24,9 +24,9 @@ var codes = cloudcall.Codes{
 		// TagResources on an instance that does not exist.
 		"InvalidResourceId.NotFound": ports.ErrorKindNotFound,
 
-		// Out of stock in the zone, or the type is not sold there: CA must
-		// back off the group (OutOfResources), not fix a template.
-		"OperationDenied.NoStock":                    ports.ErrorKindCapacity,
+		// Out of stock in the zone (OperationDenied.NoStock*: a prefix
+		// below), or the type is not sold there: CA must back off the group
+		// (OutOfResources), not fix a template.
 		"InvalidResourceType.NotSupported":           ports.ErrorKindCapacity,
 		"Zone.NotOnSale":                             ports.ErrorKindCapacity,
 		"Zone.NotOpen":                               ports.ErrorKindCapacity,
