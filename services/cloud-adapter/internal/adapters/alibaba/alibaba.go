@@ -88,16 +88,12 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 		if err != nil {
 			return nil, err
 		}
-		var ids []string
-		if resp != nil && resp.Body != nil && resp.Body.InstanceIdSets != nil {
-			ids = dara.StringSliceValue(resp.Body.InstanceIdSets.InstanceIdSet)
+		// A count other than Amount (without MinAmount, all or nothing) is
+		// the app's UnexpectedInstanceCount, for every cloud.
+		if resp == nil || resp.Body == nil || resp.Body.InstanceIdSets == nil {
+			return nil, nil
 		}
-		if len(ids) != req.Count {
-			// Amount without MinAmount is all or nothing: anything else is
-			// an answer we cannot map to the batch's instances.
-			return nil, ports.NewTransientError("UnexpectedAnswer", fmt.Sprintf("RunInstances returned %d instance ids for Amount %d", len(ids), req.Count))
-		}
-		return ids, nil
+		return dara.StringSliceValue(resp.Body.InstanceIdSets.InstanceIdSet), nil
 	})
 }
 
