@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 )
 
 // A minimal Chrome DevTools Protocol client over --remote-debugging-pipe
@@ -64,14 +66,11 @@ func startBrowser(t *testing.T, browser string) *browserSession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(browser,
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
+	cmd := exec.Command(browser, append(chromiumFlags(t),
 		"--disable-renderer-backgrounding", "--disable-background-timer-throttling",
-		"--user-data-dir="+t.TempDir(), "--remote-debugging-pipe", "about:blank")
+		"--remote-debugging-pipe", "about:blank")...)
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fd 3 and fd 4
-	stderr := &lockedBuffer{}
+	stderr := &logtest.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting chromium: %v", err)
@@ -112,24 +111,6 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }
 
 func (b *browserSession) read(in io.Reader) {

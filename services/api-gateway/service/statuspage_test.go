@@ -353,6 +353,18 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
+// chromiumFlags are the flags every headless Chromium of these tests
+// starts with: no sandbox or GPU, nothing in the background, a fresh
+// profile.
+func chromiumFlags(t *testing.T) []string {
+	return []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir(),
+	}
+}
+
 // runChromium runs headless Chromium on args with a fresh profile and
 // returns its standard output. Virtual time lets the page's script run its
 // fetches and a few refresh rounds before the DOM is dumped or the
@@ -361,13 +373,7 @@ func runChromium(t *testing.T, browser string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	base := []string{
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
-		"--user-data-dir=" + t.TempDir(),
-		"--virtual-time-budget=12000",
-	}
+	base := append(chromiumFlags(t), "--virtual-time-budget=12000")
 	cmd := exec.CommandContext(ctx, browser, append(base, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
