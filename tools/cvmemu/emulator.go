@@ -69,6 +69,7 @@ type Emulator struct {
 	launch         LaunchPolicy
 	quota          Quota
 	stockOuts      []StockOut
+	instanceTypes  []InstanceType // read-only after New
 	rateLimits     map[scopeKey]float64
 	bootDelay      time.Duration
 	terminateDelay time.Duration
@@ -145,6 +146,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		launch:         cfg.Launch,
 		quota:          cfg.Quota,
 		stockOuts:      slices.Clone(cfg.StockOuts),
+		instanceTypes:  slices.Clone(cfg.InstanceTypes),
 		rateLimits:     map[scopeKey]float64{},
 		bootDelay:      cfg.BootDelay,
 		terminateDelay: cfg.TerminateDelay,
@@ -157,6 +159,9 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		windows:        map[rateKey]*rateWindow{},
 		ips:            ips,
 		counters:       newCounters(),
+	}
+	if len(e.instanceTypes) == 0 {
+		e.instanceTypes = DefaultInstanceTypes()
 	}
 	for a, r := range cfg.RateLimits {
 		e.rateLimits[scopeKey{APIAny, a}] = r
@@ -189,6 +194,7 @@ func (e *Emulator) Close() error {
 	for _, a := range e.accounts {
 		for _, v := range a.vms {
 			e.cancelTimerLocked(v)
+			e.cancelReclaimLocked(v)
 			if v.guest != nil {
 				guests = append(guests, v.guest)
 				v.guest = nil
@@ -415,11 +421,12 @@ func (f cvmFront) throttled(observed int, limit float64, _ time.Duration) *apiEr
 type actionFunc func(*Emulator, *call) (any, *apiError)
 
 var cvmActions = map[string]actionFunc{
-	ActionRunInstances:            (*Emulator).runInstances,
-	ActionDescribeInstances:       (*Emulator).describeInstances,
-	ActionDescribeInstancesStatus: (*Emulator).describeInstancesStatus,
-	ActionTerminateInstances:      (*Emulator).terminateInstances,
-	ActionAttachResourcesTag:      (*Emulator).attachResourcesTag,
+	ActionRunInstances:                    (*Emulator).runInstances,
+	ActionDescribeInstances:               (*Emulator).describeInstances,
+	ActionDescribeInstancesStatus:         (*Emulator).describeInstancesStatus,
+	ActionTerminateInstances:              (*Emulator).terminateInstances,
+	ActionAttachResourcesTag:              (*Emulator).attachResourcesTag,
+	ActionDescribeZoneInstanceConfigInfos: (*Emulator).describeZoneInstanceConfigInfos,
 }
 
 func (f cvmFront) actions() map[string]actionFunc { return cvmActions }
