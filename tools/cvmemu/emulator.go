@@ -19,6 +19,16 @@
 //
 //	emulator -> VM with SSH -> hook runs "kubeadm join" -> cluster node Ready
 //
+// Capacity and spot (capacity.go, spot.go, adminhttp.go): stock-outs per
+// zone, instance type and charge type answer RunInstances with the real
+// codes, or (StockOut.AtLaunch) let the call succeed and end the VMs
+// LAUNCH_FAILED with a LatestOperationErrorMsg saying so;
+// DescribeZoneInstanceConfigInfos lists the instance type table per zone;
+// spot VMs (CVM SPOTPAID with InstanceMarketOptions, ECS SpotStrategy) can
+// be reclaimed (ScheduleReclaim), which their metadata endpoint (Metadata,
+// one listener, a path prefix per VM) announces before the VM is
+// terminated. Admin serves the stock-out and reclaim knobs over HTTP.
+//
 // A Hold in front of the emulator keeps a call's answer from its client
 // after the call took effect, so a test can kill the client at the worst
 // moment (the VMs exist, the client does not know them).
