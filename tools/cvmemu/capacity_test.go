@@ -345,9 +345,9 @@ func TestSpotReclaimAndMetadata(t *testing.T) {
 		t.Fatalf("reclaiming an unknown VM: %d, want 404", code)
 	}
 
-	// Reclaim in 2s: announced at once, in Tencent's format (UTC+8).
+	// A reclaim in an hour: announced at once, in Tencent's format (UTC+8).
 	before := time.Now()
-	code, out := httpDo(t, http.MethodPost, admin+"/reclaim", `{"instanceId":"`+id+`","inSeconds":2}`)
+	code, out := httpDo(t, http.MethodPost, admin+"/reclaim", `{"instanceId":"`+id+`","inSeconds":3600}`)
 	if code != 200 {
 		t.Fatalf("reclaim: %d %v", code, out)
 	}
@@ -359,8 +359,15 @@ func TestSpotReclaimAndMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatalf("termination-time %q is not in Tencent's format: %v", body, err)
 	}
-	if d := at.Sub(before); d < time.Second || d > 4*time.Second {
-		t.Fatalf("termination-time %v is %v after the request, want about 2s", at, d)
+	if d := at.Sub(before); d < time.Hour-time.Second || d > time.Hour+time.Minute {
+		t.Fatalf("termination-time %v is %v after the request, want about an hour", at, d)
+	}
+	if vm, _ := s.VM(id); vm.State != StateRunning || !vm.TerminationTime.Equal(at) {
+		t.Fatalf("the notice alone must not stop the VM: %+v", vm)
+	}
+	// Moved to one second from now: the VM is terminated then.
+	if code, out := httpDo(t, http.MethodPost, admin+"/reclaim", `{"instanceId":"`+id+`","inSeconds":1}`); code != 200 {
+		t.Fatalf("reclaim again: %d %v", code, out)
 	}
 	// Then the VM is terminated, and only it.
 	waitGone(t, c, id)

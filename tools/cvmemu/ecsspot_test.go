@@ -54,13 +54,16 @@ func TestECSSpotValidationReclaimAndMetadata(t *testing.T) {
 	if code, body := httpGet(t, meta+"/"+id+"/latest/meta-data/instance-id"); code != 200 || body != id {
 		t.Fatalf("instance-id: %d %q", code, body)
 	}
-	at, err := s.ScheduleReclaim(id, time.Second)
+	at, err := s.ScheduleReclaim(id, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	code, body := httpGet(t, url)
 	if want := at.UTC().Format("2006-01-02T15:04:05Z"); code != 200 || body != want {
 		t.Fatalf("termination-time: %d %q, want %q", code, body, want)
+	}
+	if _, err := s.ScheduleReclaim(id, 0); err != nil {
+		t.Fatal(err)
 	}
 	deadline := time.Now().Add(testTimeout)
 	for {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -116,5 +117,33 @@ func TestEmulatorInstanceShapesSoldOut(t *testing.T) {
 		if s != want {
 			t.Fatalf("shape %+v, want %+v", s, want)
 		}
+	}
+}
+
+// A launch the cloud accepted and then failed for want of stock is
+// LAUNCH_FAILED with a capacity LaunchError naming the code, zone and type.
+func TestEmulatorLaunchFailedForCapacity(t *testing.T) {
+	srv := startEmulator(t, nil)
+	c := newAdapter(t, srv, adapterOpts{})
+	srv.SetSoldOut(cvmemu.StockOut{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4", Code: cvmemu.CodeSoldOutInstanceType, AtLaunch: true})
+	ids := create(t, c, "lf-1", 1, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sts, err := c.Describe(context.Background(), target, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sts) == 1 && sts[0].State == domain.StateLaunchFailed {
+			le := sts[0].LaunchError
+			if le == nil || le.Kind != ports.ErrorKindCapacity || le.Code != cvmemu.CodeSoldOutInstanceType ||
+				!strings.Contains(le.Message, "zone ap-guangzhou-3") || !strings.Contains(le.Message, "instance type S5.MEDIUM4") {
+				t.Fatalf("launch error %+v", le)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never LAUNCH_FAILED: %+v", sts)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
