@@ -1,7 +1,8 @@
 // Package domain holds the cloud adapter's pure rules: provider-neutral VM
 // states, how a create batch is split into cloud calls with derived
 // ClientTokens, the tags every VM carries, and when a watched instance is
-// settled. It imports only the standard library.
+// settled. It imports only the standard library and libs/contract (the
+// shared vocabulary of error kinds).
 package domain
 
 import "time"
@@ -51,4 +52,7 @@ type Status struct {
 	CreatedAt time.Time
 	// Tags are the VM's cloud tags (nodesmith's are listed in tags.go).
 	Tags map[string]string
+	// LaunchError is, for a LAUNCH_FAILED VM whose cloud says why, that
+	// reason; nil otherwise.
+	LaunchError *LaunchError
 }
