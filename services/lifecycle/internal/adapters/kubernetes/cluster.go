@@ -188,6 +188,14 @@ func toNode(n *corev1.Node) ports.Node {
 // someone else added meanwhile is never lost.
 func (c *Cluster) PatchNode(ctx context.Context, name string, labels, annotations map[string]string, taints []ports.Taint) error {
 	nodes := c.client.CoreV1().Nodes()
+	if len(labels) == 0 && len(annotations) == 0 && len(taints) == 0 {
+		// Nothing to write, but the port's contract still holds: a
+		// missing Node is an error.
+		if _, err := nodes.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("patching node %s: %w", name, err)
+		}
+		return nil
+	}
 	if len(labels) > 0 || len(annotations) > 0 {
 		meta := map[string]any{}
 		if len(labels) > 0 {
