@@ -254,8 +254,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		h := newHarness(t)
 		ctx := context.Background()
 		cases := map[string]func() error{
-			"labels":  func() error { return h.Cluster.PatchNode(ctx, "missing", map[string]string{"a": "b"}, nil, nil) },
-			"taints":  func() error { return h.Cluster.PatchNode(ctx, "missing", nil, nil, []ports.Taint{{Key: "k", Effect: "NoSchedule"}}) },
+			"labels": func() error { return h.Cluster.PatchNode(ctx, "missing", map[string]string{"a": "b"}, nil, nil) },
+			"taints": func() error {
+				return h.Cluster.PatchNode(ctx, "missing", nil, nil, []ports.Taint{{Key: "k", Effect: "NoSchedule"}})
+			},
 			"nothing": func() error { return h.Cluster.PatchNode(ctx, "missing", nil, nil, nil) },
 		}
 		for _, name := range slices.Sorted(maps.Keys(cases)) {
