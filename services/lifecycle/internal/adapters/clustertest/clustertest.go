@@ -63,7 +63,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		c := Node("c", true)
 		h.Put(t, c)
 		iAdd := w.waitFor(t, "c Added", func(ev ports.NodeEvent) bool { return ev.Type == ports.NodeAdded && ev.Node.Name == "c" })
-		if !(iReady < iDel && iDel < iAdd) {
+		if iReady >= iDel || iDel >= iAdd {
 			t.Errorf("changes delivered out of order: b Ready at %d, a Deleted at %d, c Added at %d", iReady, iDel, iAdd)
 		}
 		w.waitFor(t, "c as put", func(ev ports.NodeEvent) bool { return ev.Node.Name == "c" && Equal(ev.Node, c) })
