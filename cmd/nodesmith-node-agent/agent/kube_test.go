@@ -312,7 +312,8 @@ func TestKubernetes(t *testing.T) {
 		if err := r.stop(t); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		if _, err := http.Get("http://" + r.addr + "/livez"); err == nil {
+		if resp, err := http.Get("http://" + r.addr + "/livez"); err == nil {
+			_ = resp.Body.Close()
 			t.Error("the health server still answers after shutdown")
 		}
 		if !strings.Contains(r.logs.String(), "node agent stopped") {
