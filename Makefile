@@ -5,7 +5,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools tools/kube cmd/nodesmithctl dev
+MODULES := proto libs services/lifecycle services/api-gateway services/cloud-adapter services/hook-runner tools tools/kube cmd/nodesmithctl cmd/nodesmith-node-agent dev
 SERVICES := api-gateway lifecycle cloud-adapter hook-runner
 
 BIN := $(CURDIR)/bin
@@ -41,11 +41,12 @@ nats-auth: ## regenerate deploy/kustomize/base/files/nats-authorization.conf (NA
 	cd libs && go run ./natsauth/cmd/nats-auth -out ../deploy/kustomize/base/files/nats-authorization.conf
 
 .PHONY: build
-build: ## build every service binary and nodesmithctl (static) into ./bin
+build: ## build every service binary, nodesmithctl and the node agent (static) into ./bin
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do (cd services/$$s && go build -o $(BIN)/$$s ./cmd/$$s); done
 	cd dev && go build -o $(BIN)/nodesmith-dev ./cmd/nodesmith-dev
 	cd cmd/nodesmithctl && CGO_ENABLED=0 go build -trimpath -o $(BIN)/nodesmithctl .
+	cd cmd/nodesmith-node-agent && CGO_ENABLED=0 go build -trimpath -o $(BIN)/nodesmith-node-agent .
 
 .PHONY: test
 test: test-deps kube-apiserver verify ## run every test with the race detector (installs what the tests need); one summary at the end
@@ -87,10 +88,13 @@ images: ## static (CGO_ENABLED=0) service binaries into ./bin/images, checked st
 	  if ldd $(BIN)/images/$$s >/dev/null 2>&1; then echo "$$s: dynamically linked (needs a libc the distroless/static image lacks)"; exit 1; fi; \
 	  echo "bin/images/$$s: static"; \
 	done
+	@(cd cmd/nodesmith-node-agent && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/images/node-agent .)
+	@if ldd $(BIN)/images/node-agent >/dev/null 2>&1; then echo "node-agent: dynamically linked"; exit 1; fi; echo "bin/images/node-agent: static"
 	@echo "# To build and push the images (from the repository root):"
 	@for s in $(SERVICES); do \
 	  echo "docker build --build-arg SERVICE=$$s -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) . && docker push $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
 	done
+	@echo "docker build -f cmd/nodesmith-node-agent/Dockerfile -t $(IMAGE_REGISTRY)/node-agent:$(IMAGE_TAG) . && docker push $(IMAGE_REGISTRY)/node-agent:$(IMAGE_TAG)"
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## golangci-lint (v2) on every module, including the depguard layering rules; every module even after one fails

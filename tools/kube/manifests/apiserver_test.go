@@ -122,6 +122,17 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{"lifecycle", "create", "", "pods", "", "default", false},
 		{"lifecycle", "get", "", "secrets", "", own, false},
 		{"lifecycle", "list", "", "pods", "", "", false},
+		// The node agent: get and patch Nodes (RBAC cannot narrow it to its
+		// own), nothing else.
+		{"node-agent", "get", "", "nodes", "", "", true},
+		{"node-agent", "patch", "", "nodes", "", "", true},
+		{"node-agent", "list", "", "nodes", "", "", false},
+		{"node-agent", "watch", "", "nodes", "", "", false},
+		{"node-agent", "update", "", "nodes", "", "", false},
+		{"node-agent", "delete", "", "nodes", "", "", false},
+		{"node-agent", "patch", "", "nodes/status", "", "", false},
+		{"node-agent", "create", "", "pods/eviction", "", "default", false},
+		{"node-agent", "get", "", "secrets", "", own, false},
 		// The gateway and the workers have no Kubernetes API access.
 		{"api-gateway", "list", "", "nodes", "", "", false},
 		{"api-gateway", "get", "", "configmaps", "", own, false},

@@ -94,8 +94,8 @@ func (w Workload) Name() string {
 	return fmt.Sprintf("%s %s/%s", w.Object.GetKind(), w.Object.GetNamespace(), w.Object.GetName())
 }
 
-// Workloads returns the Deployments and StatefulSets with their pod
-// templates.
+// Workloads returns the Deployments, DaemonSets and StatefulSets with
+// their pod templates.
 func (s *Set) Workloads() ([]Workload, error) {
 	var out []Workload
 	for _, o := range s.Objects {
@@ -110,6 +110,12 @@ func (s *Set) Workloads() ([]Workload, error) {
 				return nil, fmt.Errorf("decoding Deployment %s: %w", o.GetName(), err)
 			}
 			tmpl = d.Spec.Template
+		case "DaemonSet":
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+				return nil, fmt.Errorf("decoding DaemonSet %s: %w", o.GetName(), err)
+			}
+			tmpl = ds.Spec.Template
 		case "StatefulSet":
 			var st appsv1.StatefulSet
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &st); err != nil {

@@ -41,6 +41,17 @@ func TestEnvVarsNameRealFlags(t *testing.T) {
 					}
 				}
 			}
+			// The node agent (a DaemonSet; its source is a command module).
+			known := knownEnv(t, filepath.Join(root, "cmd", "nodesmith-node-agent"))
+			for k := range libs {
+				known[k] = true
+			}
+			w, c := workload(t, s, "DaemonSet", "node-agent")
+			for _, env := range nodesmithEnv(t, s, w, c) {
+				if !known[env] {
+					t.Errorf("node-agent: %s is not a flag or variable the agent reads", env)
+				}
+			}
 		})
 	}
 }

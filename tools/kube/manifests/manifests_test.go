@@ -211,10 +211,10 @@ func checkCommon(t *testing.T, s *manifests.Set) {
 		t.Error("the NATS client and headless Services are missing")
 	}
 	checkNATSAuth(t, s)
-	// Only lifecycle and CA may talk to the Kubernetes API.
+	// Only lifecycle, CA and the node agent may talk to the Kubernetes API.
 	for _, w := range workloads(t, s) {
 		auto := w.Template.Spec.AutomountServiceAccountToken
-		apiUser := w.Object.GetName() == "lifecycle" || w.Object.GetName() == "cluster-autoscaler"
+		apiUser := slices.Contains([]string{"lifecycle", "cluster-autoscaler", "node-agent"}, w.Object.GetName())
 		if apiUser != (auto == nil || *auto) {
 			t.Errorf("%s: automountServiceAccountToken=%v", w.Name(), auto)
 		}
@@ -276,7 +276,8 @@ func checkProd(t *testing.T, s *manifests.Set) {
 		}
 	}
 	for _, w := range workloads(t, s) {
-		if w.Object.GetName() == "cluster-autoscaler" {
+		// CA runs alone; a DaemonSet has one pod per Node by construction.
+		if w.Object.GetName() == "cluster-autoscaler" || w.Object.GetKind() == "DaemonSet" {
 			continue
 		}
 		if a := w.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
@@ -341,10 +342,24 @@ func checkNetworkPolicies(t *testing.T, s *manifests.Set) {
 		{"cloud-adapter", 443, true}, {"cloud-adapter", 22, false},
 		{"hook-runner", 22, true}, {"hook-runner", 443, false},
 		{"lifecycle", 6443, true}, {"api-gateway", 443, false},
+		{"node-agent", 443, true}, {"node-agent", 80, false}, {"node-agent", 22, false},
 	} {
 		if got := allowsEgressToWorld(pols, pod(tc.from), tc.port); got != tc.want {
 			t.Errorf("%s -> outside:%d allowed=%v, want %v", tc.from, tc.port, got, tc.want)
 		}
+	}
+	// The node agent reaches its VM's metadata service (Tencent,
+	// Alibaba) over HTTP, and nobody else does.
+	for _, ip := range []string{"169.254.0.23", "100.100.100.200"} {
+		if !allowsEgressToIP(pols, pod("node-agent"), net.ParseIP(ip), 80) {
+			t.Errorf("node-agent -> metadata %s:80 denied", ip)
+		}
+		if allowsEgressToIP(pols, pod("lifecycle"), net.ParseIP(ip), 80) {
+			t.Errorf("lifecycle -> metadata %s:80 allowed", ip)
+		}
+	}
+	if !allowsIngress(pols, pod("node-agent"), other, "monitoring", 8087) {
+		t.Error("monitoring -> node-agent:8087 (metrics) denied")
 	}
 }
 

@@ -79,16 +79,22 @@ func allowsEgressToPod(pols []networkingv1.NetworkPolicy, from, to labels.Set, p
 }
 
 func allowsEgressToWorld(pols []networkingv1.NetworkPolicy, from labels.Set, port int32) bool {
+	return allowsEgressToIP(pols, from, externalIP, port)
+}
+
+// allowsEgressToIP: may a pod with labels from reach ip:port outside the
+// pod network?
+func allowsEgressToIP(pols []networkingv1.NetworkPolicy, from labels.Set, ip net.IP, port int32) bool {
 	return allowsEgress(pols, from, port, func(p networkingv1.NetworkPolicyPeer) bool {
 		if p.IPBlock == nil {
 			return false
 		}
 		_, cidr, err := net.ParseCIDR(p.IPBlock.CIDR)
-		if err != nil || !cidr.Contains(externalIP) {
+		if err != nil || !cidr.Contains(ip) {
 			return false
 		}
 		for _, e := range p.IPBlock.Except {
-			if _, ex, err := net.ParseCIDR(e); err == nil && ex.Contains(externalIP) {
+			if _, ex, err := net.ParseCIDR(e); err == nil && ex.Contains(ip) {
 				return false
 			}
 		}
