@@ -100,6 +100,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/nodesmith/nodesmith/cmd/nodesmith-node-agent v0.0.0
 	github.com/nodesmith/nodesmith/cmd/nodesmithctl v0.0.0
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -148,3 +149,5 @@ replace (
 replace github.com/nodesmith/nodesmith/tools/kube => ../tools/kube
 
 replace github.com/nodesmith/nodesmith/cmd/nodesmithctl => ../cmd/nodesmithctl
+
+replace github.com/nodesmith/nodesmith/cmd/nodesmith-node-agent => ../cmd/nodesmith-node-agent
