@@ -82,7 +82,9 @@ func Decode(data []byte, v any, opts DecodeOptions) ([]Warning, error) {
 }
 
 // DecodeTree is Decode of a document already parsed into a JSON tree
-// (maps, slices, strings, json.Number or float64, bools and nils).
+// (maps, slices, strings, json.Number or float64, bools and nils). On
+// FieldErrors, v holds the rest of the document (the values in error
+// dropped), for a caller that reports every problem at once.
 func DecodeTree(doc any, v any, opts DecodeOptions) ([]Warning, error) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer {
@@ -90,19 +92,19 @@ func DecodeTree(doc any, v any, opts DecodeOptions) ([]Warning, error) {
 	}
 	n := normalizer{opts: opts}
 	doc = n.walk(doc, rv.Type().Elem(), "")
-	if len(n.errs) > 0 {
-		return n.warnings, n.errs
-	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		return n.warnings, FieldErrors{{Message: err.Error()}}
+		return n.warnings, append(n.errs, FieldError{Message: err.Error()})
 	}
 	strict := json.NewDecoder(bytes.NewReader(b))
 	strict.DisallowUnknownFields()
 	if err := strict.Decode(v); err != nil {
 		// The walk checked names and types: this is a value the types
 		// cannot hold that it missed.
-		return n.warnings, FieldErrors{{Message: strings.TrimPrefix(err.Error(), "json: ")}}
+		return n.warnings, append(n.errs, FieldError{Message: strings.TrimPrefix(err.Error(), "json: ")})
+	}
+	if len(n.errs) > 0 {
+		return n.warnings, n.errs
 	}
 	return n.warnings, nil
 }
@@ -194,26 +196,33 @@ func (n *normalizer) typeError(path string, v any, want string) {
 	n.errs.add(path, "cannot unmarshal %s into %s", kindOf(v), want)
 }
 
-// walk checks v against t and returns it normalized.
-func (n *normalizer) walk(v any, t reflect.Type, path string) any {
+// walk checks v against t and returns it normalized; a value in error is
+// dropped (ok false), so the rest of the document still decodes and every
+// problem is reported at once.
+func (n *normalizer) walk(v any, t reflect.Type, path string) (out any) {
+	out, _ = n.check(v, t, path)
+	return out
+}
+
+func (n *normalizer) check(v any, t reflect.Type, path string) (any, bool) {
 	if v == nil {
-		return nil
+		return nil, true
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == rawMessageType || t.Kind() == reflect.Interface {
-		return v
+		return v, true
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if s, ok := v.(string); ok && t == templateSpecTyp {
-			return map[string]any{"name": s}
+			return map[string]any{"name": s}, true
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
 			n.typeError(path, v, "an object")
-			return v
+			return nil, false
 		}
 		fields, aliases := jsonFields(t)
 		keys := make([]string, 0, len(obj))
@@ -242,61 +251,78 @@ func (n *normalizer) walk(v any, t reflect.Type, path string) any {
 				n.errs.add(join(path, k), "unknown field %q%s", k, suggest(k, fields))
 				continue
 			}
-			out[name] = n.walk(val, ft, join(path, name))
+			if nv, ok := n.check(val, ft, join(path, name)); ok {
+				out[name] = nv
+			}
 		}
-		return out
+		return out, true
 	case reflect.Map:
 		obj, ok := v.(map[string]any)
 		if !ok {
 			n.typeError(path, v, "an object")
-			return v
+			return nil, false
 		}
 		for k, e := range obj {
-			obj[k] = n.walk(e, t.Elem(), join(path, k))
+			if nv, ok := n.check(e, t.Elem(), join(path, k)); ok {
+				obj[k] = nv
+			} else {
+				delete(obj, k)
+			}
 		}
-		return obj
+		return obj, true
 	case reflect.Slice:
 		list, ok := v.([]any)
 		if !ok {
 			n.typeError(path, v, "a list")
-			return v
+			return nil, false
 		}
 		for i, e := range list {
-			list[i] = n.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			list[i], _ = n.check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
-		return list
+		return list, true
 	case reflect.String:
 		switch s := v.(type) {
 		case string:
-			return s
+			return s, true
 		case json.Number, float64, bool:
 			if n.opts.ScalarStrings {
-				return fmt.Sprint(s)
+				return fmt.Sprint(s), true
 			}
 		}
 		n.typeError(path, v, "a string")
+		return nil, false
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
 			n.typeError(path, v, "a boolean")
+			return nil, false
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if num, ok := number(v); !ok {
+		num, ok := number(v)
+		if !ok {
 			n.typeError(path, v, "an integer")
-		} else if _, err := strconv.ParseInt(num, 10, t.Bits()); err != nil {
+			return nil, false
+		}
+		if _, err := strconv.ParseInt(num, 10, t.Bits()); err != nil {
 			n.errs.add(path, "cannot unmarshal number %s into an integer (%d bits)", num, t.Bits())
+			return nil, false
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if num, ok := number(v); !ok {
+		num, ok := number(v)
+		if !ok {
 			n.typeError(path, v, "an integer")
-		} else if _, err := strconv.ParseUint(num, 10, t.Bits()); err != nil {
+			return nil, false
+		}
+		if _, err := strconv.ParseUint(num, 10, t.Bits()); err != nil {
 			n.errs.add(path, "cannot unmarshal number %s into a non-negative integer (%d bits)", num, t.Bits())
+			return nil, false
 		}
 	case reflect.Float32, reflect.Float64:
 		if _, ok := number(v); !ok {
 			n.typeError(path, v, "a number")
+			return nil, false
 		}
 	}
-	return v
+	return v, true
 }
 
 func number(v any) (string, bool) {
