@@ -351,7 +351,7 @@ func (c *converter) template(name string, n *yaml.Node, path string, accounts ma
 // protoTemplate is a template being converted (its parameters as a map).
 type protoTemplate struct {
 	Provider, Account, Region, Zone, InstanceType, ProviderIDTemplate string
-	Parameters, SecretParameters                                    map[string]any
+	Parameters, SecretParameters                                      map[string]any
 }
 
 func (t protoTemplate) outTemplate() outTemplate {
