@@ -4,6 +4,11 @@
 // gateway's rest adapter serves them and nodesmithctl's client reads them:
 // one declaration, so the two cannot drift.
 //
+// The write documents (GroupSpec, InstanceTemplateSpec, HookSpec,
+// AccountSpec) are also the schema of lifecycle's configuration file
+// (ConfigFile): one decoder (Decode: field paths, deprecated spellings as
+// warnings) and one Validate serve the file and the API.
+//
 // The package is pure data: it imports only the standard library, so the
 // CLI's static binary stays free of the services' dependencies. Changing a
 // JSON name or omitempty here changes the API (the gateway's

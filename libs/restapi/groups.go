@@ -51,15 +51,18 @@ type Taint struct {
 }
 
 // AutoscalingOptions are the group's overrides of Cluster Autoscaler's
-// defaults; absent fields fall back to CA's.
+// defaults; absent fields fall back to CA's. The names are CA's own
+// (its externalgrpc NodeGroupAutoscalingOptions); durations are strings
+// such as "10m". scaleDownUnneeded, scaleDownUnready and maxNodeProvision
+// are deprecated spellings, still accepted in writes.
 type AutoscalingOptions struct {
 	ScaleDownUtilizationThreshold    *float64 `json:"scaleDownUtilizationThreshold,omitempty"`
 	ScaleDownGPUUtilizationThreshold *float64 `json:"scaleDownGpuUtilizationThreshold,omitempty"`
 	ZeroOrMaxNodeScaling             *bool    `json:"zeroOrMaxNodeScaling,omitempty"`
 	IgnoreDaemonSetsUtilization      *bool    `json:"ignoreDaemonSetsUtilization,omitempty"`
-	ScaleDownUnneeded                string   `json:"scaleDownUnneeded,omitempty"`
-	ScaleDownUnready                 string   `json:"scaleDownUnready,omitempty"`
-	MaxNodeProvision                 string   `json:"maxNodeProvision,omitempty"`
+	ScaleDownUnneededTime            string   `json:"scaleDownUnneededTime,omitempty" alias:"scaleDownUnneeded"`
+	ScaleDownUnreadyTime             string   `json:"scaleDownUnreadyTime,omitempty" alias:"scaleDownUnready"`
+	MaxNodeProvisionTime             string   `json:"maxNodeProvisionTime,omitempty" alias:"maxNodeProvision"`
 }
 
 // Hook describes a configured hook; its script and environment are never

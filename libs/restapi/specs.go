@@ -11,13 +11,21 @@ import "encoding/json"
 // GroupSpec is the body of PUT /nodegroups/{id} and the document a PATCH
 // merges into.
 type GroupSpec struct {
-	MinSize *int32 `json:"minSize"`
-	MaxSize *int32 `json:"maxSize"`
+	// ID names the group: required in the configuration file; in the API
+	// the path names it and ID, if set, must be the same.
+	ID string `json:"id,omitempty"`
+	// MinSize defaults to 0.
+	MinSize *int32 `json:"minSize,omitempty"`
+	// MaxSize is required; 0 is allowed (the group is kept empty, as
+	// Cluster Autoscaler allows).
+	MaxSize *int32 `json:"maxSize,omitempty"`
 	// TargetSize defaults to the current target (clamped to the bounds) on
 	// replace and to minSize on create.
-	TargetSize         *int32                `json:"targetSize,omitempty"`
-	AdoptExisting      bool                  `json:"adoptExisting,omitempty"`
-	InstanceTemplate   *InstanceTemplateSpec `json:"instanceTemplate"`
+	TargetSize    *int32 `json:"targetSize,omitempty"`
+	AdoptExisting bool   `json:"adoptExisting,omitempty"`
+	// InstanceTemplate is a template by name (a JSON string, or an object
+	// with the name only) or an inline definition.
+	InstanceTemplate   *InstanceTemplateSpec `json:"instanceTemplate,omitempty"`
 	NodeTemplate       *NodeTemplate         `json:"nodeTemplate,omitempty"`
 	AutoscalingOptions *AutoscalingOptions   `json:"autoscalingOptions,omitempty"`
 	Hooks              *HooksSpec            `json:"hooks,omitempty"`
@@ -48,11 +56,18 @@ type HooksSpec struct {
 
 // HookSpec is a hook with its script (the body of PUT /hooks/{name}).
 type HookSpec struct {
-	Name    string            `json:"name,omitempty"`
-	Script  string            `json:"script"`
+	Name string `json:"name,omitempty"`
+	// File is the script's file (configuration file only, relative to
+	// the file's directory); the API takes the script itself.
+	File   string `json:"file,omitempty"`
+	Script string `json:"script,omitempty"`
+	// Timeout is a duration such as "10m" (0 or absent: the hook
+	// runner's default).
 	Timeout string            `json:"timeout,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	// OnFailure (before_delete only): CONTINUE or BLOCK.
+	// OnFailure (beforeDelete only): continue (the default) or block; any
+	// case is accepted, ON_FAILURE_CONTINUE and ON_FAILURE_BLOCK are
+	// deprecated spellings.
 	OnFailure string `json:"onFailure,omitempty"`
 }
 
@@ -64,9 +79,11 @@ type AccountSpec struct {
 	Provider string `json:"provider,omitempty"`
 	// Regions the account is used in; the first is the default region of
 	// templates on the account that name none.
-	Regions []string `json:"regions,omitempty"`
+	// The configuration file's single "region" is its deprecated
+	// spelling.
+	Regions []string `json:"regions,omitempty" alias:"region"`
 	// Credentials replace the stored ones. Omitted: the stored credentials
-	// (if any) are kept.
+	// (if any) are kept. Never in the configuration file.
 	Credentials *CredentialsSpec `json:"credentials,omitempty"`
 	// ClearCredentials drops the stored credentials: the cloud adapter's
 	// files or environment then provide the account's credentials.

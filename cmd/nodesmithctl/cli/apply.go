@@ -289,10 +289,14 @@ func applyOne(ctx context.Context, c *client.Client, d applyDoc) (string, error)
 	res, err := c.Put(ctx, d.Kind, d.Name, d.Spec, cond)
 	switch {
 	case err == nil:
+		what := "configured"
 		if res.Created {
-			return "created", nil
+			what = "created"
 		}
-		return "configured", nil
+		for _, w := range res.Warnings {
+			what += " (warning: " + w + ")"
+		}
+		return what, nil
 	case client.PreconditionFailed(err):
 		now, found, rerr := c.ResourceETag(ctx, d.Kind, d.Name)
 		if rerr != nil {

@@ -177,7 +177,7 @@ func hookSpec(h restapi.HookInfo) json.RawMessage {
 		spec["timeout"] = h.Timeout
 	}
 	if h.OnFailure != "" {
-		spec["onFailure"] = strings.TrimPrefix(h.OnFailure, "ON_FAILURE_")
+		spec["onFailure"], _ = restapi.OnFailureOf(h.OnFailure)
 	}
 	return rawJSON(spec)
 }

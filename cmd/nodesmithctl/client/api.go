@@ -232,6 +232,25 @@ type Precondition struct {
 type PutResult struct {
 	ETag    string
 	Created bool
+	// Warnings are the answer's Warning headers' texts (a deprecated
+	// field name used, for instance).
+	Warnings []string
+}
+
+// warnings returns the texts of Warning headers ("299 - \"text\"").
+func warnings(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("Warning") {
+		_, text, ok := strings.Cut(v, " - ")
+		if !ok {
+			text = v
+		}
+		if u, err := strconv.Unquote(text); err == nil {
+			text = u
+		}
+		out = append(out, text)
+	}
+	return out
 }
 
 // Put writes spec (the body of PUT /<collection>/<name>, in the REST
@@ -253,5 +272,5 @@ func (c *Client) Put(ctx context.Context, kind Kind, name string, spec json.RawM
 	if err != nil {
 		return PutResult{}, err
 	}
-	return PutResult{ETag: resp.header.Get("ETag"), Created: resp.status == http.StatusCreated}, nil
+	return PutResult{ETag: resp.header.Get("ETag"), Created: resp.status == http.StatusCreated, Warnings: warnings(resp.header)}, nil
 }

@@ -166,3 +166,18 @@ func TestPutPreconditions(t *testing.T) {
 		t.Fatalf("replace: %+v %v (If-Match %q)", res, err, gotMatch)
 	}
 }
+
+// The gateway's deprecation warnings reach the caller of Put.
+func TestPutReturnsWarnings(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Add("Warning", `299 - "autoscalingOptions.scaleDownUnneeded: is deprecated: use scaleDownUnneededTime"`)
+		w.Header().Add("Warning", `299 - "hooks: \"quoted\""`)
+		w.Header().Set("ETag", `"3"`)
+	}))
+	defer srv.Close()
+	c, _ := New(Config{Server: srv.URL + "/", Token: "t"})
+	res, err := c.Put(context.Background(), KindNodeGroup, "web", []byte(`{}`), Precondition{IfMatch: ETag("2")})
+	if err != nil || len(res.Warnings) != 2 || res.Warnings[0] != "autoscalingOptions.scaleDownUnneeded: is deprecated: use scaleDownUnneededTime" || res.Warnings[1] != `hooks: "quoted"` {
+		t.Fatalf("%+v %v", res, err)
+	}
+}

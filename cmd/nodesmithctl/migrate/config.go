@@ -9,6 +9,7 @@ package migrate
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nodesmith/nodesmith/libs/restapi"
 )
 
 // Warning is something of the prototype's file that the conversion could
@@ -83,72 +86,20 @@ const (
 	BeforeDeleteHook = "before_delete_hook.sh"
 )
 
-// Output schema: nodesmith's configuration file (see
-// services/lifecycle/internal/adapters/yamlconfig and docs/configuration.md).
-type outFile struct {
-	Accounts          map[string]outAccount  `yaml:"accounts"`
-	InstanceTemplates map[string]outTemplate `yaml:"instanceTemplates"`
-	NodeGroups        []outGroup             `yaml:"nodeGroups"`
-}
-
-type outAccount struct {
-	Provider string `yaml:"provider,omitempty"`
-	Region   string `yaml:"region,omitempty"`
-}
-
-type outTemplate struct {
-	Provider           string         `yaml:"provider,omitempty"`
-	Account            string         `yaml:"account"`
-	Region             string         `yaml:"region,omitempty"`
-	Zone               string         `yaml:"zone,omitempty"`
-	InstanceType       string         `yaml:"instanceType,omitempty"`
-	ProviderIDTemplate string         `yaml:"providerIDTemplate,omitempty"`
-	Parameters         map[string]any `yaml:"parameters,omitempty"`
-	SecretParameters   map[string]any `yaml:"secretParameters,omitempty"`
-}
-
-type outGroup struct {
-	ID                 string          `yaml:"id"`
-	MinSize            *int            `yaml:"minSize,omitempty"`
-	MaxSize            *int            `yaml:"maxSize"`
-	TargetSize         *int            `yaml:"targetSize,omitempty"`
-	InstanceTemplate   string          `yaml:"instanceTemplate"`
-	AdoptExisting      bool            `yaml:"adoptExisting,omitempty"`
-	NodeTemplate       *outNodeTmpl    `yaml:"nodeTemplate,omitempty"`
-	AutoscalingOptions *outAutoscaling `yaml:"autoscalingOptions,omitempty"`
-	Hooks              outHooks        `yaml:"hooks"`
-}
-
-type outNodeTmpl struct {
-	Labels      map[string]string `yaml:"labels,omitempty"`
-	Annotations map[string]string `yaml:"annotations,omitempty"`
-	Taints      []outTaint        `yaml:"taints,omitempty"`
-	Capacity    map[string]string `yaml:"capacity,omitempty"`
-	Allocatable map[string]string `yaml:"allocatable,omitempty"`
-}
-
-type outTaint struct {
-	Key    string `yaml:"key"`
-	Value  string `yaml:"value,omitempty"`
-	Effect string `yaml:"effect"`
-}
-
-type outAutoscaling struct {
-	ScaleDownUtilizationThreshold    *float64 `yaml:"scaleDownUtilizationThreshold,omitempty"`
-	ScaleDownGpuUtilizationThreshold *float64 `yaml:"scaleDownGpuUtilizationThreshold,omitempty"`
-	ScaleDownUnneededTime            string   `yaml:"scaleDownUnneededTime,omitempty"`
-	ScaleDownUnreadyTime             string   `yaml:"scaleDownUnreadyTime,omitempty"`
-	MaxNodeProvisionTime             string   `yaml:"maxNodeProvisionTime,omitempty"`
-}
-
-type outHooks struct {
-	AfterCreated *outHook `yaml:"afterCreated,omitempty"`
-	BeforeDelete *outHook `yaml:"beforeDelete,omitempty"`
-}
-
-type outHook struct {
-	File string `yaml:"file"`
-}
+// The output is libs/restapi's ConfigFile: lifecycle's loader reads the
+// file into the same types (and the REST API its bodies), so the
+// conversion cannot write a field nodesmith does not know.
+type (
+	outFile        = restapi.ConfigFile
+	outAccount     = restapi.AccountSpec
+	outTemplate    = restapi.InstanceTemplateSpec
+	outGroup       = restapi.GroupSpec
+	outNodeTmpl    = restapi.NodeTemplate
+	outTaint       = restapi.Taint
+	outAutoscaling = restapi.AutoscalingOptions
+	outHooks       = restapi.HooksSpec
+	outHook        = restapi.HookSpec
+)
 
 // converter walks the prototype's YAML nodes, so every warning has a line.
 type converter struct {
@@ -195,8 +146,8 @@ func (c *converter) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
-func (c *converter) integer(n *yaml.Node, path string) *int {
-	var v int
+func (c *converter) integer(n *yaml.Node, path string) *int32 {
+	var v int32
 	if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
 		c.warn(n, path, "expected an integer; not carried over")
 		return nil
@@ -293,8 +244,8 @@ func ConvertConfig(data []byte, opts Options) (*Result, error) {
 		out.InstanceTemplates[name] = tmpl
 		res.Templates[name] = info
 		acct := out.Accounts[tmpl.Account]
-		if acct.Region == "" {
-			acct.Region = info.Region
+		if len(acct.Regions) == 0 && info.Region != "" {
+			acct.Regions = []string{info.Region}
 			out.Accounts[tmpl.Account] = acct
 		}
 	}
@@ -306,7 +257,7 @@ func ConvertConfig(data []byte, opts Options) (*Result, error) {
 				og, ok := c.group(g, fmt.Sprintf("nodeGroups[%d]", i), out.InstanceTemplates)
 				if ok {
 					out.NodeGroups = append(out.NodeGroups, og)
-					res.Groups[og.ID] = og.InstanceTemplate
+					res.Groups[og.ID] = og.InstanceTemplate.Name
 				}
 			}
 		}
@@ -316,9 +267,13 @@ func ConvertConfig(data []byte, opts Options) (*Result, error) {
 		"# by `nodesmithctl migrate config`. Cloud account keys are not in this file: store them\n" +
 		"# as the cloud adapter's credentials (see docs/migration.md). Check it with\n" +
 		"# `lifecycle --check-config --config-file FILE`.\n")
+	outDoc, err := yamlOf(&out)
+	if err != nil {
+		return nil, err
+	}
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(out); err != nil {
+	if err := enc.Encode(outDoc); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
@@ -370,7 +325,44 @@ var ourVars = map[string]string{
 var zoneRegion = regexp.MustCompile(`^([a-z]+-[a-z]+(?:-[a-z]+)?)-\d+$`)
 
 func (c *converter) template(name string, n *yaml.Node, path string, accounts map[string]string) (outTemplate, TemplateInfo, bool) {
-	var t outTemplate
+	t, info, ok := c.templateFields(name, n, path, accounts)
+	if !ok {
+		return t.outTemplate(), info, false
+	}
+	out := t.outTemplate()
+	for what, m := range map[string]map[string]any{"parameter": t.Parameters, "secret parameters": t.SecretParameters} {
+		if m == nil {
+			continue
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			c.warn(n, path+"."+what, "cannot be written as JSON: %v; the template is not carried over", err)
+			return out, TemplateInfo{}, false
+		}
+		if what == "parameter" {
+			out.Parameters = b
+		} else {
+			out.SecretParameters = b
+		}
+	}
+	return out, info, true
+}
+
+// protoTemplate is a template being converted (its parameters as a map).
+type protoTemplate struct {
+	Provider, Account, Region, Zone, InstanceType, ProviderIDTemplate string
+	Parameters, SecretParameters                                      map[string]any
+}
+
+func (t protoTemplate) outTemplate() outTemplate {
+	return outTemplate{
+		InstanceTemplate:   restapi.InstanceTemplate{Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone, InstanceType: t.InstanceType},
+		ProviderIDTemplate: t.ProviderIDTemplate,
+	}
+}
+
+func (c *converter) templateFields(name string, n *yaml.Node, path string, accounts map[string]string) (protoTemplate, TemplateInfo, bool) {
+	var t protoTemplate
 	var pidNode, paramsNode *yaml.Node
 	var pid string
 	for _, kv := range c.pairs(n, path) {
@@ -459,6 +451,7 @@ func (c *converter) template(name string, n *yaml.Node, path string, accounts ma
 func (c *converter) group(n *yaml.Node, path string, templates map[string]outTemplate) (outGroup, bool) {
 	var g outGroup
 	var targetKey *yaml.Node
+	var tmpl string
 	g.AdoptExisting = c.opts.AdoptExisting
 	for _, kv := range c.pairs(n, path) {
 		p := path + "." + kv[0].Value
@@ -472,7 +465,7 @@ func (c *converter) group(n *yaml.Node, path string, templates map[string]outTem
 		case "targetSize":
 			g.TargetSize, targetKey = c.integer(kv[1], p), kv[0]
 		case "instanceParameter":
-			g.InstanceTemplate = c.str(kv[1], p)
+			tmpl = c.str(kv[1], p)
 		case "autoscalingOptions":
 			g.AutoscalingOptions = c.autoscaling(kv[1], p)
 		case "nodeTemplate":
@@ -487,10 +480,11 @@ func (c *converter) group(n *yaml.Node, path string, templates map[string]outTem
 		c.warn(n, path, "no id; the group is not carried over")
 		return g, false
 	}
-	if _, ok := templates[g.InstanceTemplate]; !ok {
-		c.warn(n, path, "instanceParameter %q is not a converted template; the group is not carried over", g.InstanceTemplate)
+	if _, ok := templates[tmpl]; !ok {
+		c.warn(n, path, "instanceParameter %q is not a converted template; the group is not carried over", tmpl)
 		return g, false
 	}
+	g.InstanceTemplate = &outTemplate{InstanceTemplate: restapi.InstanceTemplate{Name: tmpl}}
 	if g.MaxSize == nil {
 		c.warn(n, path, "no maxSize; the group is not carried over")
 		return g, false
@@ -500,7 +494,7 @@ func (c *converter) group(n *yaml.Node, path string, templates map[string]outTem
 		g.TargetSize = nil
 	}
 	dir := strings.TrimSuffix(c.opts.HooksDir, "/")
-	g.Hooks = outHooks{
+	g.Hooks = &outHooks{
 		AfterCreated: &outHook{File: dir + "/" + AfterCreatedHook},
 		BeforeDelete: &outHook{File: dir + "/" + BeforeDeleteHook},
 	}
@@ -517,7 +511,7 @@ func (c *converter) autoscaling(n *yaml.Node, path string) *outAutoscaling {
 		case "scaleDownUtilizationThreshold":
 			a.ScaleDownUtilizationThreshold = c.float(kv[1], p)
 		case "scaleDownGpuUtilizationThreshold":
-			a.ScaleDownGpuUtilizationThreshold = c.float(kv[1], p)
+			a.ScaleDownGPUUtilizationThreshold = c.float(kv[1], p)
 		case "scaleDownUnneededTime":
 			a.ScaleDownUnneededTime = c.duration(kv[1], p)
 		case "scaleDownUnreadyTime":
@@ -586,4 +580,48 @@ func keyNode(n *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return n
+}
+
+// yamlOf renders the file as YAML nodes in the types' field order (JSON
+// is YAML: the nodes of its JSON keep the order), plain style, and a group's
+// template by name as just the name.
+func yamlOf(f *outFile) (*yaml.Node, error) {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	plain(&doc)
+	if root := doc.Content[0]; root.Kind == yaml.MappingNode {
+		if groups := keyValue(root, "nodeGroups"); groups != nil {
+			for _, g := range groups.Content {
+				it := keyValue(g, "instanceTemplate")
+				if it != nil && it.Kind == yaml.MappingNode && len(it.Content) == 2 && it.Content[0].Value == "name" {
+					*it = *it.Content[1]
+				}
+			}
+		}
+	}
+	return &doc, nil
+}
+
+// plain drops the JSON quoting and flow style (the encoder quotes what
+// needs it).
+func plain(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		plain(c)
+	}
+}
+
+func keyValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }

@@ -363,8 +363,18 @@ func ValidateConfigData(name string, data []byte, baseDir string) error {
 
 // ValidateConfigFile checks the configuration file at path.
 func ValidateConfigFile(path string) error {
-	_, err := yamlconfig.Load(path)
+	_, err := CheckConfigFile(path)
 	return err
+}
+
+// CheckConfigFile checks the configuration file at path and returns its
+// warnings (deprecated spellings, with their lines).
+func CheckConfigFile(path string) ([]string, error) {
+	cfg, err := yamlconfig.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Warnings, nil
 }
 
 // loadGroups reads the configured groups: ConfigData when set, else

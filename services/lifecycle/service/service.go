@@ -289,6 +289,9 @@ func watchConfig(ctx context.Context, path string, applied []byte, every time.Du
 			log.Error("configuration file changed but is invalid; keeping the previous configuration", "err", err)
 			continue
 		}
+		for _, w := range cfg.Warnings {
+			log.Warn(w)
+		}
 		log.Info("configuration file changed; applying", "path", path, "groups", len(cfg.Groups))
 		a.SetConfigCatalog(cfg.Catalog)
 		if err := a.SetConfig(ctx, cfg.Groups); err != nil && !errors.Is(err, app.ErrNotLeader) {

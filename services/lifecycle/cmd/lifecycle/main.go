@@ -34,9 +34,15 @@ func checkConfig(file string, out io.Writer) error {
 	if file == "" {
 		return errors.New("--check-config needs --config-file")
 	}
-	if err := service.ValidateConfigFile(file); err != nil {
+	warnings, err := service.CheckConfigFile(file)
+	if err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(out, file, "is valid")
+	for _, w := range warnings {
+		if _, err := fmt.Fprintln(out, "warning:", w); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintln(out, file, "is valid")
 	return err
 }

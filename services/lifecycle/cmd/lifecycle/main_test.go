@@ -21,7 +21,8 @@ func TestCheckConfig(t *testing.T) {
 	if err := checkConfig(good, &out); err != nil {
 		t.Errorf("valid file: %v", err)
 	}
-	if !strings.Contains(out.String(), "is valid") {
+	// The file's account uses the deprecated "region": valid, with a warning.
+	if !strings.Contains(out.String(), "is valid") || !strings.Contains(out.String(), "warning: "+good+": accounts.dev.region: is deprecated: use regions (line 2)") {
 		t.Errorf("valid file: printed %q", out.String())
 	}
 	err := checkConfig(bad, &out)

@@ -199,8 +199,10 @@ func (g NodeGroup) Validate() []FieldError {
 	if g.MinSize < 0 {
 		add("minSize", "must not be negative, got %d", g.MinSize)
 	}
-	if g.MaxSize < 1 {
-		add("maxSize", "must be at least 1, got %d", g.MaxSize)
+	// maxSize 0 keeps the group empty: Cluster Autoscaler accepts such a
+	// group (it never scales it up), and the REST API always did.
+	if g.MaxSize < 0 {
+		add("maxSize", "must not be negative, got %d", g.MaxSize)
 	}
 	if g.MinSize > g.MaxSize {
 		add("minSize", "must not exceed maxSize (%d), got %d", g.MaxSize, g.MinSize)

@@ -84,7 +84,7 @@ func withETag(w http.ResponseWriter, r *http.Request, rev uint64) bool {
 func hookJSON(spec *statev1.HookSpec) Hook {
 	h := Hook{Name: spec.GetName(), Timeout: dur(spec.GetTimeout()), HasScript: spec.GetScript() != ""}
 	if spec.GetOnFailure() != statev1.OnFailure_ON_FAILURE_UNSPECIFIED {
-		h.OnFailure = spec.GetOnFailure().String()
+		h.OnFailure = onFailureName(spec.GetOnFailure())
 	}
 	return h
 }

@@ -111,7 +111,7 @@ func (h *handler) patchTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	base := templateSpecOf(cur.Entry.GetTemplate())
 	followPlacement(base, body)
-	spec, err := applyPatch(base, body)
+	spec, err := applyPatch(w, base, body)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

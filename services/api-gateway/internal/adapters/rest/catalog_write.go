@@ -88,14 +88,14 @@ func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *statev
 
 // decodeCatalogPut reads what every catalog PUT carries: the entry's name
 // from the path, the If-Match precondition and the JSON body into spec.
-func decodeCatalogPut(r *http.Request, spec any) (name string, rev uint64, anyRev bool, err error) {
+func decodeCatalogPut(w http.ResponseWriter, r *http.Request, spec any) (name string, rev uint64, anyRev bool, err error) {
 	if name, err = catalogNameParam(r); err != nil {
 		return "", 0, false, err
 	}
 	if rev, anyRev, _, err = ifMatch(r); err != nil {
 		return "", 0, false, err
 	}
-	if err = decodeJSON(r, spec); err != nil {
+	if err = decodeSpec(w, r, spec); err != nil {
 		return "", 0, false, err
 	}
 	return name, rev, anyRev, nil
@@ -103,7 +103,7 @@ func decodeCatalogPut(r *http.Request, spec any) (name string, rev uint64, anyRe
 
 func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request) {
 	var spec InstanceTemplateSpec
-	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	name, rev, anyRev, err := decodeCatalogPut(w, r, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -125,8 +125,8 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 	if spec.Name != "" && spec.Name != name {
 		return nil, invalid("name", "%q differs from the name in the path %q", spec.Name, name)
 	}
-	if spec.Account == "" {
-		return nil, invalid("account", "is required")
+	if err := validateSpec(spec.Validate()); err != nil {
+		return nil, err
 	}
 	acct, ok := h.svc.CatalogEntry(app.KindAccounts, spec.Account)
 	if !ok {
@@ -143,12 +143,6 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 	}
 	if ap := acct.Entry.GetAccount().GetProvider(); ap != "" && ap != provider {
 		return nil, invalid("provider", "%q differs from the provider %q of account %q", provider, ap, spec.Account)
-	}
-	if spec.HourlyPrice < 0 {
-		return nil, invalid("hourlyPrice", "must not be negative")
-	}
-	if spec.SSHPort > 65535 {
-		return nil, invalid("sshPort", "must be a TCP port")
 	}
 	params, err := templateParameters(provider, spec)
 	if err != nil {
@@ -219,35 +213,21 @@ func fieldErrors(cloud string, errs []cloudspec.FieldError) string {
 
 func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 	var spec AccountSpec
-	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	name, rev, anyRev, err := decodeCatalogPut(w, r, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	a := &statev1.CloudAccount{Name: name, Provider: spec.Provider}
-	seen := map[string]bool{}
-	for i, region := range spec.Regions {
-		field := fmt.Sprintf("regions[%d]", i)
-		switch {
-		case strings.TrimSpace(region) == "":
-			h.writeError(w, r, invalid(field, "must not be empty"))
-			return
-		case seen[region]:
-			h.writeError(w, r, invalid(field, "duplicate region %q", region))
-			return
+	if errs := spec.Validate(); len(errs) > 0 {
+		if errs[0].Field == "credentials" {
+			errs[0].Message += cloudNames(spec.Provider)
 		}
-		seen[region] = true
-		a.Regions = append(a.Regions, region)
-	}
-	switch c := spec.Credentials; {
-	case c != nil && spec.ClearCredentials:
-		h.writeError(w, r, invalid("clearCredentials", "cannot be combined with credentials"))
+		h.writeError(w, r, validateSpec(errs))
 		return
+	}
+	a := &statev1.CloudAccount{Name: name, Provider: spec.Provider, Regions: spec.Regions}
+	switch c := spec.Credentials; {
 	case c != nil:
-		if strings.TrimSpace(c.SecretID) == "" || strings.TrimSpace(c.SecretKey) == "" {
-			h.writeError(w, r, invalid("credentials", "secretId and secretKey are required%s", cloudNames(spec.Provider)))
-			return
-		}
 		if h.secrets == nil {
 			h.writeError(w, r, newError(http.StatusServiceUnavailable, contract.CodeUnavailable,
 				"credentials cannot be stored: the gateway has no secrets key (--secrets-key-file); store them in the cloud adapter's credentials files, or configure the key").
@@ -278,7 +258,7 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
 	var spec HookSpec
-	name, rev, anyRev, err := decodeCatalogPut(r, &spec)
+	name, rev, anyRev, err := decodeCatalogPut(w, r, &spec)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -287,28 +267,13 @@ func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, invalid("name", "%q differs from the name in the path %q", spec.Name, name))
 		return
 	}
-	if strings.TrimSpace(spec.Script) == "" {
-		h.writeError(w, r, invalid("script", "is required"))
-		return
-	}
-	timeout, err := durationField("timeout", spec.Timeout)
-	if err != nil {
+	if err := validateSpec(spec.Validate()); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	hook := &statev1.HookSpec{Name: name, Script: spec.Script, Timeout: timeout, Env: spec.Env}
+	hook := &statev1.HookSpec{Name: name, Script: spec.Script, Timeout: durationOf(spec.Timeout), Env: spec.Env, OnFailure: onFailureOf(spec.OnFailure)}
 	if err := h.sealHook("", hook); err != nil {
 		h.writeError(w, r, err)
-		return
-	}
-	switch strings.ToUpper(spec.OnFailure) {
-	case "":
-	case "CONTINUE", "ON_FAILURE_CONTINUE":
-		hook.OnFailure = statev1.OnFailure_ON_FAILURE_CONTINUE
-	case "BLOCK", "ON_FAILURE_BLOCK":
-		hook.OnFailure = statev1.OnFailure_ON_FAILURE_BLOCK
-	default:
-		h.writeError(w, r, invalid("onFailure", "must be CONTINUE or BLOCK"))
 		return
 	}
 	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: hook}}, rev, anyRev, app.KindHooks, name, func() (any, error) {

@@ -67,9 +67,9 @@ func groupJSON(g app.GroupView, counts map[domain.InstanceState]int) Group {
 			ScaleDownGPUUtilizationThreshold: o.ScaleDownGpuUtilizationThreshold,
 			ZeroOrMaxNodeScaling:             o.ZeroOrMaxNodeScaling,
 			IgnoreDaemonSetsUtilization:      o.IgnoreDaemonsetsUtilization,
-			ScaleDownUnneeded:                dur(o.GetScaleDownUnneeded()),
-			ScaleDownUnready:                 dur(o.GetScaleDownUnready()),
-			MaxNodeProvision:                 dur(o.GetMaxNodeProvision()),
+			ScaleDownUnneededTime:            dur(o.GetScaleDownUnneeded()),
+			ScaleDownUnreadyTime:             dur(o.GetScaleDownUnready()),
+			MaxNodeProvisionTime:             dur(o.GetMaxNodeProvision()),
 		}
 	}
 	if h := r.GetHooks(); h != nil {

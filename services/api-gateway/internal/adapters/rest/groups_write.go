@@ -48,7 +48,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec GroupSpec
-	if err := decodeJSON(r, &spec); err != nil {
+	if err := decodeSpec(w, r, &spec); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -101,7 +101,7 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 	if rev == 0 {
 		rev = cur.Revision
 	}
-	spec, err := applyPatch(specOf(cur.Record), body)
+	spec, err := applyPatch(w, specOf(cur.Record), body)
 	if err != nil {
 		h.writeError(w, r, err)
 		return

@@ -20,9 +20,9 @@ const newGroup = `{
     "instanceType": "S5.MEDIUM4", "hourlyPrice": 0.2, "parameters": {"ImageId": "img-1", "LoginSettings": {"Password": "p4ssw0rd"}}},
   "nodeTemplate": {"labels": {"role": "batch"}, "capacity": {"cpu": "2", "memory": "4Gi"},
     "taints": [{"key": "batch", "value": "true", "effect": "NoSchedule"}]},
-  "autoscalingOptions": {"scaleDownUnneeded": "5m", "maxNodeProvision": "20m"},
+  "autoscalingOptions": {"scaleDownUnneededTime": "5m", "maxNodeProvisionTime": "20m"},
   "hooks": {"afterCreated": {"name": "join", "script": "kubeadm join --token s3cr3t", "timeout": "10m"},
-            "beforeDelete": {"script": "drain.sh", "onFailure": "BLOCK"}},
+            "beforeDelete": {"script": "drain.sh", "onFailure": "block"}},
   "parallelism": {"create": 10, "delete": 5}
 }`
 
@@ -113,15 +113,17 @@ func TestPutGroupValidation(t *testing.T) {
 		field          string
 	}{
 		{"id with a dot", "a.b", newGroup, ""},
-		{"max below min", "x", edit(`"minSize": 0`, `"minSize": 9`), "targetSize"},
-		{"no sizes", "x", edit(`"minSize": 0, "maxSize": 5,`, ``), "minSize"},
+		{"max below min", "x", edit(`"minSize": 0`, `"minSize": 9`), "minSize"},
+		{"no sizes", "x", edit(`"minSize": 0, "maxSize": 5,`, ``), "maxSize"},
 		{"no provider", "x", edit(`"provider": "tencentcloud", `, ``), "instanceTemplate.provider"},
 		{"bad quantity", "x", edit(`"cpu": "2"`, `"cpu": "two"`), "nodeTemplate.capacity.cpu"},
 		{"bad taint", "x", edit(`"effect": "NoSchedule"`, `"effect": "Never"`), "nodeTemplate.taints[0].effect"},
-		{"bad duration", "x", edit(`"scaleDownUnneeded": "5m"`, `"scaleDownUnneeded": "5 minutes"`), "autoscalingOptions.scaleDownUnneeded"},
-		{"zero max provision", "x", edit(`"maxNodeProvision": "20m"`, `"maxNodeProvision": "0s"`), "autoscalingOptions.maxNodeProvision"},
+		{"bad duration", "x", edit(`"scaleDownUnneededTime": "5m"`, `"scaleDownUnneededTime": "5 minutes"`), "autoscalingOptions.scaleDownUnneededTime"},
+		{"zero max provision", "x", edit(`"maxNodeProvisionTime": "20m"`, `"maxNodeProvisionTime": "0s"`), "autoscalingOptions.maxNodeProvisionTime"},
+		{"id differs from the path", "x", edit(`"minSize": 0`, `"id": "y", "minSize": 0`), "id"},
+		{"hook file", "x", edit(`"script": "drain.sh"`, `"file": "drain.sh"`), "hooks.beforeDelete.file"},
 		{"empty script", "x", edit(`"script": "drain.sh"`, `"script": " "`), "hooks.beforeDelete.script"},
-		{"bad onFailure", "x", edit(`"onFailure": "BLOCK"`, `"onFailure": "RETRY"`), "hooks.beforeDelete.onFailure"},
+		{"bad onFailure", "x", edit(`"onFailure": "block"`, `"onFailure": "RETRY"`), "hooks.beforeDelete.onFailure"},
 		{"parameters not an object", "x", edit(`"parameters": {"ImageId": "img-1", "LoginSettings": {"Password": "p4ssw0rd"}}`, `"parameters": [1]`), "instanceTemplate.parameters"},
 		{"unknown field", "x", edit(`"minSize": 0`, `"minSize": 0, "color": "red"`), "color"},
 	}

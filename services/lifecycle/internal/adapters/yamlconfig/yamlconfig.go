@@ -10,134 +10,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
-// File is the schema of the configuration file.
-type File struct {
-	// Accounts name cloud accounts; credentials are not here (they are the
-	// cloud adapter's secrets).
-	Accounts map[string]Account `yaml:"accounts"`
-	// InstanceTemplates describe how to create VMs, by name.
-	InstanceTemplates map[string]Template `yaml:"instanceTemplates"`
-	NodeGroups        []Group             `yaml:"nodeGroups"`
-}
-
-// Account is a cloud account.
-type Account struct {
-	// Provider defaults to cloudspec.DefaultProvider ("tencentcloud").
-	Provider string `yaml:"provider"`
-	// Region is the default region of templates on this account.
-	Region string `yaml:"region"`
-}
-
-// Template is an instance template.
-type Template struct {
-	// Provider defaults to the account's provider.
-	Provider string `yaml:"provider"`
-	Account  string `yaml:"account"`
-	// Region defaults to the account's region.
-	Region       string  `yaml:"region"`
-	Zone         string  `yaml:"zone"`
-	InstanceType string  `yaml:"instanceType"`
-	Arch         string  `yaml:"arch"`
-	OS           string  `yaml:"os"`
-	HourlyPrice  float64 `yaml:"hourlyPrice"`
-	// ProviderIDTemplate is a Go template over .Provider, .Account,
-	// .Region, .Zone, .CloudID, .InstanceID and .Group.
-	ProviderIDTemplate string            `yaml:"providerIDTemplate"`
-	SSHPort            uint32            `yaml:"sshPort"`
-	HookEnv            map[string]string `yaml:"hookEnv"`
-	// Parameters is the provider's create request (for Tencent Cloud and
-	// Alibaba Cloud, the RunInstances parameters), passed through as JSON
-	// after libs/cloudspec checked it.
-	Parameters map[string]any `yaml:"parameters"`
-	// SecretParameters are more top-level create parameters (same shape as
-	// Parameters) that are secret, e.g. a login password: lifecycle seals
-	// each value (libs/sealed) before storing or sending it, and only the
-	// cloud adapter opens them, merging them into Parameters for the cloud
-	// call. Every hookEnv and hook env value is sealed the same way.
-	SecretParameters map[string]any `yaml:"secretParameters"`
-}
-
-// Group is a node group.
-type Group struct {
-	ID      string `yaml:"id"`
-	MinSize *int   `yaml:"minSize"`
-	MaxSize *int   `yaml:"maxSize"`
-	// TargetSize is the initial target when the group is first created;
-	// it defaults to minSize and is never re-applied afterwards.
-	TargetSize         *int               `yaml:"targetSize"`
-	InstanceTemplate   string             `yaml:"instanceTemplate"`
-	NodeTemplate       NodeTemplate       `yaml:"nodeTemplate"`
-	AutoscalingOptions AutoscalingOptions `yaml:"autoscalingOptions"`
-	Hooks              Hooks              `yaml:"hooks"`
-	Parallelism        Parallelism        `yaml:"parallelism"`
-	AdoptExisting      bool               `yaml:"adoptExisting"`
-}
-
-// NodeTemplate is the Node a group's VMs become.
-type NodeTemplate struct {
-	Labels      map[string]string `yaml:"labels"`
-	Annotations map[string]string `yaml:"annotations"`
-	Taints      []Taint           `yaml:"taints"`
-	Capacity    map[string]string `yaml:"capacity"`
-	Allocatable map[string]string `yaml:"allocatable"`
-}
-
-// Taint is a node taint.
-type Taint struct {
-	Key    string `yaml:"key"`
-	Value  string `yaml:"value"`
-	Effect string `yaml:"effect"`
-}
-
-// AutoscalingOptions override CA's defaults for the group.
-type AutoscalingOptions struct {
-	ScaleDownUtilizationThreshold    *float64      `yaml:"scaleDownUtilizationThreshold"`
-	ScaleDownGpuUtilizationThreshold *float64      `yaml:"scaleDownGpuUtilizationThreshold"`
-	ScaleDownUnneededTime            time.Duration `yaml:"scaleDownUnneededTime"`
-	ScaleDownUnreadyTime             time.Duration `yaml:"scaleDownUnreadyTime"`
-	MaxNodeProvisionTime             time.Duration `yaml:"maxNodeProvisionTime"`
-	ZeroOrMaxNodeScaling             *bool         `yaml:"zeroOrMaxNodeScaling"`
-	IgnoreDaemonSetsUtilization      *bool         `yaml:"ignoreDaemonSetsUtilization"`
-}
-
-// Hooks of a group.
-type Hooks struct {
-	AfterCreated *Hook `yaml:"afterCreated"`
-	BeforeDelete *Hook `yaml:"beforeDelete"`
-}
-
-// Hook is a script given inline or as a file (relative paths are relative
-// to the configuration file's directory).
-type Hook struct {
-	File   string `yaml:"file"`
-	Script string `yaml:"script"`
-	// Timeout of one run; zero means the hook runner's default.
-	Timeout time.Duration `yaml:"timeout"`
-	// OnFailure (beforeDelete only): continue (default) or block.
-	OnFailure string            `yaml:"onFailure"`
-	Env       map[string]string `yaml:"env"`
-}
-
-// Parallelism overrides the service's per-group defaults.
-type Parallelism struct {
-	Create int `yaml:"create"`
-	Delete int `yaml:"delete"`
-}
+// The file's schema is libs/restapi's ConfigFile: the REST API's write
+// documents (GroupSpec, InstanceTemplateSpec, HookSpec, AccountSpec), the
+// same JSON names and the same shape rules (restapi Validate). The YAML is
+// read into a JSON tree (go.yaml.in/yaml/v3 nodes, which keep each value's
+// line) and decoded by restapi.DecodeTree; this package adds what needs
+// the whole file or the disk: references between entries, hook files and
+// the clouds' parameter rules.
 
 // Problem is one thing wrong with the file.
 type Problem struct {
@@ -221,28 +115,37 @@ func Parse(name string, data []byte, baseDir string) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Problems: []Problem{{Msg: "the file must hold exactly one YAML document"}}}
 	}
-	c.known(&root, reflect.TypeOf(File{}), "")
-	// Decode strictly; unknown fields were already reported with their
-	// paths by known, type errors are mapped to paths by line. The decoder
-	// keeps going after a type error, so the semantic checks below still
-	// see everything else.
-	var f File
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	if err := strict.Decode(&f); err != nil {
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return nil, &Error{File: name, Problems: append(c.problems, yamlProblem(err, c.lines))}
+	c.nodeLines, c.open = map[string]int{}, map[*yaml.Node]bool{}
+	tree, err := c.tree(&root, "")
+	if err != nil {
+		pr := yamlProblem(err, c.lines)
+		if pr.Line == 0 {
+			pr.Line = 1
 		}
-		for _, msg := range te.Errors {
-			if strings.Contains(msg, " not found in type ") {
-				continue
-			}
-			pr := yamlProblem(errors.New(msg), c.lines)
-			c.add(pr.Path, pr.Line, "%s", pr.Msg)
-		}
+		return nil, &Error{File: name, Problems: []Problem{pr}}
+	}
+	if tree == nil {
+		return &Config{Warnings: []string{name + " is empty: no node groups are defined by the file"}}, nil
+	}
+	var f restapi.ConfigFile
+	warnings, err := restapi.DecodeTree(tree, &f, restapi.DecodeOptions{ScalarStrings: true})
+	var fe restapi.FieldErrors
+	if err != nil && !errors.As(err, &fe) {
+		return nil, &Error{File: name, Problems: []Problem{{Msg: err.Error()}}}
+	}
+	// Every problem at once: the decoder drops the values in error and
+	// decodes the rest, so the checks below still see everything else.
+	for _, e := range append(fe, f.Validate()...) {
+		c.add(e.Field, 0, "%s", e.Message)
 	}
 	cfg := c.resolve(&f, baseDir)
+	for _, w := range warnings {
+		msg := fmt.Sprintf("%s: %s: %s", name, w.Field, w.Message)
+		if line := c.lineOf(w.Field); line > 0 {
+			msg += fmt.Sprintf(" (line %d)", line)
+		}
+		cfg.Warnings = append(cfg.Warnings, msg)
+	}
 	if len(c.problems) > 0 {
 		sort.SliceStable(c.problems, func(i, j int) bool { return c.problems[i].Line < c.problems[j].Line })
 		return nil, &Error{File: name, Problems: c.problems}
@@ -264,6 +167,10 @@ type checker struct {
 	// lines maps a line to the path of the value on it, to locate the
 	// decoder's type errors.
 	lines map[int]string
+	// open are the aliased nodes being expanded (a cycle is an error);
+	// values counts the values expanded.
+	open   map[*yaml.Node]bool
+	values int
 	// nodes maps paths to their lines, to locate validation problems.
 	nodeLines map[string]int
 }
@@ -278,6 +185,9 @@ func (c *checker) add(path string, line int, format string, args ...any) {
 	// Missing fields have no line: point at the nearest enclosing one.
 	for p := path; line == 0 && p != ""; p = parent(p) {
 		line = c.nodeLines[p]
+	}
+	if line == 0 {
+		line = c.nodeLines[""]
 	}
 	c.problems = append(c.problems, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
@@ -302,119 +212,94 @@ func join(path, field string) string {
 	return path + "." + field
 }
 
-var durationType = reflect.TypeOf(time.Duration(0))
-
-// known walks the document against the schema type, reporting unknown
-// fields with their paths and recording where every value is.
-func (c *checker) known(n *yaml.Node, t reflect.Type, path string) {
-	if c.nodeLines == nil {
-		c.nodeLines = map[string]int{}
+// lineOf is the line of path, or of its nearest enclosing value.
+func (c *checker) lineOf(path string) int {
+	for p := path; p != ""; p = parent(p) {
+		if l := c.nodeLines[p]; l > 0 {
+			return l
+		}
 	}
-	for n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+	return 0
+}
+
+// maxValues bounds the values of the file, aliases expanded.
+const maxValues = 1 << 20
+
+// tree turns the YAML document into a JSON tree (what encoding/json
+// decodes into any, numbers as json.Number), recording every value's line
+// by its field path.
+func (c *checker) tree(n *yaml.Node, path string) (any, error) {
+	for n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
 		n = n.Content[0]
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		if c.open[n.Alias] {
+			return nil, fmt.Errorf("line %d: the alias *%s refers to itself", n.Line, n.Value)
+		}
+		c.open[n.Alias] = true
+		defer delete(c.open, n.Alias)
 		n = n.Alias
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	// Aliases may repeat a node many times (a "billion laughs").
+	if c.values++; c.values > maxValues {
+		return nil, fmt.Errorf("the file expands to more than %d values (aliases)", maxValues)
 	}
 	if _, seen := c.nodeLines[path]; !seen {
 		c.nodeLines[path] = n.Line
 	}
-	if n.Kind == yaml.ScalarNode {
-		c.lines[n.Line] = path
-	}
-	if t == durationType {
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return // the decoder reports the type error
-		}
-		fields := map[string]reflect.StructField{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if tag != "" && tag != "-" {
-				fields[tag] = f
-			}
-		}
+	switch n.Kind {
+	case yaml.MappingNode:
+		obj := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
-			f, ok := fields[k.Value]
-			if !ok {
-				c.add(p, k.Line, "unknown field %q%s", k.Value, suggest(k.Value, fields))
-				continue
+			c.nodeLines[p] = k.Line
+			val, err := c.tree(v, p)
+			if err != nil {
+				return nil, err
 			}
-			c.lines[k.Line] = p
-			c.nodeLines[p] = k.Line
-			c.known(v, f.Type, p)
+			obj[k.Value] = val
 		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			c.lines[k.Line] = p
-			c.nodeLines[p] = k.Line
-			c.known(v, t.Elem(), p)
-		}
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
+		return obj, nil
+	case yaml.SequenceNode:
+		list := make([]any, len(n.Content))
 		for i, item := range n.Content {
-			c.known(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-		}
-	}
-}
-
-// suggest proposes the field a typo most likely meant.
-func suggest(got string, fields map[string]reflect.StructField) string {
-	best, bestD := "", 3
-	for name := range fields {
-		if d := distance(strings.ToLower(got), strings.ToLower(name)); d < bestD {
-			best, bestD = name, d
-		}
-	}
-	if best == "" {
-		names := make([]string, 0, len(fields))
-		for n := range fields {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return "; known fields: " + strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-// distance is the Levenshtein distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
+			val, err := c.tree(item, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			list[i] = val
 		}
-		prev = cur
+		return list, nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return nil, nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err == nil {
+				return b, nil
+			}
+		case "!!int":
+			var i int64
+			if err := n.Decode(&i); err == nil {
+				return json.Number(strconv.FormatInt(i, 10)), nil
+			}
+		case "!!float":
+			var f float64
+			if err := n.Decode(&f); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+				return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+			}
+		}
+		return n.Value, nil
 	}
-	return prev[len(b)]
+	return nil, fmt.Errorf("line %d: unsupported YAML node", n.Line)
 }
 
-func (c *checker) resolve(f *File, baseDir string) *Config {
+func (c *checker) resolve(f *restapi.ConfigFile, baseDir string) *Config {
 	cfg := &Config{}
 	for _, name := range sortedKeys(f.Accounts) {
 		p := "accounts." + name
@@ -425,78 +310,13 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 	templates := map[string]domain.InstanceTemplate{}
 	for _, name := range sortedKeys(f.InstanceTemplates) {
 		t := f.InstanceTemplates[name]
-		p := "instanceTemplates." + name
-		dt := domain.InstanceTemplate{
-			Name: name, Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
-			InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS, HourlyPrice: t.HourlyPrice,
-			ProviderIDTemplate: t.ProviderIDTemplate, SSHPort: t.SSHPort, HookEnv: t.HookEnv,
-		}
-		if t.Account == "" {
-			c.add(p+".account", 0, "required")
-		} else if acct, ok := f.Accounts[t.Account]; !ok {
-			c.add(p+".account", 0, "unknown account %q (defined: %s)", t.Account, list(sortedKeys(f.Accounts)))
-		} else {
-			acctProvider := acct.Provider
-			if acctProvider == "" {
-				acctProvider = cloudspec.DefaultProvider
-			}
-			if dt.Provider == "" {
-				dt.Provider = acctProvider
-			} else if dt.Provider != acctProvider {
-				c.add(p+".provider", 0, "%q differs from the provider %q of account %q", dt.Provider, acctProvider, t.Account)
-			}
-			if dt.Region == "" {
-				dt.Region = acct.Region
-			}
-		}
-		if dt.Provider == "" {
-			dt.Provider = cloudspec.DefaultProvider
-		}
-		if t.Parameters != nil {
-			b, err := json.Marshal(t.Parameters)
-			if err != nil {
-				c.add(p+".parameters", 0, "cannot be expressed as JSON: %v", err)
-			}
-			dt.ParametersJSON = string(b)
-		}
-		c.cloudParameters(&dt, p, sortedKeys(t.SecretParameters))
-		for _, k := range sortedKeys(t.SecretParameters) {
-			if _, dup := t.Parameters[k]; dup {
-				c.add(p+".secretParameters."+k, 0, "is also in parameters: a parameter is either secret or not")
-				continue
-			}
-			b, err := json.Marshal(t.SecretParameters[k])
-			if err != nil {
-				// Never echo the value: it is secret.
-				c.add(p+".secretParameters."+k, 0, "cannot be expressed as JSON")
-				continue
-			}
-			if dt.SecretParameters == nil {
-				dt.SecretParameters = map[string]string{}
-			}
-			// Plaintext here; lifecycle seals it before storing it.
-			dt.SecretParameters[k] = string(b)
-		}
-		for _, e := range dt.Validate() {
-			if e.Field == "name" {
-				c.add(p, 0, "template name %s", e.Problem)
-				continue
-			}
-			if e.Field == "account" && t.Account == "" {
-				continue // already reported
-			}
-			c.add(p+"."+e.Field, 0, "%s", e.Problem)
-		}
-		templates[name] = dt
+		templates[name] = c.template(name, &t, "instanceTemplates."+name, f.Accounts)
 	}
 	for _, name := range sortedKeys(f.Accounts) {
 		acct := f.Accounts[name]
-		da := domain.Account{Name: name, Provider: acct.Provider}
+		da := domain.Account{Name: name, Provider: acct.Provider, Regions: acct.Regions}
 		if da.Provider == "" {
 			da.Provider = cloudspec.DefaultProvider
-		}
-		if acct.Region != "" {
-			da.Regions = []string{acct.Region}
 		}
 		cfg.Catalog = append(cfg.Catalog, domain.CatalogEntry{Account: &da, Source: domain.SourceConfig})
 	}
@@ -504,14 +324,8 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 		dt := templates[name]
 		cfg.Catalog = append(cfg.Catalog, domain.CatalogEntry{Template: &dt, Source: domain.SourceConfig})
 	}
-	seen := map[string]int{}
 	for i, g := range f.NodeGroups {
-		p := fmt.Sprintf("nodeGroups[%d]", i)
-		if j, dup := seen[g.ID]; dup && g.ID != "" {
-			c.add(p+".id", 0, "duplicate id %q (also nodeGroups[%d])", g.ID, j)
-		}
-		seen[g.ID] = i
-		dg, ok := c.group(g, p, templates, baseDir)
+		dg, ok := c.group(g, fmt.Sprintf("nodeGroups[%d]", i), templates, f.Accounts, baseDir)
 		if ok {
 			cfg.Groups = append(cfg.Groups, dg)
 		}
@@ -519,63 +333,139 @@ func (c *checker) resolve(f *File, baseDir string) *Config {
 	return cfg
 }
 
-func (c *checker) group(g Group, p string, templates map[string]domain.InstanceTemplate, baseDir string) (domain.NodeGroup, bool) {
+// template resolves a template (named, or inline in a group) against the
+// file's accounts and the cloud's rules.
+func (c *checker) template(name string, t *restapi.InstanceTemplateSpec, p string, accounts map[string]restapi.AccountSpec) domain.InstanceTemplate {
+	dt := domain.InstanceTemplate{
+		Name: name, Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
+		InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS, HourlyPrice: t.HourlyPrice,
+		ProviderIDTemplate: t.ProviderIDTemplate, SSHPort: t.SSHPort, HookEnv: t.HookEnv,
+	}
+	if t.Account == "" {
+		c.add(p+".account", 0, "required")
+	} else if acct, ok := accounts[t.Account]; !ok {
+		c.add(p+".account", 0, "unknown account %q (defined: %s)", t.Account, list(sortedKeys(accounts)))
+	} else {
+		acctProvider := acct.Provider
+		if acctProvider == "" {
+			acctProvider = cloudspec.DefaultProvider
+		}
+		if dt.Provider == "" {
+			dt.Provider = acctProvider
+		} else if dt.Provider != acctProvider {
+			c.add(p+".provider", 0, "%q differs from the provider %q of account %q", dt.Provider, acctProvider, t.Account)
+		}
+		if dt.Region == "" && len(acct.Regions) > 0 {
+			dt.Region = acct.Regions[0]
+		}
+	}
+	if dt.Provider == "" {
+		dt.Provider = cloudspec.DefaultProvider
+	}
+	if raw := bytes.TrimSpace(t.Parameters); len(raw) > 0 && string(raw) != "null" {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, raw); err == nil {
+			dt.ParametersJSON = compact.String()
+		}
+	}
+	var params, secrets map[string]json.RawMessage
+	_ = json.Unmarshal(t.Parameters, &params)
+	_ = json.Unmarshal(t.SecretParameters, &secrets)
+	c.cloudParameters(&dt, p, sortedKeys(secrets))
+	for _, k := range sortedKeys(secrets) {
+		if _, dup := params[k]; dup {
+			c.add(p+".secretParameters."+k, 0, "is also in parameters: a parameter is either secret or not")
+			continue
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, secrets[k]); err != nil {
+			// Never echo the value: it is secret.
+			c.add(p+".secretParameters."+k, 0, "cannot be expressed as JSON")
+			continue
+		}
+		if dt.SecretParameters == nil {
+			dt.SecretParameters = map[string]string{}
+		}
+		// Plaintext here; lifecycle seals it before storing it.
+		dt.SecretParameters[k] = compact.String()
+	}
+	for _, e := range dt.Validate() {
+		if e.Field == "name" {
+			c.add(p, 0, "template name %s", e.Problem)
+			continue
+		}
+		if e.Field == "account" && t.Account == "" {
+			continue // already reported
+		}
+		c.add(p+"."+e.Field, 0, "%s", e.Problem)
+	}
+	return dt
+}
+
+func (c *checker) group(g restapi.GroupSpec, p string, templates map[string]domain.InstanceTemplate, accounts map[string]restapi.AccountSpec, baseDir string) (domain.NodeGroup, bool) {
 	before := len(c.problems)
 	dg := domain.NodeGroup{
 		ID:            g.ID,
 		Source:        domain.SourceConfig,
 		AdoptExisting: g.AdoptExisting,
-		Parallelism:   domain.Parallelism{Create: g.Parallelism.Create, Delete: g.Parallelism.Delete},
-		NodeTemplate: domain.NodeTemplate{
-			Labels: g.NodeTemplate.Labels, Annotations: g.NodeTemplate.Annotations,
-			Capacity: g.NodeTemplate.Capacity, Allocatable: g.NodeTemplate.Allocatable,
-		},
-		Autoscaling: domain.AutoscalingOptions{
-			ScaleDownUtilizationThreshold:    g.AutoscalingOptions.ScaleDownUtilizationThreshold,
-			ScaleDownGPUUtilizationThreshold: g.AutoscalingOptions.ScaleDownGpuUtilizationThreshold,
-			ScaleDownUnneeded:                g.AutoscalingOptions.ScaleDownUnneededTime,
-			ScaleDownUnready:                 g.AutoscalingOptions.ScaleDownUnreadyTime,
-			MaxNodeProvision:                 g.AutoscalingOptions.MaxNodeProvisionTime,
-			ZeroOrMaxNodeScaling:             g.AutoscalingOptions.ZeroOrMaxNodeScaling,
-			IgnoreDaemonSetsUtilization:      g.AutoscalingOptions.IgnoreDaemonSetsUtilization,
-		},
 	}
-	for _, t := range g.NodeTemplate.Taints {
-		dg.NodeTemplate.Taints = append(dg.NodeTemplate.Taints, domain.Taint(t))
+	if par := g.Parallelism; par != nil {
+		dg.Parallelism = domain.Parallelism{Create: int(par.Create), Delete: int(par.Delete)}
 	}
-	if g.MaxSize == nil {
-		c.add(p+".maxSize", 0, "required")
-	} else {
-		dg.MaxSize = *g.MaxSize
+	if nt := g.NodeTemplate; nt != nil {
+		dg.NodeTemplate = domain.NodeTemplate{Labels: nt.Labels, Annotations: nt.Annotations, Capacity: nt.Capacity, Allocatable: nt.Allocatable}
+		for _, t := range nt.Taints {
+			dg.NodeTemplate.Taints = append(dg.NodeTemplate.Taints, domain.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	if o := g.AutoscalingOptions; o != nil {
+		dg.Autoscaling = domain.AutoscalingOptions{
+			ScaleDownUtilizationThreshold:    o.ScaleDownUtilizationThreshold,
+			ScaleDownGPUUtilizationThreshold: o.ScaleDownGPUUtilizationThreshold,
+			ScaleDownUnneeded:                restapi.Duration(o.ScaleDownUnneededTime),
+			ScaleDownUnready:                 restapi.Duration(o.ScaleDownUnreadyTime),
+			MaxNodeProvision:                 restapi.Duration(o.MaxNodeProvisionTime),
+			ZeroOrMaxNodeScaling:             o.ZeroOrMaxNodeScaling,
+			IgnoreDaemonSetsUtilization:      o.IgnoreDaemonSetsUtilization,
+		}
+	}
+	if g.MaxSize != nil {
+		dg.MaxSize = int(*g.MaxSize)
 	}
 	if g.MinSize != nil {
-		dg.MinSize = *g.MinSize
+		dg.MinSize = int(*g.MinSize)
 	}
 	dg.TargetSize = dg.MinSize
 	if g.TargetSize != nil {
-		dg.TargetSize = *g.TargetSize
+		dg.TargetSize = int(*g.TargetSize)
 	}
-	for _, th := range []*float64{g.AutoscalingOptions.ScaleDownUtilizationThreshold, g.AutoscalingOptions.ScaleDownGpuUtilizationThreshold} {
-		if th != nil && (*th < 0 || *th > 1) {
-			c.add(p+".autoscalingOptions", 0, "utilization thresholds must be within [0, 1], got %v", *th)
+	switch it := g.InstanceTemplate; {
+	case it == nil:
+		// reported by Validate
+	case it.ByName():
+		if t, ok := templates[it.Name]; ok {
+			dg.Template = t
+		} else {
+			c.add(p+".instanceTemplate", 0, "unknown instance template %q (defined: %s)", it.Name, list(sortedKeys(templates)))
 		}
-	}
-	switch t, ok := templates[g.InstanceTemplate]; {
-	case g.InstanceTemplate == "":
-		c.add(p+".instanceTemplate", 0, "required")
-	case !ok:
-		c.add(p+".instanceTemplate", 0, "unknown instance template %q (defined: %s)", g.InstanceTemplate, list(sortedKeys(templates)))
 	default:
-		dg.Template = t
+		// Defined in the group: named after it unless it says otherwise.
+		name := it.Name
+		if name == "" {
+			name = g.ID
+		}
+		dg.Template = c.template(name, it, p+".instanceTemplate", accounts)
 	}
-	dg.Hooks.AfterCreated = c.hook(g.Hooks.AfterCreated, p+".hooks.afterCreated", g.ID+"-after-created", baseDir, false)
-	dg.Hooks.BeforeDelete = c.hook(g.Hooks.BeforeDelete, p+".hooks.beforeDelete", g.ID+"-before-delete", baseDir, true)
+	if h := g.Hooks; h != nil {
+		dg.Hooks.AfterCreated = c.hook(h.AfterCreated, p+".hooks.afterCreated", g.ID+"-after-created", baseDir)
+		dg.Hooks.BeforeDelete = c.hook(h.BeforeDelete, p+".hooks.beforeDelete", g.ID+"-before-delete", baseDir)
+	}
 	for _, e := range dg.Validate() {
 		if strings.HasPrefix(e.Field, "instanceTemplate") {
-			continue // reported once, under instanceTemplates
+			continue // reported once, by the template's checks
 		}
-		if (e.Field == "maxSize" || e.Field == "targetSize" || e.Field == "minSize") && g.MaxSize == nil {
-			continue // maxSize missing: already reported
+		if (e.Field == "maxSize" || e.Field == "targetSize" || e.Field == "minSize") && c.hasProblem(p+".maxSize") {
+			continue // maxSize missing or wrong: already reported
 		}
 		if strings.HasPrefix(e.Field, "hooks.") && !strings.Contains(strings.TrimPrefix(e.Field, "hooks."), ".") && c.hasProblem(p+"."+e.Field) {
 			continue
@@ -625,17 +515,16 @@ func readHookFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete bool) *domain.HookSpec {
+// hook reads a hook's file; restapi's Validate checked its shape.
+func (c *checker) hook(h *restapi.HookSpec, p, defaultName, baseDir string) *domain.HookSpec {
 	if h == nil {
 		return nil
 	}
-	spec := &domain.HookSpec{Name: defaultName, Script: h.Script, Timeout: h.Timeout, Env: h.Env}
-	switch {
-	case h.File != "" && h.Script != "":
-		c.add(p, 0, "set either file or script, not both")
-	case h.File == "" && h.Script == "":
-		c.add(p, 0, "set file or script")
-	case h.File != "":
+	spec := &domain.HookSpec{Name: defaultName, Script: h.Script, Timeout: restapi.Duration(h.Timeout), Env: h.Env}
+	if h.Name != "" {
+		spec.Name = h.Name
+	}
+	if h.File != "" && h.Script == "" {
 		path := h.File
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(baseDir, path)
@@ -648,7 +537,9 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 			c.add(p+".file", 0, "hook script %s is empty", path)
 		}
 		spec.Script = string(b)
-		spec.Name = filepath.Base(h.File)
+		if h.Name == "" {
+			spec.Name = filepath.Base(h.File)
+		}
 	}
 	if len(spec.Script) > MaxHookScript {
 		field := p + ".script"
@@ -657,18 +548,13 @@ func (c *checker) hook(h *Hook, p, defaultName, baseDir string, beforeDelete boo
 		}
 		c.add(field, 0, "hook script is larger than %d KiB", MaxHookScript>>10)
 	}
-	switch strings.ToLower(h.OnFailure) {
-	case "":
-		spec.OnFailure = domain.OnFailureDefault
-	case "continue":
+	switch v, _ := restapi.OnFailureOf(h.OnFailure); v {
+	case restapi.OnFailureContinue:
 		spec.OnFailure = domain.OnFailureContinue
-	case "block":
+	case restapi.OnFailureBlock:
 		spec.OnFailure = domain.OnFailureBlock
 	default:
-		c.add(p+".onFailure", 0, "must be continue or block, got %q", h.OnFailure)
-	}
-	if h.OnFailure != "" && !beforeDelete {
-		c.add(p+".onFailure", 0, "only applies to beforeDelete")
+		spec.OnFailure = domain.OnFailureDefault
 	}
 	return spec
 }
