@@ -36,6 +36,13 @@ type Config struct {
 	// ECSEmulatorAddr serves the Alibaba Cloud ECS API of the same
 	// emulator (one simulated world, two clouds' APIs).
 	ECSEmulatorAddr string
+	// MetadataAddr serves the simulated VMs' instance metadata (a VM's
+	// metadata URL is http://MetadataAddr/<instance-id>: spot termination
+	// notices for the node agent).
+	MetadataAddr string
+	// EmulatorAdminAddr serves the emulator's test-control API (stock-outs,
+	// spot reclaims). It has no authentication: keep it on loopback.
+	EmulatorAdminAddr string
 	// SSHPort is the port every simulated VM's SSH server listens on (on its own loopback IP).
 	SSHPort int
 	// ConfigFile is a node-group configuration to use instead of the built-in one.
@@ -69,16 +76,18 @@ type EmulatorKey struct {
 // DefaultConfig is what `make run` uses.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:         ".data",
-		GRPCAddr:        "127.0.0.1:8086",
-		RESTAddr:        "127.0.0.1:8080",
-		OpsAddr:         "127.0.0.1:8087",
-		NATSPort:        4222,
-		EmulatorAddr:    "127.0.0.1:9180",
-		ECSEmulatorAddr: "127.0.0.1:9181",
-		SSHPort:         2222,
-		BootDelay:       2 * time.Second,
-		ReadyDelay:      time.Second,
+		DataDir:           ".data",
+		GRPCAddr:          "127.0.0.1:8086",
+		RESTAddr:          "127.0.0.1:8080",
+		OpsAddr:           "127.0.0.1:8087",
+		NATSPort:          4222,
+		EmulatorAddr:      "127.0.0.1:9180",
+		ECSEmulatorAddr:   "127.0.0.1:9181",
+		MetadataAddr:      "127.0.0.1:9182",
+		EmulatorAdminAddr: "127.0.0.1:9183",
+		SSHPort:           2222,
+		BootDelay:         2 * time.Second,
+		ReadyDelay:        time.Second,
 	}
 }
 
@@ -91,6 +100,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.NATSPort, "nats-port", c.NATSPort, "embedded NATS client port (-1: any free port)")
 	fs.StringVar(&c.EmulatorAddr, "emulator-addr", c.EmulatorAddr, "Tencent CVM API emulator address")
 	fs.StringVar(&c.ECSEmulatorAddr, "ecs-emulator-addr", c.ECSEmulatorAddr, "Alibaba Cloud ECS API emulator address")
+	fs.StringVar(&c.MetadataAddr, "metadata-addr", c.MetadataAddr, "the simulated VMs' instance metadata service (http://ADDR/<instance-id>/latest/meta-data/...)")
+	fs.StringVar(&c.EmulatorAdminAddr, "emulator-admin-addr", c.EmulatorAdminAddr, "emulator test-control API: stock-outs, spot reclaims (no authentication: loopback only)")
 	fs.IntVar(&c.SSHPort, "ssh-port", c.SSHPort, "SSH port of the simulated VMs")
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "node-group configuration file (default: the built-in one)")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "REST admin bearer token (default: $ADMIN_TOKEN or a generated one)")
@@ -105,9 +116,14 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
 	}
-	for name, addr := range map[string]string{"--grpc-addr": c.GRPCAddr, "--rest-addr": c.RESTAddr, "--ops-addr": c.OpsAddr, "--emulator-addr": c.EmulatorAddr, "--ecs-emulator-addr": c.ECSEmulatorAddr} {
+	for name, addr := range map[string]string{"--grpc-addr": c.GRPCAddr, "--rest-addr": c.RESTAddr, "--ops-addr": c.OpsAddr, "--emulator-addr": c.EmulatorAddr, "--ecs-emulator-addr": c.ECSEmulatorAddr, "--metadata-addr": c.MetadataAddr, "--emulator-admin-addr": c.EmulatorAdminAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
+		}
+	}
+	if h, _, err := net.SplitHostPort(c.EmulatorAdminAddr); err == nil {
+		if ip := net.ParseIP(h); h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			errs = append(errs, fmt.Errorf("--emulator-admin-addr %q: the emulator's admin API has no authentication; serve it on a loopback address", c.EmulatorAdminAddr))
 		}
 	}
 	if c.SSHPort <= 0 || c.SSHPort > 65535 {

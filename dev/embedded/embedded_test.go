@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,7 @@ func testConfig(t *testing.T, dataDir string, sshPort int) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = dataDir
 	cfg.GRPCAddr, cfg.RESTAddr, cfg.OpsAddr, cfg.EmulatorAddr, cfg.ECSEmulatorAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.MetadataAddr, cfg.EmulatorAdminAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.NATSPort = -1
 	cfg.SSHPort = sshPort
 	cfg.BootDelay = 200 * time.Millisecond
@@ -170,6 +172,15 @@ func TestScaleUpRunsEndToEndAndSurvivesRestart(t *testing.T) {
 		if ng.GetNodeGroup().GetId() != "workers" {
 			t.Errorf("NodeGroupForNode(%s) = %q", in.GetId(), ng.GetNodeGroup().GetId())
 		}
+		// The VM's metadata service (the spot node agent's source) knows it
+		// and announces no reclaim.
+		cloudID := in.GetId()[strings.LastIndex(in.GetId(), "/")+1:]
+		if got, code := httpGet(t, s.addrs.Metadata+"/"+cloudID+"/latest/meta-data/instance-id"); code != http.StatusOK || got != cloudID {
+			t.Errorf("metadata instance-id of %s = %d %q", cloudID, code, got)
+		}
+		if _, code := httpGet(t, s.addrs.Metadata+"/"+cloudID+"/latest/meta-data/spot/termination-time"); code != http.StatusNotFound {
+			t.Errorf("termination-time of %s (no reclaim) = %d, want 404", cloudID, code)
+		}
 	}
 	s.stop(t)
 
@@ -227,4 +238,18 @@ func TestBadConfigStopsStartWithFileFieldAndProblem(t *testing.T) {
 			}
 		})
 	}
+}
+
+func httpGet(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // a test against loopback
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return strings.TrimSpace(string(b)), resp.StatusCode
 }

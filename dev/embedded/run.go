@@ -53,7 +53,10 @@ type Addrs struct {
 	GRPC, REST, Ops, NATS, Emulator string
 	// ECSEmulator serves the Alibaba Cloud ECS API of the same emulator.
 	ECSEmulator string
-	AdminToken  string
+	// Metadata is the VMs' metadata service; EmulatorAdmin the emulator's
+	// test-control API (stock-outs, spot reclaims).
+	Metadata, EmulatorAdmin string
+	AdminToken              string
 	// Kube is the Kubernetes side (nil without Config.Kube).
 	Kube *Kube
 }
@@ -197,6 +200,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	if err != nil {
 		return fmt.Errorf("ECS emulator: %w", err)
 	}
+	metadataEndpoint, err := emu.ServeMetadata(cfg.MetadataAddr)
+	if err != nil {
+		return fmt.Errorf("metadata service: %w", err)
+	}
+	adminEndpoint, err := emu.ServeAdmin(cfg.EmulatorAdminAddr)
+	if err != nil {
+		return fmt.Errorf("emulator admin API: %w", err)
+	}
 	if emulatorHook != nil {
 		emulatorHook(emu)
 	}
@@ -301,7 +312,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 			// examples work the moment it appears.
 			go func() {
 				if waitReady(ctx, comps) {
-					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), ECSEmulator: ecsEndpoint, AdminToken: adminToken, Kube: kubeInfo})
+					onReady(Addrs{GRPC: a.GRPC, REST: a.REST, Ops: ops.Addr, NATS: natsURL, Emulator: emu.Endpoint(), ECSEmulator: ecsEndpoint, Metadata: metadataEndpoint, EmulatorAdmin: adminEndpoint, AdminToken: adminToken, Kube: kubeInfo})
 				}
 			}()
 		}})
@@ -330,6 +341,8 @@ nodesmith is running (embedded). State: %s (delete it, or make clean, to start o
   NATS JetStream                     %s
   Tencent CVM emulator               http://%s
   Alibaba Cloud ECS emulator         http://%s   (the same simulated world)
+  VM metadata (spot notices)         %s/<instance-id>/latest/meta-data/
+  emulator admin (stock-outs, spot)  %s/stockouts, %s/reclaim
   node groups                        "workers" on Tencent Cloud, "ecs-workers" on Alibaba Cloud
                                      (min 0, max 20 each), VMs answer SSH on 127.77.x.y
 
@@ -350,7 +363,7 @@ Try it (grpcurl: make tools, then bin/grpcurl):
   curl -s -H "Authorization: Bearer %s" %s/api/v1/nodegroups
   curl -s -H "Authorization: Bearer %s" "%s/api/v1/instances?group=workers"
   curl -s http://%s/readyz
-`, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, a.ECSEmulator, grpcHost, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
+`, dataDir, grpcHost, rest, a.AdminToken, rest, a.AdminToken, a.Ops, a.NATS, a.Emulator, a.ECSEmulator, a.Metadata, a.EmulatorAdmin, a.EmulatorAdmin, grpcHost, grpcHost, grpcHost, a.AdminToken, rest, a.AdminToken, rest, a.Ops)
 	if a.Kube != nil {
 		printKubeBanner(w, *a.Kube)
 	}

@@ -118,6 +118,11 @@ type Provider struct {
 	required [][]string
 	// forbidden maps fields nodesmith sets itself to the reason.
 	forbidden map[string]string
+	// capacity writes a template's capacity type and max price into its
+	// parameters (Reconcile); checkSpot checks the parameters' spot
+	// fields as the cloud does (ValidateParameters).
+	capacity  func(obj map[string]any, t *Template) []FieldError
+	checkSpot func(obj map[string]any) []FieldError
 	// providerID and parseProviderID are the cloud's providerID format.
 	providerID      func(region, zone, cloudID string) string
 	parseProviderID func(string) (ProviderIDParts, bool)

@@ -19,6 +19,13 @@ type Template struct {
 	// none), without the fields nodesmith sets (instance count, client
 	// token, region).
 	Parameters string
+	// CapacityType is CapacitySpot or CapacityOnDemand ("" leaves the
+	// parameters' choice, on-demand by default); MaxPrice is a spot VM's
+	// highest price per hour, a decimal string ("" for none where the
+	// cloud allows it). Reconcile writes them into the parameters in the
+	// cloud's terms.
+	CapacityType string
+	MaxPrice     string
 }
 
 // Reconcile makes a template's zone and instance type agree with its
@@ -32,12 +39,21 @@ type Template struct {
 // Errors are at "parameters" (not a JSON object), at an object on the way
 // to the field ("parameters.Placement": must be an object) or at "zone" /
 // "instanceType" (the two sides differ).
+//
+// The capacity type and max price become the cloud's spot parameters
+// (Tencent: InstanceChargeType SPOTPAID and InstanceMarketOptions; Alibaba:
+// SpotStrategy and SpotPriceLimit); parameters that already choose spot
+// fill an empty CapacityType and MaxPrice. Errors are at "capacityType",
+// "maxPrice" or the parameter that contradicts them.
 func (p Provider) Reconcile(t *Template) []FieldError {
 	obj, errs := parseObject(t.Parameters)
 	if errs != nil {
 		return errs
 	}
-	if obj == nil && t.Zone == "" && t.InstanceType == "" {
+	if errs := checkCapacityFields(t); errs != nil {
+		return errs
+	}
+	if obj == nil && t.Zone == "" && t.InstanceType == "" && t.CapacityType == "" && t.MaxPrice == "" {
 		t.Parameters = ""
 		return nil
 	}
@@ -54,6 +70,11 @@ func (p Provider) Reconcile(t *Template) []FieldError {
 	}
 	if errs != nil {
 		return errs
+	}
+	if p.capacity != nil {
+		if errs := p.capacity(obj, t); errs != nil {
+			return errs
+		}
 	}
 	out, err := json.Marshal(obj)
 	if err != nil {
@@ -155,6 +176,9 @@ func (p Provider) ValidateParameters(params string, secretParameters ...string) 
 		if w, ok := top[name]; ok && w.val != nil {
 			v.add(w.path, "must not be set: %s", why)
 		}
+	}
+	if obj != nil && p.checkSpot != nil && len(v.errs) == 0 {
+		v.errs = append(v.errs, p.checkSpot(obj)...)
 	}
 	sort.SliceStable(v.errs, func(i, j int) bool { return v.errs[i].Path < v.errs[j].Path })
 	return v.errs

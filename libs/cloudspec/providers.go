@@ -32,6 +32,8 @@ func init() {
 		InstanceTypeField: "InstanceType",
 		request:           reflect.TypeFor[tencentcvm.RunInstancesRequest](),
 		requestName:       "Tencent Cloud RunInstances request",
+		capacity:          tencentCapacity,
+		checkSpot:         tencentCheckSpot,
 		providerID: func(_, zone, cloudID string) string {
 			return "qcloud:///" + zone + "/" + cloudID
 		},
@@ -53,6 +55,8 @@ func init() {
 		InstanceTypeField: "InstanceType",
 		request:           reflect.TypeFor[alibabaecs.RunInstancesRequest](),
 		requestName:       "Alibaba Cloud ECS RunInstances request",
+		capacity:          alibabaCapacity,
+		checkSpot:         alibabaCheckSpot,
 		required: [][]string{
 			{"ZoneId"}, {"InstanceType"}, {"ImageId"}, {"VSwitchId"},
 			{"SecurityGroupId", "SecurityGroupIds"},

@@ -14,6 +14,7 @@ const invalidAction = "(invalid)"
 
 type counters struct {
 	created, terminated, launchFailed int
+	reclaimed                         int // spot VMs the cloud reclaimed
 	createdECS                        int // of created
 	createdWithoutToken, tokensReused int
 	requests, errors, throttled       map[string]int
@@ -56,6 +57,8 @@ type Stats struct {
 	VMsTerminated int
 	// VMsLaunchFailed counts VMs that ended LAUNCH_FAILED.
 	VMsLaunchFailed int
+	// VMsReclaimed counts spot VMs terminated by a scheduled reclaim.
+	VMsReclaimed int
 	// VMsCreatedWithoutToken counts VMs created by RunInstances calls
 	// without a ClientToken (such calls cannot be retried safely).
 	VMsCreatedWithoutToken int
@@ -90,6 +93,7 @@ func (e *Emulator) Stats() Stats {
 		VMsCreatedECS:          e.counters.createdECS,
 		VMsTerminated:          e.counters.terminated,
 		VMsLaunchFailed:        e.counters.launchFailed,
+		VMsReclaimed:           e.counters.reclaimed,
 		VMsCreatedWithoutToken: e.counters.createdWithoutToken,
 		RunInstancesCalls:      e.counters.requests[ActionRunInstances],
 		ClientTokenCreations:   map[string]int{},
@@ -135,6 +139,12 @@ type VMInfo struct {
 	CreatedAt        time.Time
 	// NodeName and ProviderID are what the VM reported joining as.
 	NodeName, ProviderID string
+	// Spot is set for spot VMs; TerminationTime once a reclaim is
+	// scheduled (the time the metadata endpoint announces).
+	Spot            bool
+	TerminationTime time.Time
+	// LatestOperationErrorMsg is why a launch failed.
+	LatestOperationErrorMsg string
 }
 
 func (e *Emulator) infoLocked(v *vm) VMInfo {
@@ -142,7 +152,10 @@ func (e *Emulator) infoLocked(v *vm) VMInfo {
 		API: "cvm", ID: v.id, Account: v.account, Region: v.region, Zone: v.zone,
 		InstanceType: v.instanceType, ImageID: v.imageID, Name: v.name, State: v.state,
 		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
-		NodeName: v.nodeName, ProviderID: v.providerID,
+		NodeName: v.nodeName, ProviderID: v.providerID, LatestOperationErrorMsg: v.latestOpErr,
+	}
+	if v.spot != nil {
+		info.Spot, info.TerminationTime = true, v.spot.reclaimAt
 	}
 	info.APIStatus = v.state
 	if v.api == apiECS {
@@ -244,6 +257,37 @@ func (e *Emulator) SetStockOuts(s []StockOut) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stockOuts = slices.Clone(s)
+}
+
+// StockOuts returns the stock-out rules in force.
+func (e *Emulator) StockOuts() []StockOut {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.stockOuts)
+}
+
+// SetSoldOut marks a zone and instance type sold out ("" for either
+// matches all), replacing any rule for exactly that zone and type:
+// so.Code, so.ChargeType and so.AtLaunch say how (see StockOut).
+func (e *Emulator) SetSoldOut(so StockOut) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stockOuts = slices.DeleteFunc(e.stockOuts, func(x StockOut) bool {
+		return x.Zone == so.Zone && x.InstanceType == so.InstanceType
+	})
+	e.stockOuts = append(e.stockOuts, so)
+}
+
+// ClearSoldOut removes the rules for exactly zone and instanceType, and
+// reports whether there was one.
+func (e *Emulator) ClearSoldOut(zone, instanceType string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := len(e.stockOuts)
+	e.stockOuts = slices.DeleteFunc(e.stockOuts, func(x StockOut) bool {
+		return x.Zone == zone && x.InstanceType == instanceType
+	})
+	return len(e.stockOuts) != n
 }
 
 // API names a front end of the emulator, to scope rate limits and faults

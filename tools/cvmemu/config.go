@@ -22,7 +22,7 @@ const (
 )
 
 // Actions lists every implemented action.
-var Actions = []string{ActionRunInstances, ActionDescribeInstances, ActionDescribeInstancesStatus, ActionTerminateInstances, ActionAttachResourcesTag}
+var Actions = []string{ActionRunInstances, ActionDescribeInstances, ActionDescribeInstancesStatus, ActionTerminateInstances, ActionAttachResourcesTag, ActionDescribeZoneInstanceConfigInfos}
 
 // Instance states, as in the real API's InstanceState field.
 const (
@@ -66,6 +66,10 @@ type Config struct {
 	Quota Quota
 	// StockOuts make RunInstances answer "sold out" for matching requests.
 	StockOuts []StockOut
+	// InstanceTypes is the instance type table (shapes, spot support);
+	// empty means DefaultInstanceTypes. Launches of other types still
+	// work; DescribeZoneInstanceConfigInfos lists the table.
+	InstanceTypes []InstanceType
 	// RateLimits is requests/second per account and action (token bucket
 	// with a burst of one second's worth), on every API (each API's calls
 	// have their own bucket; SetRateLimitFor scopes a limit to one API);
@@ -201,14 +205,28 @@ type Quota struct {
 // StockOut makes RunInstances fail for matching requests, as when a zone has
 // no capacity left for an instance type.
 type StockOut struct {
-	Zone         string // "" matches every zone
-	InstanceType string // "" matches every instance type
+	Zone         string `json:"zone,omitempty"`         // "" matches every zone
+	InstanceType string `json:"instanceType,omitempty"` // "" matches every instance type
+	// ChargeType limits the rule to one charge type (CVM's SPOTPAID or
+	// POSTPAID_BY_HOUR, ECS's are matched as the core sees them); ""
+	// matches every one.
+	ChargeType string `json:"chargeType,omitempty"`
 	// Code is the error answered; default
-	// ResourceInsufficient.SpecifiedInstanceType for CVM (ResourcesSoldOut.SpecifiedInstanceType
-	// and ResourceInsufficient.AvailabilityZoneSoldOut are other real ones),
+	// ResourceInsufficient.SpecifiedInstanceType for CVM (the real ones
+	// for a zone/type stock-out: ResourceInsufficient.ZoneSoldOutForSpecifiedInstance,
+	// ResourcesSoldOut.SpecifiedInstanceType,
+	// ResourceInsufficient.AvailabilityZoneSoldOut, ResourcesSoldOut.AvailableZone,
+	// and for spot InvalidParameterValue.InsufficientOffering),
 	// OperationDenied.NoStock for ECS (InvalidResourceType.NotSupported is
 	// another real one, for a type the zone does not offer at all).
-	Code string
+	Code string `json:"code,omitempty"`
+	// AtLaunch makes the stock-out strike after RunInstances accepted the
+	// launch, as when the catalogue still showed stock: the VMs end
+	// LAUNCH_FAILED with LatestOperationState FAILED and a
+	// LatestOperationErrorMsg "<Code>: The specified instance type ... is
+	// sold out in zone ...". DescribeZoneInstanceConfigInfos keeps
+	// showing such a zone and type as SELL.
+	AtLaunch bool `json:"atLaunch,omitempty"`
 }
 
 // ActionFaults are standing faults for one action.

@@ -35,6 +35,8 @@ var cvmDialect = dialect{
 type launchSpec struct {
 	zone, instanceType, imageID, chargeType string
 	token                                   string
+	// spot, if not nil, makes the VMs spot VMs (reclaimable).
+	spot *spotSpec
 	// fingerprint identifies the request's parameters, for dialects that
 	// refuse a ClientToken reused with other parameters.
 	fingerprint string
@@ -78,14 +80,8 @@ func (e *Emulator) launchVMs(c *call, d dialect, s launchSpec, answer func(ids [
 				"The instance quota of zone %s is insufficient: %d instances exist, %d requested, quota %d.", s.zone, inZone, count, q)
 		}
 	}
-	for _, so := range e.stockOuts {
-		if (so.Zone == "" || so.Zone == s.zone) && (so.InstanceType == "" || so.InstanceType == s.instanceType) {
-			code := so.Code
-			if code == "" {
-				code = d.noStock
-			}
-			return nil, errf(code, "The specified instance type %s is sold out in zone %s.", s.instanceType, s.zone)
-		}
+	if so, ok := e.stockOutLocked(s.zone, s.instanceType, s.chargeType, false); ok {
+		return nil, errf(so.code(d), "%s", soldOutMessage(s.instanceType, s.zone))
 	}
 	if s.dryRun {
 		return nil, errf(d.dryRun, "DryRun Operation. It means that the request would have succeeded, but the DryRun parameter was used.")
@@ -112,11 +108,12 @@ func (e *Emulator) launchVMs(c *call, d dialect, s launchSpec, answer func(ids [
 			state:             StatePending,
 			created:           now,
 			seq:               e.seq,
-			outcome:           e.decideOutcomeLocked(s.zone, s.instanceType),
+			spot:              s.spot.clone(),
 			latestOp:          c.action,
 			latestOpState:     "OPERATING",
 			latestOpRequestID: c.reqID,
 		}
+		v.outcome, v.failReason = e.decideOutcomeLocked(d, s.zone, s.instanceType, s.chargeType)
 		acct.vms[v.id] = v
 		ids = append(ids, v.id)
 		e.counters.created++

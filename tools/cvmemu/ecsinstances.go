@@ -288,6 +288,10 @@ func (e *Emulator) ecsRunInstances(c *call) (any, *apiError) {
 	default:
 		return nil, errf(ecsCodeSpotStrategyInvalid, "The specified SpotStrategy %q is not valid.", spot)
 	}
+	spotVM, aerr := ecsSpot(spot, chargeType, p["SpotPriceLimit"])
+	if aerr != nil {
+		return nil, aerr
+	}
 	sgs, aerr := listParam(p, "SecurityGroupIds", 5)
 	if aerr != nil {
 		return nil, aerr
@@ -332,11 +336,40 @@ func (e *Emulator) ecsRunInstances(c *call) (any, *apiError) {
 		tags:         tags,
 		attrs:        attrs,
 		dryRun:       dryRun,
+		spot:         spotVM,
 	}, func(ids []string) any {
 		resp := ecsRunInstancesResponse{RequestID: c.reqID}
 		resp.InstanceIDSets.InstanceIDSet = ids
 		return resp
 	})
+}
+
+// ecsSpot validates ECS's spot parameters: a spot instance is pay as you
+// go, and SpotWithPriceLimit needs a positive SpotPriceLimit (which is
+// only for it). It returns nil for NoSpot.
+func ecsSpot(strategy, chargeType, limit string) (*spotSpec, *apiError) {
+	if strategy == "NoSpot" {
+		if limit != "" {
+			return nil, errf(ecsCodeInvalidParameter, "SpotPriceLimit is only valid with SpotStrategy SpotWithPriceLimit.")
+		}
+		return nil, nil
+	}
+	if chargeType != "PostPaid" {
+		return nil, errf(ecsCodeChargeTypeNotSupported, "A spot instance (SpotStrategy %s) must be PostPaid, not %s.", strategy, chargeType)
+	}
+	if strategy == "SpotAsPriceGo" {
+		if limit != "" {
+			return nil, errf(ecsCodeInvalidParameter, "SpotPriceLimit is only valid with SpotStrategy SpotWithPriceLimit.")
+		}
+		return &spotSpec{}, nil
+	}
+	if f, err := strconv.ParseFloat(limit, 64); err != nil || f <= 0 {
+		if limit == "" {
+			return nil, missing("SpotPriceLimit")
+		}
+		return nil, errf(ecsCodeInvalidParameter, "The specified SpotPriceLimit %q is not a positive price.", limit)
+	}
+	return &spotSpec{maxPrice: limit}, nil
 }
 
 // ecsStatusOf renders the core's state as ECS reports it.

@@ -19,6 +19,16 @@
 //
 //	emulator -> VM with SSH -> hook runs "kubeadm join" -> cluster node Ready
 //
+// Capacity and spot (capacity.go, spot.go, adminhttp.go): stock-outs per
+// zone, instance type and charge type answer RunInstances with the real
+// codes, or (StockOut.AtLaunch) let the call succeed and end the VMs
+// LAUNCH_FAILED with a LatestOperationErrorMsg saying so;
+// DescribeZoneInstanceConfigInfos lists the instance type table per zone;
+// spot VMs (CVM SPOTPAID with InstanceMarketOptions, ECS SpotStrategy) can
+// be reclaimed (ScheduleReclaim), which their metadata endpoint (Metadata,
+// one listener, a path prefix per VM) announces before the VM is
+// terminated. Admin serves the stock-out and reclaim knobs over HTTP.
+//
 // A Hold in front of the emulator keeps a call's answer from its client
 // after the call took effect, so a test can kill the client at the worst
 // moment (the VMs exist, the client does not know them).
@@ -69,6 +79,7 @@ type Emulator struct {
 	launch         LaunchPolicy
 	quota          Quota
 	stockOuts      []StockOut
+	instanceTypes  []InstanceType // read-only after New
 	rateLimits     map[scopeKey]float64
 	bootDelay      time.Duration
 	terminateDelay time.Duration
@@ -145,6 +156,7 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		launch:         cfg.Launch,
 		quota:          cfg.Quota,
 		stockOuts:      slices.Clone(cfg.StockOuts),
+		instanceTypes:  slices.Clone(cfg.InstanceTypes),
 		rateLimits:     map[scopeKey]float64{},
 		bootDelay:      cfg.BootDelay,
 		terminateDelay: cfg.TerminateDelay,
@@ -157,6 +169,9 @@ func New(cfg Config, opts ...Option) (*Emulator, error) {
 		windows:        map[rateKey]*rateWindow{},
 		ips:            ips,
 		counters:       newCounters(),
+	}
+	if len(e.instanceTypes) == 0 {
+		e.instanceTypes = DefaultInstanceTypes()
 	}
 	for a, r := range cfg.RateLimits {
 		e.rateLimits[scopeKey{APIAny, a}] = r
@@ -189,6 +204,7 @@ func (e *Emulator) Close() error {
 	for _, a := range e.accounts {
 		for _, v := range a.vms {
 			e.cancelTimerLocked(v)
+			e.cancelReclaimLocked(v)
 			if v.guest != nil {
 				guests = append(guests, v.guest)
 				v.guest = nil
@@ -415,11 +431,12 @@ func (f cvmFront) throttled(observed int, limit float64, _ time.Duration) *apiEr
 type actionFunc func(*Emulator, *call) (any, *apiError)
 
 var cvmActions = map[string]actionFunc{
-	ActionRunInstances:            (*Emulator).runInstances,
-	ActionDescribeInstances:       (*Emulator).describeInstances,
-	ActionDescribeInstancesStatus: (*Emulator).describeInstancesStatus,
-	ActionTerminateInstances:      (*Emulator).terminateInstances,
-	ActionAttachResourcesTag:      (*Emulator).attachResourcesTag,
+	ActionRunInstances:                    (*Emulator).runInstances,
+	ActionDescribeInstances:               (*Emulator).describeInstances,
+	ActionDescribeInstancesStatus:         (*Emulator).describeInstancesStatus,
+	ActionTerminateInstances:              (*Emulator).terminateInstances,
+	ActionAttachResourcesTag:              (*Emulator).attachResourcesTag,
+	ActionDescribeZoneInstanceConfigInfos: (*Emulator).describeZoneInstanceConfigInfos,
 }
 
 func (f cvmFront) actions() map[string]actionFunc { return cvmActions }

@@ -154,7 +154,12 @@ func (e *Emulator) runInstances(c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	spot, aerr := e.spotOptions(chargeType, instanceType, p.InstanceMarketOptions)
+	if aerr != nil {
+		return nil, aerr
+	}
 	return e.launchVMs(c, cvmDialect, launchSpec{
+		spot:         spot,
 		zone:         zone,
 		instanceType: instanceType,
 		imageID:      deref(p.ImageId),

@@ -51,6 +51,9 @@ const (
 	outcomeBoot outcome = iota
 	outcomeFail
 	outcomeHang
+	// outcomeFailCapacity ends LAUNCH_FAILED for want of stock (a
+	// StockOut with AtLaunch): vm.failReason says so.
+	outcomeFailCapacity
 )
 
 type tag struct{ Key, Value string }
@@ -68,6 +71,11 @@ type vm struct {
 	outcome                        outcome
 	latestOp, latestOpState        string
 	latestOpRequestID, latestOpErr string
+	// failReason is the LatestOperationErrorMsg of an outcomeFailCapacity
+	// launch.
+	failReason string
+	// spot is set for spot VMs; a scheduled reclaim lives there.
+	spot *spotSpec
 
 	// gen invalidates scheduled timers: a timer only acts if the VM's
 	// generation is still the one it was scheduled with.
@@ -124,20 +132,25 @@ func (e *Emulator) cancelTimerLocked(v *vm) {
 	v.timer = nil
 }
 
-// decideOutcomeLocked applies the launch policy to a new VM.
-func (e *Emulator) decideOutcomeLocked(zone, instanceType string) outcome {
+// decideOutcomeLocked applies the stock-outs that strike at launch and the
+// launch policy to a new VM; for a capacity failure it also returns the
+// LatestOperationErrorMsg the VM will show.
+func (e *Emulator) decideOutcomeLocked(d dialect, zone, instanceType, chargeType string) (outcome, string) {
+	if so, ok := e.stockOutLocked(zone, instanceType, chargeType, true); ok {
+		return outcomeFailCapacity, so.code(d) + ": " + soldOutMessage(instanceType, zone)
+	}
 	p := e.launch
 	switch {
 	case slices.Contains(p.FailZones, zone) || slices.Contains(p.FailInstanceTypes, instanceType):
-		return outcomeFail
+		return outcomeFail, ""
 	case p.NeverBoot || slices.Contains(p.HangZones, zone) || slices.Contains(p.HangInstanceTypes, instanceType):
-		return outcomeHang
+		return outcomeHang, ""
 	case p.FailureRate > 0 && e.rng.Float64() < p.FailureRate:
-		return outcomeFail
+		return outcomeFail, ""
 	case p.HangRate > 0 && e.rng.Float64() < p.HangRate:
-		return outcomeHang
+		return outcomeHang, ""
 	}
-	return outcomeBoot
+	return outcomeBoot, ""
 }
 
 // bootLocked runs when a VM's boot delay ends.
@@ -150,6 +163,9 @@ func (e *Emulator) bootLocked(v *vm) {
 		return // stays PENDING until terminated
 	case outcomeFail:
 		e.launchFailedLocked(v, "the simulated host failed to create the instance")
+		return
+	case outcomeFailCapacity:
+		e.launchFailedLocked(v, v.failReason)
 		return
 	}
 	// A VM restored from a state file saved while it was booting already
@@ -289,6 +305,7 @@ func (e *Emulator) launchFailedLocked(v *vm, why string) {
 // goes NotReady, and it vanishes after the terminate delay.
 func (e *Emulator) terminateLocked(v *vm, op, reqID string) {
 	e.cancelTimerLocked(v)
+	e.cancelReclaimLocked(v)
 	v.state = StateTerminating
 	v.latestOp, v.latestOpState, v.latestOpRequestID, v.latestOpErr = op, "OPERATING", reqID, ""
 	e.counters.terminated++

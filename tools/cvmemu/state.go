@@ -100,9 +100,21 @@ type stateVM struct {
 	LatestOpErr       string    `json:"latestOperationErrorMsg,omitempty"`
 	NodeName          string    `json:"nodeName,omitempty"`
 	ProviderID        string    `json:"providerId,omitempty"`
+	// FailReason is the error message of a launch that fails for capacity.
+	FailReason string `json:"failReason,omitempty"`
+	// Spot is set for spot VMs.
+	Spot *stateSpot `json:"spot,omitempty"`
 }
 
-var outcomeNames = map[outcome]string{outcomeBoot: "boot", outcomeFail: "fail", outcomeHang: "hang"}
+type stateSpot struct {
+	MaxPrice string `json:"maxPrice"`
+	// ReclaimAt (server clock, announced) and ReclaimDue (wall clock, when
+	// the VM is terminated) are set once a reclaim is scheduled.
+	ReclaimAt  time.Time `json:"reclaimAt,omitzero"`
+	ReclaimDue time.Time `json:"reclaimDue,omitzero"`
+}
+
+var outcomeNames = map[outcome]string{outcomeBoot: "boot", outcomeFail: "fail", outcomeHang: "hang", outcomeFailCapacity: "fail-capacity"}
 
 // openState loads Config.StateFile, restores and resumes what it holds, and
 // starts saving changes. Called by New before anyone else sees e.
@@ -258,7 +270,10 @@ func (v *vm) toState() stateVM {
 		Name: v.name, ChargeType: v.chargeType, UUID: v.uuid, ClientToken: v.clientToken,
 		State: v.state, PrivateIP: v.ip, CreatedAt: v.created, Seq: v.seq, Outcome: outcomeNames[v.outcome],
 		LatestOp: v.latestOp, LatestOpState: v.latestOpState, LatestOpRequestID: v.latestOpRequestID, LatestOpErr: v.latestOpErr,
-		NodeName: v.nodeName, ProviderID: v.providerID,
+		NodeName: v.nodeName, ProviderID: v.providerID, FailReason: v.failReason,
+	}
+	if v.spot != nil {
+		s.Spot = &stateSpot{MaxPrice: v.spot.maxPrice, ReclaimAt: v.spot.reclaimAt, ReclaimDue: v.spot.reclaimDue}
 	}
 	if v.state == StatePending || v.state == StateTerminating {
 		s.Due = v.due
@@ -370,6 +385,9 @@ func (e *Emulator) restoreLocked(st *stateFile) ([]*vm, error) {
 		case StateRunning:
 			running = append(running, v)
 		}
+		if v.state != StateTerminating && v.spot != nil && !v.spot.reclaimDue.IsZero() {
+			e.scheduleReclaimLocked(v)
+		}
 	}
 	return running, nil
 }
@@ -415,7 +433,10 @@ func (s *stateVM) toVM(account string) (*vm, error) {
 		chargeType: s.ChargeType, uuid: s.UUID, clientToken: s.ClientToken,
 		state: s.State, ip: s.PrivateIP, created: s.CreatedAt, seq: s.Seq, outcome: out, due: s.Due,
 		latestOp: s.LatestOp, latestOpState: s.LatestOpState, latestOpRequestID: s.LatestOpRequestID, latestOpErr: s.LatestOpErr,
-		nodeName: s.NodeName, providerID: s.ProviderID,
+		nodeName: s.NodeName, providerID: s.ProviderID, failReason: s.FailReason,
+	}
+	if s.Spot != nil {
+		v.spot = &spotSpec{maxPrice: s.Spot.MaxPrice, reclaimAt: s.Spot.ReclaimAt, reclaimDue: s.Spot.ReclaimDue}
 	}
 	for _, t := range s.Tags {
 		v.tags = append(v.tags, tag(t))

@@ -2,7 +2,8 @@
 // states, how a create batch is split into cloud calls with derived
 // ClientTokens, the tags every VM carries, and when a watched instance is
 // settled; and the commands and events the application handles
-// (messages.go). It imports only the standard library and libs/contract.
+// (messages.go). It imports only the standard library and libs/contract
+// (the shared vocabulary of error kinds).
 package domain
 
 import "time"
@@ -52,4 +53,7 @@ type Status struct {
 	CreatedAt time.Time
 	// Tags are the VM's cloud tags (nodesmith's are listed in tags.go).
 	Tags map[string]string
+	// LaunchError is, for a LAUNCH_FAILED VM whose cloud says why, that
+	// reason; nil otherwise.
+	LaunchError *LaunchError
 }

@@ -100,8 +100,12 @@ var ErrCommandQueueFull = errors.New("command queue full")
 
 // Commands publishes commands to the workers. A nil error means the command
 // is durably stored; publishing the same command twice (same instance or
-// batch and attempt) within the deduplication window stores it once. Errors
-// are transient: the caller retries later.
+// batch and attempt; same request for an inventory or a tag) within the
+// deduplication window stores it once, the first publication's content
+// kept, even after the workers took it, and succeeds even when the queue
+// is full. Errors (a done context among them) are transient and store
+// nothing: the caller retries later. Commands carry no order between them.
+// adapters/commandstest holds every implementation to this.
 type Commands interface {
 	Create(ctx context.Context, c CreateCommand) error
 	Watch(ctx context.Context, c WatchCommand) error

@@ -58,6 +58,7 @@ func TestContract(t *testing.T) {
 			Parameters:  template,
 			MissingID:   "i-bp1nonexistent000000",
 			OtherRegion: "cn-shanghai",
+			Shapes:      &cloudtest.ShapesEnv{NotSupported: true},
 		})
 	})
 }

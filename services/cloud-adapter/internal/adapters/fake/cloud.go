@@ -16,7 +16,10 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-var _ ports.Cloud = (*Cloud)(nil)
+var (
+	_ ports.Cloud          = (*Cloud)(nil)
+	_ ports.InstanceShapes = (*Cloud)(nil)
+)
 
 // Op names a Cloud method, to program its next errors.
 type Op string
@@ -28,6 +31,7 @@ const (
 	OpTerminate Op = "Terminate"
 	OpList      Op = "ListByTag"
 	OpTag       Op = "Tag"
+	OpShapes    Op = "InstanceShapes"
 )
 
 // VM is one fake VM.
@@ -36,6 +40,9 @@ type VM struct {
 	Target ports.Target
 	// bootIn counts the Describe rounds left before a PENDING VM runs.
 	bootIn int
+	// fails, if set, is the launch error the VM ends LAUNCH_FAILED with
+	// instead of booting.
+	fails *domain.LaunchError
 }
 
 // Calls are the calls a Cloud received, in order.
@@ -68,6 +75,10 @@ type Cloud struct {
 	calls       Calls
 	seq         int
 	now         func() time.Time
+	// shapes are the instance types per zone (SetShapes); launchFailure,
+	// if set, is the launch error of every VM created from now on.
+	shapes        []domain.InstanceShape
+	launchFailure *domain.LaunchError
 }
 
 // NewCloud returns an empty fake cloud.
@@ -90,6 +101,46 @@ func (c *Cloud) Reset() {
 	c.always = map[Op]error{}
 	c.calls = Calls{}
 	c.seq = 0
+	c.shapes = nil
+	c.launchFailure = nil
+}
+
+// SetShapes sets the instance types per zone InstanceShapes answers from.
+func (c *Cloud) SetShapes(s ...domain.InstanceShape) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shapes = slices.Clone(s)
+}
+
+// FailLaunches makes every VM created from now on end LAUNCH_FAILED with
+// le when it would boot (nil: they boot again), as a cloud that accepted
+// a launch and then found no stock does.
+func (c *Cloud) FailLaunches(le *domain.LaunchError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.launchFailure = le
+}
+
+// InstanceShapes implements ports.InstanceShapes from SetShapes.
+func (c *Cloud) InstanceShapes(ctx context.Context, _ ports.Target, zones, types []string) ([]domain.InstanceShape, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ports.CheckShapeQuery(zones, types); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.popErr(OpShapes); err != nil {
+		return nil, err
+	}
+	var out []domain.InstanceShape
+	for _, s := range c.shapes {
+		if slices.Contains(zones, s.Zone) && slices.Contains(types, s.InstanceType) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // FailNext makes the next len(errs) calls of op return errs in order (a nil
@@ -233,6 +284,7 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 			},
 			Target: req.Target,
 			bootIn: c.BootAfter,
+			fails:  c.launchFailure,
 		}
 	}
 	c.tokens[req.ClientToken] = ids
@@ -279,7 +331,11 @@ func (c *Cloud) Describe(ctx context.Context, t ports.Target, ids []string) ([]d
 			continue // VMs of another account or region are not seen
 		}
 		if v.State == domain.StatePending {
-			if v.bootIn <= 0 {
+			switch {
+			case v.bootIn <= 0 && v.fails != nil:
+				le := *v.fails
+				v.State, v.LaunchError = domain.StateLaunchFailed, &le
+			case v.bootIn <= 0:
 				v.State = domain.StateRunning
 				v.PrivateIP = fmt.Sprintf("10.0.%d.%d", c.seqOf(id)/250, c.seqOf(id)%250+1)
 			}

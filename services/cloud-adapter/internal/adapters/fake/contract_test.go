@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/fake"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports/cloudtest"
 )
@@ -25,6 +26,18 @@ func TestContract(t *testing.T) {
 				c.FailAlways(fake.OpCreate, ports.NewCapacityError("ResourceInsufficient.SpecifiedInstanceType", "fake stock-out"))
 				return func() { c.FailAlways(fake.OpCreate, nil) }
 			},
+			LaunchStockOut: func(*testing.T) func() {
+				c.FailLaunches(&domain.LaunchError{Kind: ports.ErrorKindCapacity, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "fake: sold out"})
+				return func() { c.FailLaunches(nil) }
+			},
+			Shapes: func() *cloudtest.ShapesEnv {
+				known := domain.InstanceShape{Zone: "fake-zone-1", InstanceType: "F.MEDIUM4", Family: "F", VCPU: 2, MemoryMiB: 4096, Arch: domain.ArchAMD64}
+				other := domain.InstanceShape{Zone: "fake-zone-1", InstanceType: "F.LARGE8", Family: "F", VCPU: 4, MemoryMiB: 8192, Arch: domain.ArchAMD64}
+				elsewhere := known
+				elsewhere.Zone = "fake-zone-2"
+				c.SetShapes(known, other, elsewhere)
+				return &cloudtest.ShapesEnv{Known: known, Others: []domain.InstanceShape{other}}
+			}(),
 		}
 	})
 }

@@ -22,6 +22,7 @@ type API interface {
 	DescribeInstancesWithContext(ctx context.Context, req *cvm.DescribeInstancesRequest) (*cvm.DescribeInstancesResponse, error)
 	TerminateInstancesWithContext(ctx context.Context, req *cvm.TerminateInstancesRequest) (*cvm.TerminateInstancesResponse, error)
 	AttachResourcesTagWithContext(ctx context.Context, req *tag.AttachResourcesTagRequest) (*tag.AttachResourcesTagResponse, error)
+	DescribeZoneInstanceConfigInfosWithContext(ctx context.Context, req *cvm.DescribeZoneInstanceConfigInfosRequest) (*cvm.DescribeZoneInstanceConfigInfosResponse, error)
 }
 
 // sdkClients is the SDK's CVM client with the Tag service's for one

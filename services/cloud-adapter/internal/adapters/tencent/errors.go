@@ -2,10 +2,14 @@ package tencent
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
+	"strings"
 
 	tcerr "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common/errors"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/cloudcall"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -121,4 +125,38 @@ func classify(err error) (*ports.CloudError, bool) {
 		msg += " (request " + sdk.RequestId + ")"
 	}
 	return ports.NewCloudError(kindOf(sdk.Code), sdk.Code, msg), true
+}
+
+// leadingCode is an error code at the start of a LatestOperationErrorMsg
+// ("ResourceInsufficient.SpecifiedInstanceType: ...").
+var leadingCode = regexp.MustCompile(`^([A-Z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)+)\b`)
+
+// capacityWords say "out of stock" in a LatestOperationErrorMsg that names
+// no known code (the console's messages are English or Chinese).
+var capacityWords = []string{"sold out", "soldout", "insufficient", "out of stock", "no stock", "nostock", "库存", "售罄", "资源不足"}
+
+// launchError classifies why a VM ended LAUNCH_FAILED, from its
+// LatestOperationErrorMsg: a Tencent error code the message starts with
+// decides, else words meaning "out of stock" make it a capacity error; nil
+// when the cloud gives no reason.
+func launchError(msg, zone, instanceType string) *domain.LaunchError {
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		return nil
+	}
+	le := &domain.LaunchError{Message: fmt.Sprintf("launch failed in zone %s, instance type %s: %s", orUnset(zone), orUnset(instanceType), msg)}
+	if m := leadingCode.FindStringSubmatch(msg); m != nil {
+		if k := kindOf(m[1]); k != ports.ErrorKindUnknown {
+			le.Code, le.Kind = m[1], k
+			return le
+		}
+	}
+	lower := strings.ToLower(msg)
+	for _, w := range capacityWords {
+		if strings.Contains(lower, w) {
+			le.Kind = ports.ErrorKindCapacity
+			break
+		}
+	}
+	return le
 }

@@ -31,6 +31,9 @@ const (
 	ActionTerminateInstances = "TerminateInstances"
 	// ActionAttachResourcesTag is the Tag service's (tagging existing VMs).
 	ActionAttachResourcesTag = "AttachResourcesTag"
+	// ActionDescribeZoneInstanceConfigInfos is the catalogue of instance
+	// types per zone (InstanceShapes).
+	ActionDescribeZoneInstanceConfigInfos = "DescribeZoneInstanceConfigInfos"
 )
 
 // DefaultLimits stay below Tencent's published per-account limits
@@ -43,6 +46,8 @@ func DefaultLimits() ratelimit.Limits {
 		ActionDescribeInstances:  {Rate: 16, Burst: 4},
 		// The Tag service allows 20 requests a second.
 		ActionAttachResourcesTag: {Rate: 10, Burst: 2},
+		// 20 a second; asked rarely (validating a template's offerings).
+		ActionDescribeZoneInstanceConfigInfos: {Rate: 5, Burst: 2},
 	}
 }
 
@@ -58,7 +63,10 @@ type Cloud struct {
 	base *cloudcall.Adapter[API]
 }
 
-var _ ports.Cloud = (*Cloud)(nil)
+var (
+	_ ports.Cloud          = (*Cloud)(nil)
+	_ ports.InstanceShapes = (*Cloud)(nil)
+)
 
 // New returns a Cloud.
 func New(o Options) *Cloud {
@@ -73,11 +81,38 @@ func New(o Options) *Cloud {
 func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]string, error) {
 	return cloudcall.Create(ctx, c.base, req, ActionRunInstances, runRequest, func(ctx context.Context, api API, r *cvm.RunInstancesRequest) ([]string, error) {
 		resp, err := api.RunInstancesWithContext(ctx, r)
-		if err != nil || resp.Response == nil {
-			return nil, err
+		if err != nil {
+			return nil, withPlacement(err, r)
+		}
+		if resp.Response == nil {
+			return nil, nil
 		}
 		return common.StringValues(resp.Response.InstanceIdSet), nil
 	})
+}
+
+// withPlacement classifies a RunInstances error and, for a capacity
+// error, names the zone and instance type that ran out in its message
+// (Tencent's own message often names neither), so operators and CA's
+// error message tell which offering failed.
+func withPlacement(err error, r *cvm.RunInstancesRequest) error {
+	ce, ok := classify(err)
+	if !ok || ce.Kind != ports.ErrorKindCapacity {
+		return err
+	}
+	zone := ""
+	if r.Placement != nil {
+		zone = deref(r.Placement.Zone)
+	}
+	ce.Message = fmt.Sprintf("zone %s, instance type %s: %s", orUnset(zone), orUnset(deref(r.InstanceType)), ce.Message)
+	return ce
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return s
 }
 
 // runRequest builds the RunInstances request of req.
@@ -228,6 +263,9 @@ func statuses(resp *cvm.DescribeInstancesResponse) []domain.Status {
 		}
 		if ts, err := time.Parse(time.RFC3339, deref(in.CreatedTime)); err == nil {
 			st.CreatedAt = ts
+		}
+		if st.State == domain.StateLaunchFailed {
+			st.LaunchError = launchError(deref(in.LatestOperationErrorMsg), st.Zone, deref(in.InstanceType))
 		}
 		for _, tag := range in.Tags {
 			if tag != nil && tag.Key != nil {

@@ -102,6 +102,17 @@ func (s *stubAPI) TerminateInstancesWithContext(_ context.Context, r *cvm.Termin
 	return cvm.NewTerminateInstancesResponse(), nil
 }
 
+func (s *stubAPI) DescribeZoneInstanceConfigInfosWithContext(context.Context, *cvm.DescribeZoneInstanceConfigInfosRequest) (*cvm.DescribeZoneInstanceConfigInfosResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.next(ActionDescribeZoneInstanceConfigInfos); err != nil {
+		return nil, err
+	}
+	resp := cvm.NewDescribeZoneInstanceConfigInfosResponse()
+	resp.Response = &cvm.DescribeZoneInstanceConfigInfosResponseParams{}
+	return resp, nil
+}
+
 func deref64(p *int64) int64 {
 	if p == nil {
 		return 0

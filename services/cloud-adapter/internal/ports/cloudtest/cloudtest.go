@@ -13,6 +13,7 @@ package cloudtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,8 +53,25 @@ type Env struct {
 	// StockOut makes the cloud out of stock for Parameters until restore
 	// is called.
 	StockOut func(t *testing.T) (restore func())
+	// LaunchStockOut makes the cloud accept creates from Parameters but
+	// end their VMs LAUNCH_FAILED for want of stock, until restore is
+	// called; nil skips the scenario.
+	LaunchStockOut func(t *testing.T) (restore func())
+	// Shapes, if not nil, is what the cloud's ports.InstanceShapes must
+	// answer; nil skips the scenario.
+	Shapes *ShapesEnv
 	// Patience bounds waits for VMs to boot or vanish; 0 means 30s.
 	Patience time.Duration
+}
+
+// ShapesEnv is what the InstanceShapes scenario expects.
+type ShapesEnv struct {
+	// NotSupported: the cloud answers ports.ErrNotSupported.
+	NotSupported bool
+	// Known is the shape of one instance type in one zone (SoldOut false).
+	Known domain.InstanceShape
+	// Others are more shapes of the same zone, answered with Known.
+	Others []domain.InstanceShape
 }
 
 // Run runs every scenario, each on an Env from newEnv.
@@ -72,10 +90,16 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"ThrottlingIsSurfacedTyped", throttling},
 		{"StockOutIsACapacityError", stockOut},
 		{"TagSetsTagsOnExistingVMs", tagVMs},
+		{"LaunchFailedForCapacityIsClassified", launchStockOut},
+		{"InstanceShapesPerZoneAndType", instanceShapes},
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			e := newEnv(t)
+			if (s.name == "LaunchFailedForCapacityIsClassified" && e.LaunchStockOut == nil) ||
+				(s.name == "InstanceShapesPerZoneAndType" && e.Shapes == nil) {
+				t.Skip("the environment does not provide it")
+			}
 			if e.Patience <= 0 {
 				e.Patience = 30 * time.Second
 			}
@@ -366,6 +390,99 @@ func tagVMs(t *testing.T, e Env) {
 		// Set, replaced, and the other tags left alone.
 		if s.Tags[domain.TagGroup] != "g2" || s.Tags[domain.TagInstance] != "i-adopted" || s.Tags[domain.TagCluster] != "c1" || s.Tags[domain.TagBatch] != "tok-tag" {
 			t.Fatalf("VM %s tags after Tag: %v", s.CloudID, s.Tags)
+		}
+	}
+}
+
+// launchStockOut: a create accepted, then its VMs failing for want of
+// stock, shows as LAUNCH_FAILED with a capacity LaunchError naming why;
+// the failed VMs terminate like any other (no leak).
+func launchStockOut(t *testing.T, e Env) {
+	restore := e.LaunchStockOut(t)
+	ids := create(t, e, "tok-lso", "c1", 2)
+	var last []domain.Status
+	eventually(t, e, "the VMs end LAUNCH_FAILED", func() (bool, string) {
+		sts, err := e.Cloud.Describe(ctx(t), e.Target, ids)
+		if err != nil {
+			return false, err.Error()
+		}
+		last = sts
+		done := len(sts) == len(ids)
+		for _, s := range sts {
+			done = done && s.State == domain.StateLaunchFailed
+		}
+		return done, fmt.Sprint(sts)
+	})
+	for _, s := range last {
+		le := s.LaunchError
+		if le == nil || le.Kind != ports.ErrorKindCapacity || le.Message == "" {
+			t.Fatalf("VM %s LAUNCH_FAILED with launch error %+v, want a capacity error with a message", s.CloudID, le)
+		}
+	}
+	restore()
+	if err := e.Cloud.Terminate(ctx(t), e.Target, ids); err != nil {
+		t.Fatalf("Terminate of LAUNCH_FAILED VMs: %v", err)
+	}
+	eventually(t, e, "the LAUNCH_FAILED VMs terminate", func() (bool, string) {
+		sts, err := e.Cloud.Describe(ctx(t), e.Target, ids)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range sts {
+			if s.State != domain.StateTerminating {
+				return false, fmt.Sprint(sts)
+			}
+		}
+		return true, ""
+	})
+	// Launches work again.
+	create(t, e, "tok-lso2", "c1", 1)
+}
+
+// instanceShapes: the shapes of a zone's types, only those it offers; bad
+// queries are invalid parameters; a cloud that cannot tell says
+// ErrNotSupported.
+func instanceShapes(t *testing.T, e Env) {
+	sh, ok := e.Cloud.(ports.InstanceShapes)
+	if !ok {
+		t.Fatalf("%T does not implement ports.InstanceShapes", e.Cloud)
+	}
+	if _, err := sh.InstanceShapes(ctx(t), e.Target, nil, []string{"x"}); !ports.IsInvalidParametersError(err) {
+		t.Fatalf("InstanceShapes without zones = %v, want invalid parameters", err)
+	}
+	if _, err := sh.InstanceShapes(ctx(t), e.Target, []string{"z"}, make([]string, ports.MaxShapeQuery+1)); !ports.IsInvalidParametersError(err) {
+		t.Fatalf("InstanceShapes with too many types = %v, want invalid parameters", err)
+	}
+	known := e.Shapes.Known
+	if e.Shapes.NotSupported {
+		_, err := sh.InstanceShapes(ctx(t), e.Target, []string{"zone-1"}, []string{"type-1"})
+		if !errors.Is(err, ports.ErrNotSupported) {
+			t.Fatalf("InstanceShapes = %v, want ErrNotSupported", err)
+		}
+		return
+	}
+	types := []string{known.InstanceType, "NOSUCH.TYPE1"}
+	for _, o := range e.Shapes.Others {
+		types = append(types, o.InstanceType)
+	}
+	got, err := sh.InstanceShapes(ctx(t), e.Target, []string{known.Zone}, types)
+	if err != nil {
+		t.Fatalf("InstanceShapes: %v", err)
+	}
+	want := append([]domain.InstanceShape{known}, e.Shapes.Others...)
+	byType := map[string]domain.InstanceShape{}
+	for _, s := range got {
+		if _, dup := byType[s.InstanceType]; dup || s.Zone != known.Zone {
+			t.Fatalf("InstanceShapes lists %s/%s twice or in another zone: %+v", s.Zone, s.InstanceType, got)
+		}
+		byType[s.InstanceType] = s
+	}
+	if len(got) != len(want) {
+		t.Fatalf("InstanceShapes = %+v, want %+v (a type the zone does not offer is left out)", got, want)
+	}
+	for _, w := range want {
+		if g := byType[w.InstanceType]; g != w {
+			t.Fatalf("shape of %s = %+v, want %+v", w.InstanceType, g, w)
 		}
 	}
 }

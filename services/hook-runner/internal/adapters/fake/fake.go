@@ -47,9 +47,16 @@ func (e *Executor) Calls() []domain.Command {
 
 // Publisher records published results. The next len(FailNext) calls fail
 // with those errors, in order.
+//
+// Results is the log of accepted publications, a re-run's included;
+// Stored is what the event stream keeps, as ports.ResultPublisher
+// promises (and adapters/resulttest checks against JetStream): one result
+// per (instance, kind, attempt), the first.
 type Publisher struct {
 	mu       sync.Mutex
 	results  []domain.Result
+	stored   []domain.Result
+	seen     map[string]bool
 	failNext []error
 	calls    int
 }
@@ -75,7 +82,22 @@ func (p *Publisher) Publish(ctx context.Context, r domain.Result) error {
 		return err
 	}
 	p.results = append(p.results, r)
+	id := domain.Hook{InstanceID: r.InstanceID, Kind: r.Kind, Attempt: r.Attempt}.RunID()
+	if !p.seen[id] {
+		if p.seen == nil {
+			p.seen = map[string]bool{}
+		}
+		p.seen[id] = true
+		p.stored = append(p.stored, r)
+	}
 	return nil
+}
+
+// Stored returns the results the modelled stream keeps, oldest first.
+func (p *Publisher) Stored() []domain.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]domain.Result(nil), p.stored...)
 }
 
 // Results returns what was published.

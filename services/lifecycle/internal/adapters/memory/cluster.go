@@ -121,18 +121,31 @@ func (c *Cluster) PatchNode(_ context.Context, name string, labels, annotations 
 		return ErrNodeNotFound
 	}
 	n = clone(n)
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
+	changed := false
+	merge := func(dst *map[string]string, src map[string]string) {
+		for k, v := range src {
+			if old, ok := (*dst)[k]; ok && old == v {
+				continue
+			}
+			if *dst == nil {
+				*dst = map[string]string{}
+			}
+			(*dst)[k] = v
+			changed = true
+		}
 	}
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	maps.Copy(n.Labels, labels)
-	maps.Copy(n.Annotations, annotations)
+	merge(&n.Labels, labels)
+	merge(&n.Annotations, annotations)
 	for _, t := range taints {
 		if !slices.ContainsFunc(n.Taints, func(x ports.Taint) bool { return x.Key == t.Key && x.Effect == t.Effect }) {
 			n.Taints = append(n.Taints, t)
+			changed = true
 		}
+	}
+	// As the API server, a patch that changes nothing is no change:
+	// watchers see no event.
+	if !changed {
+		return nil
 	}
 	c.nodes[name] = n
 	c.broadcastLocked(ports.NodeEvent{Type: ports.NodeUpdated, Node: clone(n)})

@@ -15,3 +15,10 @@ func TestStoreContract(t *testing.T) {
 func TestCatalogContract(t *testing.T) {
 	storetest.RunCatalog(t, func(*testing.T) ports.CatalogStore { return memory.NewStore() })
 }
+
+func TestHoldContract(t *testing.T) {
+	storetest.RunHold(t, func(*testing.T) storetest.HoldHarness {
+		s := memory.NewStore()
+		return storetest.HoldHarness{Store: s, LoseInstances: func(*testing.T) { s.LoseInstances() }}
+	})
+}
