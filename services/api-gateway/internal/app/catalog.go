@@ -12,10 +12,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
 // The catalog views come from the catalog bucket (lifecycle writes the
@@ -314,11 +314,7 @@ func (s *Service) CatalogEntry(kind, name string) (CatalogView, bool) {
 	return s.rm.CatalogEntry(CatalogKey(kind, name))
 }
 
-var catalogKinds = map[string]lifecyclev1.CatalogKind{
-	KindTemplates: lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE,
-	KindAccounts:  lifecyclev1.CatalogKind_CATALOG_KIND_ACCOUNT,
-	KindHooks:     lifecyclev1.CatalogKind_CATALOG_KIND_HOOK,
-}
+var catalogKinds = map[string]bool{KindTemplates: true, KindAccounts: true, KindHooks: true}
 
 func entryKindName(e *statev1.CatalogEntry) (kind, name string) {
 	switch x := e.GetEntry().(type) {
@@ -353,9 +349,7 @@ func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, 
 	case expectedRevision == 0 && exists && !upsert:
 		return CatalogView{}, false, domain.Errorf(contract.CodeAlreadyExists, "%s already exists", what)
 	}
-	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{
-		PutCatalogEntry: &lifecyclev1.PutCatalogEntry{Entry: e, ExpectedRevision: expectedRevision, Upsert: upsert},
-	}}, slog.String("kind", kind), slog.String("name", name), slog.Bool("create", !exists)); err != nil {
+	if _, err := s.do(ctx, ports.PutCatalogEntry{Entry: e, ExpectedRevision: expectedRevision, Upsert: upsert}, slog.String("kind", kind), slog.String("name", name), slog.Bool("create", !exists)); err != nil {
 		return CatalogView{}, false, err
 	}
 	view, ok := s.CatalogEntry(kind, name)
@@ -369,8 +363,7 @@ func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, 
 // expectedRevision (zero: the revision this gateway sees). Lifecycle
 // refuses while groups (or, for an account, templates) use it.
 func (s *Service) DeleteCatalogEntry(ctx context.Context, kind, name string, expectedRevision uint64) error {
-	k, ok := catalogKinds[kind]
-	if !ok {
+	if !catalogKinds[kind] {
 		return domain.Errorf(contract.CodeInvalidArgument, "unknown catalog kind %q", kind)
 	}
 	if err := s.catalogReady(); err != nil {
@@ -387,9 +380,7 @@ func (s *Service) DeleteCatalogEntry(ctx context.Context, kind, name string, exp
 	if cur.Revision != expectedRevision {
 		return domain.Errorf(contract.CodeAborted, "%s is at revision %d, not %d", what, cur.Revision, expectedRevision)
 	}
-	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{
-		DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{Kind: k, Name: name, ExpectedRevision: expectedRevision},
-	}}, slog.String("kind", kind), slog.String("name", name))
+	_, err := s.do(ctx, ports.DeleteCatalogEntry{Kind: kind, Name: name, ExpectedRevision: expectedRevision}, slog.String("kind", kind), slog.String("name", name))
 	return err
 }
 

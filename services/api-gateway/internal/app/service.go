@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -274,9 +273,7 @@ func (s *Service) IncreaseSize(ctx context.Context, id string, delta int32) erro
 	if _, err := s.Group(id); err != nil {
 		return err
 	}
-	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{
-		IncreaseSize: &lifecyclev1.IncreaseSize{Group: id, Delta: delta},
-	}}, slog.String("group", id), slog.Int("delta", int(delta)))
+	_, err := s.do(ctx, ports.IncreaseSize{Group: id, Delta: delta}, slog.String("group", id), slog.Int("delta", int(delta)))
 	return err
 }
 
@@ -292,9 +289,7 @@ func (s *Service) DecreaseTargetSize(ctx context.Context, id string, delta int32
 	if _, err := s.Group(id); err != nil {
 		return err
 	}
-	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{
-		DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{Group: id, Delta: delta},
-	}}, slog.String("group", id), slog.Int("delta", int(delta)))
+	_, err := s.do(ctx, ports.DecreaseTargetSize{Group: id, Delta: delta}, slog.String("group", id), slog.Int("delta", int(delta)))
 	return err
 }
 
@@ -313,27 +308,25 @@ func (s *Service) DeleteNodes(ctx context.Context, id string, nodes []NodeRef) e
 	if _, err := s.Group(id); err != nil {
 		return err
 	}
-	refs := make([]*lifecyclev1.NodeRef, 0, len(nodes))
+	refs := make([]ports.NodeRef, 0, len(nodes))
 	ids := make([]string, 0, len(nodes))
 	for i, n := range nodes {
 		if n.ProviderID == "" && n.Name == "" {
 			return domain.Errorf(contract.CodeInvalidArgument, "node %d has neither providerID nor name", i)
 		}
-		ref := &lifecyclev1.NodeRef{ProviderId: n.ProviderID, Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
+		ref := ports.NodeRef{ProviderID: n.ProviderID, Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
 		if v, ok := s.rm.InstanceForNode(n.ProviderID, n.Name); ok {
 			if v.Group() != id {
 				return domain.Errorf(contract.CodeInvalidArgument, "node %q (providerID %q) belongs to node group %q, not %q", n.Name, n.ProviderID, v.Group(), id)
 			}
-			if ref.ProviderId == "" {
-				ref.ProviderId = v.ReportedID
+			if ref.ProviderID == "" {
+				ref.ProviderID = v.ReportedID
 			}
 			ids = append(ids, v.Record.GetId())
 		}
 		refs = append(refs, ref)
 	}
-	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteNodes{
-		DeleteNodes: &lifecyclev1.DeleteNodes{Group: id, Nodes: refs},
-	}}, slog.String("group", id), slog.Int("nodes", len(nodes)), slog.Any("instances", ids))
+	_, err := s.do(ctx, ports.DeleteNodes{Group: id, Nodes: refs}, slog.String("group", id), slog.Int("nodes", len(nodes)), slog.Any("instances", ids))
 	return err
 }
 
@@ -347,9 +340,7 @@ func (s *Service) SetTargetSize(ctx context.Context, id string, target int32) (G
 	if err := domain.ValidateTargetSize(target, g.Record.GetMinSize(), g.Record.GetMaxSize()); err != nil {
 		return GroupView{}, err
 	}
-	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_SetTargetSize{
-		SetTargetSize: &lifecyclev1.SetTargetSize{Group: id, TargetSize: target},
-	}}, slog.String("group", id), slog.Int("target", int(target))); err != nil {
+	if _, err := s.do(ctx, ports.SetTargetSize{Group: id, TargetSize: target}, slog.String("group", id), slog.Int("target", int(target))); err != nil {
 		return GroupView{}, err
 	}
 	return s.Group(id)
@@ -402,9 +393,7 @@ func (s *Service) PutGroup(ctx context.Context, g *statev1.NodeGroup, expectedRe
 	case expectedRevision == 0 && exists && !upsert:
 		return GroupView{}, false, domain.Errorf(contract.CodeAlreadyExists, "node group %q already exists", g.GetId())
 	}
-	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{
-		PutGroup: &lifecyclev1.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert},
-	}}, slog.String("group", g.GetId()), slog.Bool("create", !exists)); err != nil {
+	if _, err := s.do(ctx, ports.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert}, slog.String("group", g.GetId()), slog.Bool("create", !exists)); err != nil {
 		return GroupView{}, false, err
 	}
 	view, err = s.Group(g.GetId())
@@ -424,9 +413,7 @@ func (s *Service) DeleteGroup(ctx context.Context, id string, expectedRevision u
 	if cur.Revision != expectedRevision {
 		return domain.Errorf(contract.CodeFailedPrecondition, "node group %q is at revision %d, not %d", id, cur.Revision, expectedRevision)
 	}
-	_, err = s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteGroup{
-		DeleteGroup: &lifecyclev1.DeleteGroup{Id: id, ExpectedRevision: expectedRevision},
-	}}, slog.String("group", id))
+	_, err = s.do(ctx, ports.DeleteGroup{ID: id, ExpectedRevision: expectedRevision}, slog.String("group", id))
 	return err
 }
 
@@ -447,14 +434,12 @@ func (s *Service) Instance(id string) (InstanceView, error) {
 
 // InstanceAction asks lifecycle to act on one instance (retry its current
 // step, force-delete it) and returns the instance as it is afterwards.
-func (s *Service) InstanceAction(ctx context.Context, id string, action lifecyclev1.InstanceAction_Action) (InstanceView, error) {
+func (s *Service) InstanceAction(ctx context.Context, id string, action ports.InstanceActionKind) (InstanceView, error) {
 	v, err := s.Instance(id)
 	if err != nil {
 		return InstanceView{}, err
 	}
-	if _, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_InstanceAction{
-		InstanceAction: &lifecyclev1.InstanceAction{InstanceId: id, Action: action},
-	}}, slog.String("group", v.Group()), slog.String("instance", id), slog.String("action", action.String())); err != nil {
+	if _, err := s.do(ctx, ports.InstanceAction{InstanceID: id, Action: action}, slog.String("group", v.Group()), slog.String("instance", id), slog.String("action", action.String())); err != nil {
 		return InstanceView{}, err
 	}
 	return s.Instance(id)
@@ -464,7 +449,7 @@ func (s *Service) InstanceAction(ctx context.Context, id string, action lifecycl
 // holds back are orphans: those created before now may be terminated (at
 // most --max-orphan-terminations per pass). It writes no state.
 func (s *Service) ReleaseOrphans(ctx context.Context) error {
-	_, err := s.do(ctx, &lifecyclev1.Request{Op: &lifecyclev1.Request_ReleaseOrphans{ReleaseOrphans: &lifecyclev1.ReleaseOrphans{}}},
+	_, err := s.do(ctx, ports.ReleaseOrphans{},
 		slog.String("op", "release_orphans"))
 	return err
 }
@@ -478,12 +463,12 @@ const AdoptTimeout = 20 * time.Second
 // dryRun, plans it) and returns the outcome per VM, in the request's
 // order. Refused as a whole when the new VMs would take the target beyond
 // the group's max size.
-func (s *Service) AdoptVMs(ctx context.Context, op *lifecyclev1.AdoptVMs) ([]*lifecyclev1.AdoptOutcome, error) {
-	if _, err := s.Group(op.GetGroup()); err != nil {
+func (s *Service) AdoptVMs(ctx context.Context, op ports.AdoptVMs) ([]ports.AdoptOutcome, error) {
+	if _, err := s.Group(op.Group); err != nil {
 		return nil, err
 	}
-	revs, err := s.doWithin(ctx, AdoptTimeout, &lifecyclev1.Request{Op: &lifecyclev1.Request_AdoptVms{AdoptVms: op}},
-		slog.String("op", "adopt_vms"), slog.String("group", op.GetGroup()), slog.Int("vms", len(op.GetVms())), slog.Bool("dry_run", op.GetDryRun()))
+	revs, err := s.doWithin(ctx, AdoptTimeout, op,
+		slog.String("op", "adopt_vms"), slog.String("group", op.Group), slog.Int("vms", len(op.VMs)), slog.Bool("dry_run", op.DryRun))
 	if err != nil {
 		return nil, err
 	}
@@ -495,17 +480,15 @@ func (s *Service) AdoptVMs(ctx context.Context, op *lifecyclev1.AdoptVMs) ([]*li
 //
 // The request gets its request_id here, one per call (CA's or an
 // operator's), so the logs name the id every retry of it carries.
-func (s *Service) do(ctx context.Context, req *lifecyclev1.Request, attrs ...any) (ports.Revisions, error) {
-	return s.doWithin(ctx, s.cfg.OpTimeout, req, attrs...)
+func (s *Service) do(ctx context.Context, op ports.Operation, attrs ...any) (ports.Revisions, error) {
+	return s.doWithin(ctx, s.cfg.OpTimeout, op, attrs...)
 }
 
-func (s *Service) doWithin(ctx context.Context, timeout time.Duration, req *lifecyclev1.Request, attrs ...any) (ports.Revisions, error) {
+func (s *Service) doWithin(ctx context.Context, timeout time.Duration, op ports.Operation, attrs ...any) (ports.Revisions, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if req.GetRequestId() == "" {
-		req.RequestId = rand.Text()
-	}
-	attrs = append(attrs, slog.String("request_id", req.GetRequestId()))
+	req := ports.Request{ID: rand.Text(), Op: op}
+	attrs = append(attrs, slog.String("request_id", req.ID))
 	revs, err := s.lc.Do(ctx, req)
 	if err != nil {
 		s.log.LogAttrs(ctx, levelFor(err), "lifecycle operation failed", slog.Group("op", attrs...), slog.String("code", domain.CodeOf(err).String()), slog.String("err", err.Error()))

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
@@ -134,7 +133,7 @@ func TestNodesReportsWhatCountsTowardTheTarget(t *testing.T) {
 // write, and the write reaches the read model only afterwards (as the KV
 // watch would deliver it).
 func (f *fixture) applyLater(t *testing.T, apply func(rev uint64)) {
-	f.lc.Handle = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+	f.lc.Handle = func(ctx context.Context, req ports.Request) (ports.Revisions, error) {
 		rev := f.rev + 1
 		go func() {
 			time.Sleep(20 * time.Millisecond) // the watch's delivery delay, not an assertion
@@ -159,7 +158,7 @@ func TestIncreaseSizeIsVisibleOnReturn(t *testing.T) {
 		t.Fatalf("TargetSize right after IncreaseSize = %d, want 5", n)
 	}
 	calls := f.lc.Calls()
-	if len(calls) != 1 || calls[0].GetIncreaseSize().GetDelta() != 3 || calls[0].GetIncreaseSize().GetGroup() != "g" {
+	if len(calls) != 1 || calls[0].Op != (ports.IncreaseSize{Group: "g", Delta: 3}) {
 		t.Fatalf("lifecycle calls: %v", calls)
 	}
 	// One request id per call, so lifecycle can deduplicate its retries.
@@ -167,8 +166,8 @@ func TestIncreaseSizeIsVisibleOnReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls = f.lc.Calls()
-	if id := calls[0].GetRequestId(); len(calls) != 2 || id == "" || calls[1].GetRequestId() == "" || calls[1].GetRequestId() == id {
-		t.Fatalf("request ids of two calls: %q, %q; want two different non-empty ids", id, calls[len(calls)-1].GetRequestId())
+	if id := calls[0].ID; len(calls) != 2 || id == "" || calls[1].ID == "" || calls[1].ID == id {
+		t.Fatalf("request ids of two calls: %q, %q; want two different non-empty ids", id, calls[len(calls)-1].ID)
 	}
 }
 
@@ -196,7 +195,7 @@ func TestMutationsValidateBeforeCallingLifecycle(t *testing.T) {
 		}, contract.CodeInvalidArgument},
 		{"scale outside bounds", func() error { _, err := f.svc.SetTargetSize(ctx, "g", 11); return err }, contract.CodeInvalidArgument},
 		{"action on unknown instance", func() error {
-			_, err := f.svc.InstanceAction(ctx, "nope", lifecyclev1.InstanceAction_ACTION_RETRY)
+			_, err := f.svc.InstanceAction(ctx, "nope", ports.ActionRetry)
 			return err
 		}, contract.CodeNotFound},
 	}
@@ -232,7 +231,7 @@ func TestMutationNotVisibleInTimeIsDeadlineExceeded(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 2)
 	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 50 * time.Millisecond}, nil)
-	f.lc.Handle = func(context.Context, *lifecyclev1.Request) (ports.Revisions, error) {
+	f.lc.Handle = func(context.Context, ports.Request) (ports.Revisions, error) {
 		return ports.Revisions{Groups: 1000}, nil // a revision the watch never delivers
 	}
 	err := svc.IncreaseSize(context.Background(), "g", 1)
@@ -258,8 +257,9 @@ func TestDeleteNodesResolvesAndFillsProviderID(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("calls: %d", len(calls))
 	}
-	nodes := calls[0].GetDeleteNodes().GetNodes()
-	if len(nodes) != 2 || nodes[0].GetProviderId() != "tencentcloud:///ap-1/ins-1" || nodes[1].GetProviderId() != "nodesmith:///g/unknown" {
+	del, _ := calls[0].Op.(ports.DeleteNodes)
+	nodes := del.Nodes
+	if len(nodes) != 2 || nodes[0].ProviderID != "tencentcloud:///ap-1/ins-1" || nodes[1].ProviderID != "nodesmith:///g/unknown" {
 		t.Fatalf("nodes sent: %v", nodes)
 	}
 }

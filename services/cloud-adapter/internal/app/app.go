@@ -13,7 +13,7 @@ import (
 	"log/slog"
 	"time"
 
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -111,31 +111,31 @@ func (o Options) PollAfter(sinceChange time.Duration) time.Duration {
 // Handle runs one command. nil means done (ack); an error wrapping
 // ErrInvalidCommand means never retry; any other error means retry later
 // (the command is idempotent).
-func (s *Service) Handle(ctx context.Context, cmd *cloudv1.Command, d Delivery) error {
-	switch b := cmd.GetBody().(type) {
-	case *cloudv1.Command_Create:
-		return s.Create(ctx, b.Create, d)
-	case *cloudv1.Command_Watch:
-		return s.Watch(ctx, b.Watch, d)
-	case *cloudv1.Command_Terminate:
-		return s.Terminate(ctx, b.Terminate, d)
-	case *cloudv1.Command_ListInventory:
-		return s.ListInventory(ctx, b.ListInventory, d)
-	case *cloudv1.Command_Tag:
-		return s.TagInstances(ctx, b.Tag, d)
+func (s *Service) Handle(ctx context.Context, cmd domain.Command, d Delivery) error {
+	switch c := cmd.(type) {
+	case *domain.CreateInstances:
+		return s.Create(ctx, c, d)
+	case *domain.WatchInstances:
+		return s.Watch(ctx, c, d)
+	case *domain.TerminateInstances:
+		return s.Terminate(ctx, c, d)
+	case *domain.ListInventory:
+		return s.ListInventory(ctx, c, d)
+	case *domain.TagInstances:
+		return s.TagInstances(ctx, c, d)
 	default:
 		return fmt.Errorf("%w: command has no known body", ErrInvalidCommand)
 	}
 }
 
 // cloud resolves a command's target to its provider's adapter.
-func (s *Service) cloud(t *cloudv1.Target) (ports.Cloud, ports.Target, error) {
-	c, ok := s.clouds[t.GetProvider()]
+func (s *Service) cloud(t domain.Target) (ports.Cloud, ports.Target, error) {
+	c, ok := s.clouds[t.Provider]
 	if !ok {
 		return nil, ports.Target{}, ports.NewInvalidParametersError("UnknownProvider",
-			fmt.Sprintf("no cloud adapter for provider %q", t.GetProvider()))
+			fmt.Sprintf("no cloud adapter for provider %q", t.Provider))
 	}
-	return c, ports.Target{Account: t.GetAccount(), Region: t.GetRegion()}, nil
+	return c, ports.Target{Account: t.Account, Region: t.Region}, nil
 }
 
 // reportable says whether a failed cloud call is reported in an event now
@@ -144,32 +144,14 @@ func reportable(err error, d Delivery) bool {
 	return !ports.IsRetryable(err) || d.Last
 }
 
-// protoError converts an error to the wire shape.
-func protoError(err error) *cloudv1.CloudError {
+// eventError is err as an event reports it: its CloudError, or an error of
+// unknown kind with err's text.
+func eventError(err error) *domain.CloudError {
 	ce, ok := ports.AsCloudError(err)
 	if !ok {
-		return &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_UNSPECIFIED, Message: err.Error()}
+		return &domain.CloudError{Kind: ports.ErrorKindUnknown, Message: err.Error()}
 	}
-	return &cloudv1.CloudError{Kind: protoKind(ce.Kind), Code: ce.Code, Message: ce.Message}
-}
-
-func protoKind(k ports.ErrorKind) cloudv1.ErrorKind {
-	switch k {
-	case ports.ErrorKindCapacity:
-		return cloudv1.ErrorKind_ERROR_KIND_CAPACITY
-	case ports.ErrorKindThrottled:
-		return cloudv1.ErrorKind_ERROR_KIND_THROTTLED
-	case ports.ErrorKindNotFound:
-		return cloudv1.ErrorKind_ERROR_KIND_NOT_FOUND
-	case ports.ErrorKindInvalidParameters:
-		return cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS
-	case ports.ErrorKindAuth:
-		return cloudv1.ErrorKind_ERROR_KIND_AUTH
-	case ports.ErrorKindTransient:
-		return cloudv1.ErrorKind_ERROR_KIND_TRANSIENT
-	default:
-		return cloudv1.ErrorKind_ERROR_KIND_UNSPECIFIED
-	}
+	return &domain.CloudError{Kind: ce.Kind, Code: ce.Code, Message: ce.Message}
 }
 
 // sleep waits d, returning early with ctx's error or ErrHandedBack.

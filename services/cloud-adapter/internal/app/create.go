@@ -8,10 +8,7 @@ import (
 	"maps"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/nodesmith/nodesmith/libs/logging"
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -27,42 +24,42 @@ import (
 // one on the last delivery) is published as CreateFailed for the failing
 // chunk and every later one; a retryable failure otherwise returns an error
 // so the command is redelivered with the same tokens.
-func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Delivery) error {
-	if c.GetBatchId() == "" || len(c.GetInstances()) == 0 {
+func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Delivery) error {
+	if c.BatchID == "" || len(c.Instances) == 0 {
 		return fmt.Errorf("%w: create without batch id or instances", ErrInvalidCommand)
 	}
-	log := logging.WithTrace(ctx, s.log).With("batch", c.GetBatchId(), "group", c.GetGroup(), "template", c.GetTemplateName(),
-		"instances", len(c.GetInstances()), "delivery", d.Attempt)
-	attempt := batchAttempt(c.GetInstances())
+	log := logging.WithTrace(ctx, s.log).With("batch", c.BatchID, "group", c.Group, "template", c.TemplateName,
+		"instances", len(c.Instances), "delivery", d.Attempt)
+	attempt := batchAttempt(c.Instances)
 
-	cloud, target, err := s.cloud(c.GetTarget())
-	if err == nil && c.GetClientToken() == "" {
+	cloud, target, err := s.cloud(c.Target)
+	if err == nil && c.ClientToken == "" {
 		// Never create without a token: a redelivery would create the VMs again.
 		err = ports.NewInvalidParametersError("MissingClientToken", "create command has no client token")
 	}
 	if err != nil {
-		return s.createFailed(ctx, log, c, c.GetInstances(), err, createFailedID(c.GetBatchId(), attempt, 0, 1))
+		return s.createFailed(ctx, log, c, c.Instances, err, createFailedID(c.BatchID, attempt, 0, 1))
 	}
 
 	params, err := s.parameters(c)
 	if err != nil {
-		return s.createFailed(ctx, log, c, c.GetInstances(), err, createFailedID(c.GetBatchId(), attempt, 0, 1))
+		return s.createFailed(ctx, log, c, c.Instances, err, createFailedID(c.BatchID, attempt, 0, 1))
 	}
 
-	chunks := domain.SplitBatch(c.GetClientToken(), len(c.GetInstances()), ports.MaxBatch)
+	chunks := domain.SplitBatch(c.ClientToken, len(c.Instances), ports.MaxBatch)
 	for _, ch := range chunks {
-		refs := c.GetInstances()[ch.Start:ch.End]
+		refs := c.Instances[ch.Start:ch.End]
 		instanceTag := ""
 		if ch.Len() == 1 {
-			instanceTag = refs[0].GetInstanceId()
+			instanceTag = refs[0].InstanceID
 		}
 		req := ports.CreateRequest{
 			Target:      target,
 			ClientToken: ch.Token,
-			Template:    c.GetTemplateName(),
+			Template:    c.TemplateName,
 			Parameters:  params,
 			Count:       ch.Len(),
-			Tags:        domain.CreationTags(c.GetClusterId(), c.GetGroup(), c.GetBatchId(), instanceTag),
+			Tags:        domain.CreationTags(c.ClusterID, c.Group, c.BatchID, instanceTag),
 		}
 		ids, err := cloud.CreateBatch(ctx, req)
 		if err == nil && len(ids) != ch.Len() {
@@ -78,47 +75,42 @@ func (s *Service) Create(ctx context.Context, c *cloudv1.CreateInstances, d Deli
 				return ctx.Err()
 			}
 			if !reportable(err, d) {
-				return fmt.Errorf("creating batch %s chunk %d/%d: %w", c.GetBatchId(), ch.Index+1, len(chunks), err)
+				return fmt.Errorf("creating batch %s chunk %d/%d: %w", c.BatchID, ch.Index+1, len(chunks), err)
 			}
-			rest := c.GetInstances()[ch.Start:]
-			return s.createFailed(ctx, log, c, rest, err, createFailedID(c.GetBatchId(), attempt, ch.Index, len(chunks)))
+			rest := c.Instances[ch.Start:]
+			return s.createFailed(ctx, log, c, rest, err, createFailedID(c.BatchID, attempt, ch.Index, len(chunks)))
 		}
 
-		created := make([]*cloudv1.InstanceRef, len(refs))
+		created := make([]domain.InstanceRef, len(refs))
 		for i, r := range refs {
-			ref := proto.CloneOf(r)
-			ref.CloudId = ids[i]
-			if ref.Group == "" {
-				ref.Group = c.GetGroup()
+			r.CloudID = ids[i]
+			if r.Group == "" {
+				r.Group = c.Group
 			}
-			created[i] = ref
+			created[i] = r
 		}
-		ev := &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
-			BatchId: c.GetBatchId(), Instances: created,
-		}}}
-		if err := s.events.Publish(ctx, createdID(c.GetBatchId(), attempt, ch.Index, len(chunks)), ev); err != nil {
-			return fmt.Errorf("publishing created instances of batch %s: %w", c.GetBatchId(), err)
+		ev := &domain.InstancesCreated{BatchID: c.BatchID, Instances: created}
+		if err := s.events.Publish(ctx, createdID(c.BatchID, attempt, ch.Index, len(chunks)), ev); err != nil {
+			return fmt.Errorf("publishing created instances of batch %s: %w", c.BatchID, err)
 		}
 		for _, r := range created {
-			log.Info("instance created", "instance", r.GetInstanceId(), "cloud_id", r.GetCloudId())
+			log.Info("instance created", "instance", r.InstanceID, "cloud_id", r.CloudID)
 		}
 	}
 	return nil
 }
 
-func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *cloudv1.CreateInstances, refs []*cloudv1.InstanceRef, cause error, msgID string) error {
-	failed := make([]*cloudv1.InstanceRef, len(refs))
+func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *domain.CreateInstances, refs []domain.InstanceRef, cause error, msgID string) error {
+	failed := make([]domain.InstanceRef, len(refs))
 	for i, r := range refs {
-		failed[i] = proto.CloneOf(r)
-		if failed[i].Group == "" {
-			failed[i].Group = c.GetGroup()
+		if r.Group == "" {
+			r.Group = c.Group
 		}
+		failed[i] = r
 	}
-	ev := &cloudv1.Event{Body: &cloudv1.Event_CreateFailed{CreateFailed: &cloudv1.CreateFailed{
-		BatchId: c.GetBatchId(), Instances: failed, Error: protoError(cause),
-	}}}
+	ev := &domain.CreateFailed{BatchID: c.BatchID, Instances: failed, Error: eventError(cause)}
 	if err := s.events.Publish(ctx, msgID, ev); err != nil {
-		return fmt.Errorf("publishing create failure of batch %s: %w", c.GetBatchId(), err)
+		return fmt.Errorf("publishing create failure of batch %s: %w", c.BatchID, err)
 	}
 	log.Warn("create failed", "failed_instances", len(failed), "kind", ports.KindOf(cause).String(), "err", cause)
 	return nil
@@ -128,17 +120,17 @@ func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *cloudv1
 // parameters opened and merged in (a secret parameter replaces a plain one
 // of the same name). The opened values exist only here and in the cloud
 // call: errors name parameters, never values.
-func (s *Service) parameters(c *cloudv1.CreateInstances) (string, error) {
-	secret := c.GetSecretParameters()
+func (s *Service) parameters(c *domain.CreateInstances) (string, error) {
+	secret := c.SecretParameters
 	if len(secret) == 0 {
-		return c.GetParametersJson(), nil
+		return c.ParametersJSON, nil
 	}
 	if s.o.OpenParameter == nil {
 		return "", ports.NewInvalidParametersError("SecretParametersUnopenable",
 			"the template has secret parameters and this cloud adapter has no --secrets-key-file")
 	}
 	merged := map[string]json.RawMessage{}
-	if p := c.GetParametersJson(); p != "" {
+	if p := c.ParametersJSON; p != "" {
 		if err := json.Unmarshal([]byte(p), &merged); err != nil {
 			return "", ports.NewInvalidParametersError("InvalidParameters", "template parameters are not a JSON object")
 		}

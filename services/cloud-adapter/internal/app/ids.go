@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 )
 
 // Event message ids. Each is derived from what makes the event unique, so a
@@ -23,13 +23,25 @@ func createFailedID(batch string, attempt uint32, chunk, chunks int) string {
 	return withChunk("create_failed."+batch+"."+u32(attempt), chunk, chunks)
 }
 
-func observedID(instance string, attempt uint32, state cloudv1.CloudState) string {
-	return "observed." + instance + "." + u32(attempt) + "." + strings.TrimPrefix(state.String(), "CLOUD_STATE_")
+func observedID(instance string, attempt uint32, state domain.State) string {
+	return "observed." + instance + "." + u32(attempt) + "." + stateToken(state)
 }
 
-func terminatedID(refs []*cloudv1.InstanceRef) string { return "terminated." + refsDigest(refs) }
+// stateToken names a state in message ids: the wire enum's name without
+// its CLOUD_STATE_ prefix, as the ids have always been.
+func stateToken(s domain.State) string {
+	switch s {
+	case domain.StatePending, domain.StateRunning, domain.StateLaunchFailed, domain.StateStopped,
+		domain.StateTerminating, domain.StateNotFound:
+		return s.String()
+	default:
+		return "UNSPECIFIED"
+	}
+}
 
-func terminateFailedID(refs []*cloudv1.InstanceRef) string {
+func terminatedID(refs []domain.InstanceRef) string { return "terminated." + refsDigest(refs) }
+
+func terminateFailedID(refs []domain.InstanceRef) string {
 	return "terminate_failed." + refsDigest(refs)
 }
 
@@ -48,10 +60,10 @@ func withChunk(id string, chunk, chunks int) string {
 }
 
 // refsDigest names a set of instance refs independently of their order.
-func refsDigest(refs []*cloudv1.InstanceRef) string {
+func refsDigest(refs []domain.InstanceRef) string {
 	keys := make([]string, 0, len(refs))
 	for _, r := range refs {
-		keys = append(keys, r.GetInstanceId()+"/"+u32(r.GetAttempt())+"/"+r.GetCloudId())
+		keys = append(keys, r.InstanceID+"/"+u32(r.Attempt)+"/"+r.CloudID)
 	}
 	slices.Sort(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
@@ -63,10 +75,10 @@ func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 // batchAttempt is the attempt a batch's events carry: lifecycle forms a
 // batch from instances of one attempt, and the highest is the safe choice
 // if they ever differ.
-func batchAttempt(refs []*cloudv1.InstanceRef) uint32 {
+func batchAttempt(refs []domain.InstanceRef) uint32 {
 	var a uint32
 	for _, r := range refs {
-		a = max(a, r.GetAttempt())
+		a = max(a, r.Attempt)
 	}
 	return a
 }

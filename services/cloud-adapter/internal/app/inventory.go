@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 )
 
@@ -14,44 +11,48 @@ import (
 // publishes them as one Inventory, the reconciler's view of the cloud. A
 // failure is published in the Inventory's error unless it is retryable and
 // a redelivery will follow.
-func (s *Service) ListInventory(ctx context.Context, l *cloudv1.ListInventory, d Delivery) error {
-	if l.GetClusterId() == "" {
+func (s *Service) ListInventory(ctx context.Context, l *domain.ListInventory, d Delivery) error {
+	if l.ClusterID == "" {
 		return fmt.Errorf("%w: inventory without cluster id", ErrInvalidCommand)
 	}
-	inv := &cloudv1.Inventory{RequestId: l.GetRequestId(), Target: l.GetTarget()}
-	cloud, target, err := s.cloud(l.GetTarget())
+	inv := &domain.Inventory{RequestID: l.RequestID, Target: l.Target}
+	cloud, target, err := s.cloud(l.Target)
 	var vms []domain.Status
 	if err == nil {
-		vms, err = cloud.ListByTag(ctx, target, l.GetClusterId())
+		vms, err = cloud.ListByTag(ctx, target, l.ClusterID)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if !reportable(err, d) {
-			return fmt.Errorf("listing cluster %s: %w", l.GetClusterId(), err)
+			return fmt.Errorf("listing cluster %s: %w", l.ClusterID, err)
 		}
-		inv.Error = protoError(err)
+		inv.Error = eventError(err)
 	}
 	for _, vm := range vms {
-		item := &cloudv1.InventoryItem{
-			CloudId:    vm.CloudID,
-			InstanceId: vm.Tags[domain.TagInstance],
+		inv.Items = append(inv.Items, domain.InventoryItem{
+			CloudID:    vm.CloudID,
+			InstanceID: vm.Tags[domain.TagInstance],
 			Group:      vm.Tags[domain.TagGroup],
-			BatchId:    vm.Tags[domain.TagBatch],
-			State:      protoState(vm.State),
-			PrivateIp:  vm.PrivateIP,
+			BatchID:    vm.Tags[domain.TagBatch],
+			State:      vm.State,
+			CreatedAt:  vm.CreatedAt,
+			PrivateIP:  vm.PrivateIP,
 			Zone:       vm.Zone,
-		}
-		if !vm.CreatedAt.IsZero() {
-			item.CreatedAt = timestamppb.New(vm.CreatedAt)
-		}
-		inv.Items = append(inv.Items, item)
+		})
 	}
-	ev := &cloudv1.Event{Body: &cloudv1.Event_Inventory{Inventory: inv}}
-	if err := s.events.Publish(ctx, inventoryID(l.GetRequestId()), ev); err != nil {
-		return fmt.Errorf("publishing inventory %s: %w", l.GetRequestId(), err)
+	if err := s.events.Publish(ctx, inventoryID(l.RequestID), inv); err != nil {
+		return fmt.Errorf("publishing inventory %s: %w", l.RequestID, err)
 	}
-	s.log.Info("inventory listed", "request", l.GetRequestId(), "cluster", l.GetClusterId(), "vms", len(inv.Items), "error", inv.GetError().GetCode())
+	s.log.Info("inventory listed", "request", l.RequestID, "cluster", l.ClusterID, "vms", len(inv.Items), "error", errorCode(inv.Error))
 	return nil
+}
+
+// errorCode is e's code for logs, "" without an error.
+func errorCode(e *domain.CloudError) string {
+	if e == nil {
+		return ""
+	}
+	return e.Code
 }

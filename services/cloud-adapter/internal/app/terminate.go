@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/nodesmith/nodesmith/libs/logging"
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -25,13 +24,13 @@ import (
 // TerminateFailed (code domain.CodeNotInCluster) and left alone, while the
 // rest of the set proceeds. Whatever a command names, a bug or a mix-up of
 // ids can then never delete another cluster's machine.
-func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, d Delivery) error {
-	if len(t.GetInstances()) == 0 {
+func (s *Service) Terminate(ctx context.Context, t *domain.TerminateInstances, d Delivery) error {
+	if len(t.Instances) == 0 {
 		return fmt.Errorf("%w: terminate without instances", ErrInvalidCommand)
 	}
-	cloud, target, err := s.cloud(t.GetTarget())
+	cloud, target, err := s.cloud(t.Target)
 	if err != nil {
-		return s.terminateFailed(ctx, t.GetInstances(), err)
+		return s.terminateFailed(ctx, t.Instances, err)
 	}
 	log := logging.WithTrace(ctx, s.log).With("account", target.Account, "region", target.Region, "delivery", d.Attempt)
 
@@ -39,12 +38,12 @@ func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, 
 	// a cloud id ride along with the first set.
 	type set struct {
 		ids  []string
-		refs []*cloudv1.InstanceRef
+		refs []domain.InstanceRef
 	}
 	sets := []*set{{}}
 	seen := map[string]*set{}
-	for _, r := range t.GetInstances() {
-		id := r.GetCloudId()
+	for _, r := range t.Instances {
+		id := r.CloudID
 		if id == "" {
 			sets[0].refs = append(sets[0].refs, r)
 			continue
@@ -66,7 +65,7 @@ func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, 
 	for _, st := range sets {
 		done := st.refs
 		if len(st.ids) > 0 {
-			v, err := s.vet(ctx, cloud, target, t.GetClusterId(), st.refs)
+			v, err := s.vet(ctx, cloud, target, t.ClusterID, st.refs)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -80,7 +79,7 @@ func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, 
 				continue
 			}
 			if len(v.refused) > 0 {
-				if err := s.refuse(ctx, log, t.GetClusterId(), v.refused, v.why); err != nil {
+				if err := s.refuse(ctx, log, t.ClusterID, v.refused, v.why); err != nil {
 					return err
 				}
 			}
@@ -104,12 +103,12 @@ func (s *Service) Terminate(ctx context.Context, t *cloudv1.TerminateInstances, 
 		if len(done) == 0 {
 			continue
 		}
-		ev := &cloudv1.Event{Body: &cloudv1.Event_Terminated{Terminated: &cloudv1.InstancesTerminated{Instances: done}}}
+		ev := &domain.InstancesTerminated{Instances: done}
 		if err := s.events.Publish(ctx, terminatedID(done), ev); err != nil {
 			return fmt.Errorf("publishing terminated instances: %w", err)
 		}
 		for _, r := range done {
-			log.Info("instance terminated", "instance", r.GetInstanceId(), "group", r.GetGroup(), "cloud_id", r.GetCloudId())
+			log.Info("instance terminated", "instance", r.InstanceID, "group", r.Group, "cloud_id", r.CloudID)
 		}
 	}
 	return nil
@@ -123,10 +122,10 @@ type vetted struct {
 	// done are the refs reported terminated once terminate succeeded:
 	// those of terminate, of VMs already terminating or gone, and refs
 	// without a cloud id.
-	done []*cloudv1.InstanceRef
+	done []domain.InstanceRef
 	// refused are the refs of VMs that are not this cluster's; why says
 	// why, by cloud id.
-	refused []*cloudv1.InstanceRef
+	refused []domain.InstanceRef
 	why     map[string]string
 }
 
@@ -134,11 +133,11 @@ type vetted struct {
 // and sorts them with domain.MayTerminate. A VM Describe does not list is
 // gone: it counts as terminated, as it always has (nothing is deleted for
 // it). A VM is refused when any ref naming it may not terminate it.
-func (s *Service) vet(ctx context.Context, cloud ports.Cloud, target ports.Target, clusterID string, refs []*cloudv1.InstanceRef) (vetted, error) {
+func (s *Service) vet(ctx context.Context, cloud ports.Cloud, target ports.Target, clusterID string, refs []domain.InstanceRef) (vetted, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for _, r := range refs {
-		if id := r.GetCloudId(); id != "" && !seen[id] {
+		if id := r.CloudID; id != "" && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
@@ -157,18 +156,18 @@ func (s *Service) vet(ctx context.Context, cloud ports.Cloud, target ports.Targe
 		byID[st.CloudID] = st
 	}
 	for _, r := range refs {
-		id := r.GetCloudId()
+		id := r.CloudID
 		st, listed := byID[id]
 		if id == "" || (clusterID != "" && !listed) {
 			continue // nothing to delete, or gone
 		}
-		if may, why := domain.MayTerminate(st.Tags, clusterID, r.GetAdopted()); !may {
+		if may, why := domain.MayTerminate(st.Tags, clusterID, r.Adopted); !may {
 			v.why[id] = why
 		}
 	}
 	queued := map[string]bool{}
 	for _, r := range refs {
-		id := r.GetCloudId()
+		id := r.CloudID
 		if _, refused := v.why[id]; refused {
 			v.refused = append(v.refused, r)
 			continue
@@ -185,13 +184,13 @@ func (s *Service) vet(ctx context.Context, cloud ports.Cloud, target ports.Targe
 // refuse reports refs whose VMs are not this cluster's: one definitive
 // TerminateFailed for them and an error log per VM. Lifecycle keeps such an
 // instance Deleting and retries with backoff, showing the error.
-func (s *Service) refuse(ctx context.Context, log *slog.Logger, clusterID string, refs []*cloudv1.InstanceRef, why map[string]string) error {
+func (s *Service) refuse(ctx context.Context, log *slog.Logger, clusterID string, refs []domain.InstanceRef, why map[string]string) error {
 	var parts []string
 	reported := map[string]bool{}
 	for _, r := range refs {
-		id := r.GetCloudId()
-		log.Error("refusing to terminate a VM that is not this cluster's", "instance", r.GetInstanceId(), "group", r.GetGroup(),
-			"cloud_id", id, "cluster", clusterID, "adopted", r.GetAdopted(), "why", why[id])
+		id := r.CloudID
+		log.Error("refusing to terminate a VM that is not this cluster's", "instance", r.InstanceID, "group", r.Group,
+			"cloud_id", id, "cluster", clusterID, "adopted", r.Adopted, "why", why[id])
 		if !reported[id] {
 			reported[id] = true
 			parts = append(parts, id+": "+why[id])
@@ -199,24 +198,20 @@ func (s *Service) refuse(ctx context.Context, log *slog.Logger, clusterID string
 	}
 	cause := ports.NewInvalidParametersError(domain.CodeNotInCluster,
 		fmt.Sprintf("not terminated, not cluster %q's: %s", clusterID, strings.Join(parts, "; ")))
-	ev := &cloudv1.Event{Body: &cloudv1.Event_TerminateFailed{TerminateFailed: &cloudv1.TerminateFailed{
-		Instances: refs, Error: protoError(cause),
-	}}}
+	ev := &domain.TerminateFailed{Instances: refs, Error: eventError(cause)}
 	if err := s.events.Publish(ctx, terminateFailedID(refs), ev); err != nil {
 		return fmt.Errorf("publishing refused terminations: %w", err)
 	}
 	return nil
 }
 
-func (s *Service) terminateFailed(ctx context.Context, refs []*cloudv1.InstanceRef, cause error) error {
-	ev := &cloudv1.Event{Body: &cloudv1.Event_TerminateFailed{TerminateFailed: &cloudv1.TerminateFailed{
-		Instances: refs, Error: protoError(cause),
-	}}}
+func (s *Service) terminateFailed(ctx context.Context, refs []domain.InstanceRef, cause error) error {
+	ev := &domain.TerminateFailed{Instances: refs, Error: eventError(cause)}
 	if err := s.events.Publish(ctx, terminateFailedID(refs), ev); err != nil {
 		return fmt.Errorf("publishing terminate failure: %w", err)
 	}
 	for _, r := range refs {
-		s.log.Warn("terminate failed", "instance", r.GetInstanceId(), "group", r.GetGroup(), "cloud_id", r.GetCloudId(),
+		s.log.Warn("terminate failed", "instance", r.InstanceID, "group", r.Group, "cloud_id", r.CloudID,
 			"kind", ports.KindOf(cause).String(), "err", cause)
 	}
 	return nil

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/nodesmith/nodesmith/libs/logging"
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -27,23 +23,23 @@ import (
 // shutdown the watch returns ErrHandedBack: its command goes to another
 // replica, which re-publishes observations already made under the same
 // message ids (deduplicated).
-func (s *Service) Watch(ctx context.Context, w *cloudv1.WatchInstances, d Delivery) error {
-	byCloud := map[string][]*cloudv1.InstanceRef{}
+func (s *Service) Watch(ctx context.Context, w *domain.WatchInstances, d Delivery) error {
+	byCloud := map[string][]domain.InstanceRef{}
 	var ids []string
-	for _, r := range w.GetInstances() {
-		if r.GetCloudId() == "" {
-			s.log.Warn("cannot watch an instance without a cloud id", "instance", r.GetInstanceId(), "group", r.GetGroup())
+	for _, r := range w.Instances {
+		if r.CloudID == "" {
+			s.log.Warn("cannot watch an instance without a cloud id", "instance", r.InstanceID, "group", r.Group)
 			continue
 		}
-		if _, seen := byCloud[r.GetCloudId()]; !seen {
-			ids = append(ids, r.GetCloudId())
+		if _, seen := byCloud[r.CloudID]; !seen {
+			ids = append(ids, r.CloudID)
 		}
-		byCloud[r.GetCloudId()] = append(byCloud[r.GetCloudId()], r)
+		byCloud[r.CloudID] = append(byCloud[r.CloudID], r)
 	}
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: watch without any cloud id", ErrInvalidCommand)
 	}
-	cloud, target, err := s.cloud(w.GetTarget())
+	cloud, target, err := s.cloud(w.Target)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
@@ -107,38 +103,18 @@ func (s *Service) describe(ctx context.Context, cloud ports.Cloud, t ports.Targe
 	return found, nil
 }
 
-func (s *Service) observed(ctx context.Context, ref *cloudv1.InstanceRef, st domain.Status) error {
-	state := protoState(st.State)
-	ev := &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
-		Instance:   proto.CloneOf(ref),
-		State:      state,
-		PrivateIp:  st.PrivateIP,
-		ObservedAt: timestamppb.New(s.o.Now()),
+func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domain.Status) error {
+	ev := &domain.InstanceObserved{
+		Instance:   ref,
+		State:      st.State,
+		PrivateIP:  st.PrivateIP,
+		ObservedAt: s.o.Now(),
 		Zone:       st.Zone,
-	}}}
-	if err := s.events.Publish(ctx, observedID(ref.GetInstanceId(), ref.GetAttempt(), state), ev); err != nil {
-		return fmt.Errorf("publishing observation of instance %s: %w", ref.GetInstanceId(), err)
 	}
-	s.log.Info("instance observed", "instance", ref.GetInstanceId(), "group", ref.GetGroup(),
-		"cloud_id", ref.GetCloudId(), "state", st.State.String(), "private_ip", st.PrivateIP)
+	if err := s.events.Publish(ctx, observedID(ref.InstanceID, ref.Attempt, st.State), ev); err != nil {
+		return fmt.Errorf("publishing observation of instance %s: %w", ref.InstanceID, err)
+	}
+	s.log.Info("instance observed", "instance", ref.InstanceID, "group", ref.Group,
+		"cloud_id", ref.CloudID, "state", st.State.String(), "private_ip", st.PrivateIP)
 	return nil
-}
-
-func protoState(s domain.State) cloudv1.CloudState {
-	switch s {
-	case domain.StatePending:
-		return cloudv1.CloudState_CLOUD_STATE_PENDING
-	case domain.StateRunning:
-		return cloudv1.CloudState_CLOUD_STATE_RUNNING
-	case domain.StateLaunchFailed:
-		return cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED
-	case domain.StateStopped:
-		return cloudv1.CloudState_CLOUD_STATE_STOPPED
-	case domain.StateTerminating:
-		return cloudv1.CloudState_CLOUD_STATE_TERMINATING
-	case domain.StateNotFound:
-		return cloudv1.CloudState_CLOUD_STATE_NOT_FOUND
-	default:
-		return cloudv1.CloudState_CLOUD_STATE_UNSPECIFIED
-	}
 }

@@ -1,8 +1,9 @@
 // Package domain holds the cloud adapter's pure rules: provider-neutral VM
 // states, how a create batch is split into cloud calls with derived
 // ClientTokens, the tags every VM carries, and when a watched instance is
-// settled. It imports only the standard library and libs/contract (the
-// shared vocabulary of error kinds).
+// settled; and the commands and events the application handles
+// (messages.go). It imports only the standard library and libs/contract
+// (the shared vocabulary of error kinds).
 package domain
 
 import "time"

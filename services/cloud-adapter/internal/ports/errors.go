@@ -2,9 +2,9 @@ package ports
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/nodesmith/nodesmith/libs/contract"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 )
 
 // ErrorKind is the provider-neutral class of a cloud error, with the one
@@ -25,21 +25,8 @@ const (
 )
 
 // CloudError is the one shape of every error a Cloud returns about the
-// cloud's answer. Code is the cloud's own code (e.g.
-// "ResourceInsufficient.SpecifiedInstanceType"), kept for operators and for
-// CA's error message.
-type CloudError struct {
-	Kind    ErrorKind
-	Code    string
-	Message string
-}
-
-func (e *CloudError) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("cloud error %s (%s)", e.Code, e.Kind)
-	}
-	return fmt.Sprintf("cloud error %s (%s): %s", e.Code, e.Kind, e.Message)
-}
+// cloud's answer (domain.CloudError, the shape events report failures in).
+type CloudError = domain.CloudError
 
 // NewCloudError returns a CloudError of kind.
 func NewCloudError(kind ErrorKind, code, message string) *CloudError {

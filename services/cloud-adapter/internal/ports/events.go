@@ -3,7 +3,7 @@ package ports
 import (
 	"context"
 
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 )
 
 // Events publishes cloud events for lifecycle.
@@ -12,5 +12,5 @@ type Events interface {
 	// unique, so publishing it again (after a redelivered command) is
 	// deduplicated. An error means the event may not have been stored; the
 	// caller retries the whole command.
-	Publish(ctx context.Context, msgID string, ev *cloudv1.Event) error
+	Publish(ctx context.Context, msgID string, ev domain.Event) error
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
@@ -45,8 +43,11 @@ func InstrumentLifecycle(next ports.Lifecycle, reg prometheus.Registerer) *Lifec
 }
 
 // Do implements ports.Lifecycle.
-func (l *Lifecycle) Do(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
-	op := lifecyclev1.OpName(req)
+func (l *Lifecycle) Do(ctx context.Context, req ports.Request) (ports.Revisions, error) {
+	op := "unknown"
+	if req.Op != nil {
+		op = req.Op.OpName()
+	}
 	start := time.Now()
 	revs, err := l.next.Do(ctx, req)
 	l.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())

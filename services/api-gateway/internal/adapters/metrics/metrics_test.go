@@ -10,19 +10,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/metrics"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
 func TestInstrumentLifecycle(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	fake := &natsreq.Fake{}
 	l := metrics.InstrumentLifecycle(fake, reg)
-	inc := &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}
+	inc := ports.Request{Op: ports.IncreaseSize{Group: "g", Delta: 1}}
 	fake.FailNext(domain.Errorf(contract.CodeUnavailable, "no leader"))
 	if _, err := l.Do(context.Background(), inc); domain.CodeOf(err) != contract.CodeUnavailable {
 		t.Fatalf("decorator changed the error: %v", err)

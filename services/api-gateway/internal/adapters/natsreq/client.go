@@ -82,15 +82,19 @@ func New(nc *nats.Conn, o Options) *Client {
 	return &Client{nc: nc, opt: o, tracer: tp.Tracer(TracerName)}
 }
 
-// Do implements ports.Lifecycle. Every attempt carries the same
-// Request.request_id (req's own, or a new one when it has none), which is
-// what makes retrying an unanswered attempt safe for every operation:
-// lifecycle applies an operation at most once per request id and answers
-// a repeat with the first outcome.
-func (c *Client) Do(ctx context.Context, req *lifecyclev1.Request) (revs ports.Revisions, err error) {
-	if req.GetRequestId() == "" {
-		req = proto.CloneOf(req)
-		req.RequestId = nuid.Next()
+// Do implements ports.Lifecycle: req goes on the wire as its
+// nodesmith.lifecycle.v1.Request (see Request). Every attempt carries the
+// same request_id (req.ID, or a new one when it has none), which is what
+// makes retrying an unanswered attempt safe for every operation: lifecycle
+// applies an operation at most once per request id and answers a repeat
+// with the first outcome.
+func (c *Client) Do(ctx context.Context, in ports.Request) (revs ports.Revisions, err error) {
+	if in.ID == "" {
+		in.ID = nuid.Next()
+	}
+	req, err := Request(in)
+	if err != nil {
+		return ports.Revisions{}, domain.Errorf(contract.CodeInvalidArgument, "lifecycle request: %v", err)
 	}
 	id := req.GetRequestId()
 	op := lifecyclev1.OpName(req)
@@ -185,5 +189,5 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 		return ports.Revisions{}, &domain.Error{Code: code, Message: msg}
 	}
 	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision(),
-		Adopted: r.GetAdopted()}, nil
+		Adopted: adoptOutcomes(r.GetAdopted())}, nil
 }

@@ -23,9 +23,10 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
-var increase = &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 1}}}
+var increase = ports.Request{Op: ports.IncreaseSize{Group: "g", Delta: 1}}
 
 // signalHandler signals on the first log record whose message is msg.
 type signalHandler struct {
@@ -156,12 +157,12 @@ func TestUnansweredAttemptIsRetriedAndAppliedOnce(t *testing.T) {
 		name string
 		// req is sent to a group "g" (min 0, max 10, target 2, with two
 		// PENDING instances); wantTarget is the target after it.
-		req        *lifecyclev1.Request
+		req        ports.Request
 		wantTarget int32
 	}{
-		{"increase size", &lifecyclev1.Request{Op: &lifecyclev1.Request_IncreaseSize{IncreaseSize: &lifecyclev1.IncreaseSize{Group: "g", Delta: 3}}}, 5},
-		{"decrease target size", &lifecyclev1.Request{Op: &lifecyclev1.Request_DecreaseTargetSize{DecreaseTargetSize: &lifecyclev1.DecreaseTargetSize{Group: "g", Delta: -1}}}, 1},
-		{"set target size", &lifecyclev1.Request{Op: &lifecyclev1.Request_SetTargetSize{SetTargetSize: &lifecyclev1.SetTargetSize{Group: "g", TargetSize: 4}}}, 4},
+		{"increase size", ports.Request{Op: ports.IncreaseSize{Group: "g", Delta: 3}}, 5},
+		{"decrease target size", ports.Request{Op: ports.DecreaseTargetSize{Group: "g", Delta: -1}}, 1},
+		{"set target size", ports.Request{Op: ports.SetTargetSize{Group: "g", TargetSize: 4}}, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,8 +242,8 @@ func TestRequestIDTravelsInTheRequest(t *testing.T) {
 	c := natsreq.New(gatewayConn(t, env), natsreq.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req := proto.CloneOf(increase)
-	req.RequestId = "req-123"
+	req := increase
+	req.ID = "req-123"
 	if _, err := c.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +257,6 @@ func TestRequestIDTravelsInTheRequest(t *testing.T) {
 	}
 	if v := m.Header.Get("Nodesmith-Request-Id"); v != "" {
 		t.Errorf("the request id still travels in a header too: %q", v)
-	}
-	if increase.GetRequestId() != "" {
-		t.Errorf("Do modified a shared request")
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/libs/restapi"
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
 // adopt hands running VMs that nodesmith did not create (the prototype's)
@@ -28,7 +28,7 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "id")
-	op := &lifecyclev1.AdoptVMs{Group: id, DryRun: req.DryRun}
+	op := ports.AdoptVMs{Group: id, DryRun: req.DryRun}
 	for i, vm := range req.Instances {
 		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
 			if f.v == "" {
@@ -37,7 +37,7 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		op.Vms = append(op.Vms, &lifecyclev1.AdoptVM{CloudId: vm.CloudID, NodeName: vm.NodeName, ProviderId: vm.ProviderID, PrivateIp: vm.PrivateIP})
+		op.VMs = append(op.VMs, ports.AdoptVM{CloudID: vm.CloudID, NodeName: vm.NodeName, ProviderID: vm.ProviderID, PrivateIP: vm.PrivateIP})
 	}
 	outs, err := h.svc.AdoptVMs(r.Context(), op)
 	if err != nil {
@@ -47,15 +47,15 @@ func (h *handler) adopt(w http.ResponseWriter, r *http.Request) {
 	resp := AdoptResponse{Group: id, DryRun: req.DryRun, Results: make([]AdoptOutcome, 0, len(outs))}
 	for _, o := range outs {
 		out := AdoptOutcome{
-			AdoptVM:    AdoptVM{CloudID: o.GetVm().GetCloudId(), NodeName: o.GetVm().GetNodeName(), ProviderID: o.GetVm().GetProviderId(), PrivateIP: o.GetVm().GetPrivateIp()},
-			InstanceID: o.GetInstanceId(),
-			Message:    o.GetMessage(),
+			AdoptVM:    AdoptVM{CloudID: o.VM.CloudID, NodeName: o.VM.NodeName, ProviderID: o.VM.ProviderID, PrivateIP: o.VM.PrivateIP},
+			InstanceID: o.InstanceID,
+			Message:    o.Message,
 		}
-		switch o.GetResult() {
-		case lifecyclev1.AdoptOutcome_RESULT_ADOPTED:
+		switch o.Result {
+		case ports.Adopted:
 			out.Result = restapi.AdoptResultAdopted
 			resp.Adopted++
-		case lifecyclev1.AdoptOutcome_RESULT_ALREADY_ADOPTED:
+		case ports.AlreadyAdopted:
 			out.Result = restapi.AdoptResultAlreadyAdopted
 			resp.AlreadyAdopted++
 		default:

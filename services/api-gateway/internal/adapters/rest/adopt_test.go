@@ -20,14 +20,14 @@ func TestAdoptRoute(t *testing.T) {
 	f := newFixture(t)
 	f.seed()
 	var got *lifecyclev1.AdoptVMs
-	f.lc.Handle = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+	f.lc.HandleWire = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		got = req.GetAdoptVms()
 		if len(got.GetVms()) > 2 {
 			return ports.Revisions{}, domain.Errorf(contract.CodeOutOfRange, "adopting 3 VMs would take node group \"web\"'s target from 2 to 5, beyond its max size 4")
 		}
-		return ports.Revisions{Adopted: []*lifecyclev1.AdoptOutcome{
-			{Vm: got.GetVms()[0], Result: lifecyclev1.AdoptOutcome_RESULT_ADOPTED, InstanceId: "web-abc", Message: "adopted as a Running instance"},
-			{Vm: got.GetVms()[1], Result: lifecyclev1.AdoptOutcome_RESULT_REFUSED, Message: "no VM ins-2"},
+		return ports.Revisions{Adopted: []ports.AdoptOutcome{
+			{VM: ports.AdoptVM{CloudID: got.GetVms()[0].GetCloudId()}, Result: ports.Adopted, InstanceID: "web-abc", Message: "adopted as a Running instance"},
+			{VM: ports.AdoptVM{CloudID: got.GetVms()[1].GetCloudId()}, Result: ports.AdoptRefused, Message: "no VM ins-2"},
 		}}, nil
 	}
 	body := `{"instances":[{"cloudID":"ins-1","nodeName":"n1","providerID":"tencentcloud:///ap-guangzhou/ins-1","privateIP":"10.0.0.1"},` +
@@ -56,7 +56,7 @@ func TestAdoptRoute(t *testing.T) {
 		t.Errorf("beyond max: %d %+v", r.status, e)
 	}
 
-	calls := len(f.lc.Calls())
+	calls := len(f.lc.WireCalls())
 	for _, tc := range []struct {
 		name, path, token, body, field string
 		status                         int
@@ -73,7 +73,7 @@ func TestAdoptRoute(t *testing.T) {
 			t.Errorf("%s: %d %+v", tc.name, r.status, e)
 		}
 	}
-	if len(f.lc.Calls()) != calls {
-		t.Errorf("refused requests reached lifecycle: %d calls", len(f.lc.Calls())-calls)
+	if len(f.lc.WireCalls()) != calls {
+		t.Errorf("refused requests reached lifecycle: %d calls", len(f.lc.WireCalls())-calls)
 	}
 }

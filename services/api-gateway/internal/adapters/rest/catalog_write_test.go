@@ -56,7 +56,7 @@ func testKey(t *testing.T) *sealed.Key {
 
 func lastCatalogPut(t *testing.T, f *fixture) *lifecyclev1.PutCatalogEntry {
 	t.Helper()
-	calls := f.lc.Calls()
+	calls := f.lc.WireCalls()
 	for i := len(calls) - 1; i >= 0; i-- {
 		if p := calls[i].GetPutCatalogEntry(); p != nil {
 			return p
@@ -249,7 +249,7 @@ func TestCatalogWriteErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(tt.f.lc.Calls())
+			before := len(tt.f.lc.WireCalls())
 			r := tt.f.do(t, tt.call)
 			if r.status != tt.status {
 				t.Fatalf("status = %d, want %d: %s", r.status, tt.status, r.body)
@@ -261,7 +261,7 @@ func TestCatalogWriteErrors(t *testing.T) {
 				if e := errorBody(t, r); e.Code != tt.code {
 					t.Errorf("code = %q, want %q (%s)", e.Code, tt.code, e.Message)
 				}
-				if tt.status != 409 && tt.status/100 == 4 && len(tt.f.lc.Calls()) != before {
+				if tt.status != 409 && tt.status/100 == 4 && len(tt.f.lc.WireCalls()) != before {
 					t.Errorf("a refused request reached lifecycle")
 				}
 			}
@@ -329,7 +329,7 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 		{"a secret parameter ECS does not have", `{"account":"ali","zone":"z","instanceType":"t","parameters":{` + rest + `},"secretParameters":{"LoginPassword":"p4ss"}}`, 422, "secretParameters.LoginPassword"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(f.lc.Calls())
+			before := len(f.lc.WireCalls())
 			r := f.do(t, call{method: "PUT", path: "/api/v1/templates/t", token: adminToken, body: tt.body})
 			if r.status != tt.status {
 				t.Fatalf("status = %d, want %d: %s", r.status, tt.status, r.body)
@@ -337,7 +337,7 @@ func TestCatalogAlibabaTemplates(t *testing.T) {
 			if e := errorBody(t, r); e.Code != "invalid_argument" || e.Details["field"] != tt.field || !strings.Contains(e.Message, tt.field+": ") {
 				t.Errorf("error = %+v, want field %q", e, tt.field)
 			}
-			if len(f.lc.Calls()) != before {
+			if len(f.lc.WireCalls()) != before {
 				t.Error("a refused template reached lifecycle")
 			}
 		})

@@ -28,7 +28,7 @@ const newGroup = `{
 
 func lastPut(t *testing.T, f *fixture) *lifecyclev1.PutGroup {
 	t.Helper()
-	calls := f.lc.Calls()
+	calls := f.lc.WireCalls()
 	for i := len(calls) - 1; i >= 0; i-- {
 		if p := calls[i].GetPutGroup(); p != nil {
 			return p
@@ -68,9 +68,9 @@ func TestPutGroup(t *testing.T) {
 		t.Fatalf("second create: %d %s", r.status, r.body)
 	}
 	// A stale revision is refused before anything is sent.
-	calls := len(f.lc.Calls())
+	calls := len(f.lc.WireCalls())
 	r = f.do(t, call{method: "PUT", path: "/api/v1/nodegroups/batch", token: adminToken, body: newGroup, header: map[string]string{"If-Match": `"1"`}})
-	if r.status != http.StatusPreconditionFailed || len(f.lc.Calls()) != calls {
+	if r.status != http.StatusPreconditionFailed || len(f.lc.WireCalls()) != calls {
 		t.Fatalf("stale If-Match: %d %s", r.status, r.body)
 	}
 	// Replace at the current revision keeps the target when not given.
@@ -139,7 +139,7 @@ func TestPutGroupValidation(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range f.lc.Calls() {
+	for _, c := range f.lc.WireCalls() {
 		if c.GetPutGroup() != nil {
 			t.Fatalf("an invalid group reached lifecycle: %v", c)
 		}

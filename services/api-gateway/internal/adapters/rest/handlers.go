@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -199,7 +199,7 @@ func forRole(in Instance, role Role) Instance {
 	return in
 }
 
-func (h *handler) instanceAction(action lifecyclev1.InstanceAction_Action, okStatus int) http.HandlerFunc {
+func (h *handler) instanceAction(action ports.InstanceActionKind, okStatus int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := chi.URLParam(r, "id")
 		v, err := h.svc.InstanceAction(r.Context(), id, action)

@@ -24,8 +24,8 @@ func TestDeleteInstanceGracefullyIsDeleteNodes(t *testing.T) {
 	f := newFixture(t)
 	f.seed()
 	f.answerSetTarget()
-	others := f.lc.Handle
-	f.lc.Handle = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+	others := f.lc.HandleWire
+	f.lc.HandleWire = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		if req.GetDeleteNodes() != nil {
 			return ports.Revisions{}, nil // what it writes is lifecycle's business
 		}
@@ -40,7 +40,7 @@ func TestDeleteInstanceGracefullyIsDeleteNodes(t *testing.T) {
 	if err := json.Unmarshal(r.body, &inst); err != nil || inst.ID != "i-2" {
 		t.Fatalf("answer is not the instance: %v %s", err, r.body)
 	}
-	calls := f.lc.Calls()
+	calls := f.lc.WireCalls()
 	if len(calls) != 1 {
 		t.Fatalf("lifecycle got %d requests, want 1: %v", len(calls), calls)
 	}

@@ -93,7 +93,7 @@ func (f *fixture) seed() {
 // applyGroupUpdate answers lifecycle requests by writing target into the
 // group, as the KV watch would deliver it.
 func (f *fixture) answerSetTarget() {
-	f.lc.Handle = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+	f.lc.HandleWire = func(_ context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		switch op := req.GetOp().(type) {
 		case *lifecyclev1.Request_SetTargetSize:
 			g, _ := f.rm.Group(op.SetTargetSize.GetGroup())
@@ -130,8 +130,8 @@ func (f *fixture) answerSetTarget() {
 // answerCatalog makes the fake lifecycle store catalog entries in the read
 // model, on top of answerSetTarget.
 func (f *fixture) answerCatalog() {
-	groupOps := f.lc.Handle
-	f.lc.Handle = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
+	groupOps := f.lc.HandleWire
+	f.lc.HandleWire = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		switch op := req.GetOp().(type) {
 		case *lifecyclev1.Request_PutCatalogEntry:
 			e := proto.Clone(op.PutCatalogEntry.GetEntry()).(*statev1.CatalogEntry)
@@ -296,7 +296,7 @@ func TestAuthAndErrors(t *testing.T) {
 		t.Errorf("scale did not reach lifecycle: target %d", g.Record.GetTargetSize())
 	}
 	var actions []string
-	for _, c := range f.lc.Calls() {
+	for _, c := range f.lc.WireCalls() {
 		if a := c.GetInstanceAction(); a != nil {
 			actions = append(actions, a.GetInstanceId()+":"+a.GetAction().String())
 		}
@@ -305,7 +305,7 @@ func TestAuthAndErrors(t *testing.T) {
 		t.Errorf("instance actions sent = %v", actions)
 	}
 	releases := 0
-	for _, c := range f.lc.Calls() {
+	for _, c := range f.lc.WireCalls() {
 		if c.GetReleaseOrphans() != nil {
 			releases++
 		}

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 
 	"github.com/nodesmith/nodesmith/libs/sealed"
 
@@ -151,8 +151,8 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Post("/nodegroups/{id}/adopt", h.adopt)
 		r.Get("/instances", h.listInstances)
 		r.Get("/instances/{id}", h.getInstance)
-		r.Post("/instances/{id}/retry", h.instanceAction(lifecyclev1.InstanceAction_ACTION_RETRY, http.StatusOK))
-		r.Delete("/instances/{id}", h.instanceAction(lifecyclev1.InstanceAction_ACTION_FORCE_DELETE, http.StatusAccepted))
+		r.Post("/instances/{id}/retry", h.instanceAction(ports.ActionRetry, http.StatusOK))
+		r.Delete("/instances/{id}", h.instanceAction(ports.ActionForceDelete, http.StatusAccepted))
 		r.Post("/instances/{id}/delete", h.deleteInstanceGracefully)
 		r.Post("/reconciler/release-orphans", h.releaseOrphans)
 		r.Get("/templates", h.listTemplates)

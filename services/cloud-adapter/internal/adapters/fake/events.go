@@ -5,9 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
@@ -16,7 +14,7 @@ var _ ports.Events = (*Events)(nil)
 // Published is one event accepted by Events.
 type Published struct {
 	MsgID string
-	Event *cloudv1.Event
+	Event domain.Event
 }
 
 // Events is an in-memory ports.Events. Like a JetStream stream with a
@@ -41,7 +39,7 @@ func (e *Events) FailNext(errs ...error) {
 }
 
 // Publish implements ports.Events.
-func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) error {
+func (e *Events) Publish(ctx context.Context, msgID string, ev domain.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -59,7 +57,7 @@ func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) e
 		return nil
 	}
 	e.ids[msgID] = true
-	e.events = append(e.events, Published{MsgID: msgID, Event: proto.CloneOf(ev)})
+	e.events = append(e.events, Published{MsgID: msgID, Event: ev})
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/fake"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
@@ -58,7 +57,7 @@ func TestCloudBehavesLikeACloud(t *testing.T) {
 
 func TestEventsDeduplicateByMessageID(t *testing.T) {
 	e := fake.NewEvents()
-	ev := &cloudv1.Event{Body: &cloudv1.Event_Terminated{Terminated: &cloudv1.InstancesTerminated{}}}
+	ev := &domain.InstancesTerminated{}
 	e.FailNext(errors.New("down"))
 	if err := e.Publish(context.Background(), "id1", ev); err == nil {
 		t.Fatal("programmed error not returned")

@@ -18,7 +18,9 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/telemetry"
@@ -35,22 +37,22 @@ const (
 	KindTagged          = "tagged"
 )
 
-// Kind returns the subject kind of ev, or "" for an empty event.
-func Kind(ev *cloudv1.Event) string {
-	switch ev.GetBody().(type) {
-	case *cloudv1.Event_Created:
+// Kind returns the subject kind of ev, or "" for an unknown event.
+func Kind(ev domain.Event) string {
+	switch ev.(type) {
+	case *domain.InstancesCreated:
 		return KindCreated
-	case *cloudv1.Event_CreateFailed:
+	case *domain.CreateFailed:
 		return KindCreateFailed
-	case *cloudv1.Event_Observed:
+	case *domain.InstanceObserved:
 		return KindObserved
-	case *cloudv1.Event_Terminated:
+	case *domain.InstancesTerminated:
 		return KindTerminated
-	case *cloudv1.Event_TerminateFailed:
+	case *domain.TerminateFailed:
 		return KindTerminateFailed
-	case *cloudv1.Event_Inventory:
+	case *domain.Inventory:
 		return KindInventory
-	case *cloudv1.Event_Tagged:
+	case *domain.InstancesTagged:
 		return KindTagged
 	default:
 		return ""
@@ -70,19 +72,21 @@ func NewEvents(js natsjs.JetStream, m *metrics.Cloud) *Events {
 	return &Events{pub: messaging.NewPublisher(js), metrics: m}
 }
 
-// Publish implements ports.Events.
-func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) error {
+// Publish implements ports.Events: ev goes on the wire as its
+// nodesmith.cloud.v1.Event (protoconv.Event).
+func (e *Events) Publish(ctx context.Context, msgID string, ev domain.Event) error {
 	kind := Kind(ev)
 	if kind == "" {
 		return errors.New("refusing to publish an empty cloud event")
 	}
+	wire := protoconv.Event(ev)
 	subject := messaging.SubjectCloudEvents + "." + kind
 	// The producer span is a child of the command's span; the publisher
 	// injects its context into the headers, so lifecycle's handling of the
 	// event continues the trace.
 	ctx, span := tracing.StartProducer(ctx, telemetry.Tracer(), subject, msgID)
 	defer span.End()
-	if _, err := e.pub.Publish(ctx, subject, msgID, ev); err != nil {
+	if _, err := e.pub.Publish(ctx, subject, msgID, wire); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "publish failed")
 		return err
@@ -93,7 +97,7 @@ func (e *Events) Publish(ctx context.Context, msgID string, ev *cloudv1.Event) e
 
 // Handler handles one decoded command (app.Service does).
 type Handler interface {
-	Handle(ctx context.Context, cmd *cloudv1.Command, d app.Delivery) error
+	Handle(ctx context.Context, cmd domain.Command, d app.Delivery) error
 }
 
 // Consume runs h on the commands of cons with libs/worker (bounded
@@ -118,7 +122,7 @@ func Consume(ctx context.Context, cons natsjs.Consumer, h Handler, o worker.Opti
 			return worker.Permanent(err)
 		}
 		span.SetAttributes(commandAttributes(&cmd)...)
-		err := h.Handle(ctx, &cmd, d)
+		err := h.Handle(ctx, protoconv.Command(&cmd), d)
 		switch {
 		case err == nil:
 			span.SetAttributes(attribute.String("nodesmith.outcome", "done"))

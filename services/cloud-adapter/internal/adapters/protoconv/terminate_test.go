@@ -1,4 +1,4 @@
-package app_test
+package protoconv_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // reported returns the instance ids of the terminated and terminate_failed
 // events, and the error codes of the failures.
-func reported(evs []fake.Published) (terminated, failed, codes []string) {
+func reported(evs []published) (terminated, failed, codes []string) {
 	for _, p := range evs {
 		if e := p.Event.GetTerminated(); e != nil {
 			for _, r := range e.GetInstances() {

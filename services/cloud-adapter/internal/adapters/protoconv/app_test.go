@@ -1,4 +1,4 @@
-package app_test
+package protoconv_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/fake"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
@@ -34,16 +35,62 @@ func (c *stepClock) Now() time.Time {
 	return c.now
 }
 
+// The application's use cases, driven as the jetstream adapter drives
+// them: commands in their wire shape converted by protoconv.Command, events
+// checked in the wire shape protoconv.Event gives them, which is what
+// lifecycle receives.
 type harness struct {
 	cloud  *fake.Cloud
-	events *fake.Events
-	svc    *app.Service
+	events wireEvents
+	svc    wireService
 	stop   chan struct{}
+}
+
+// published is one stored event in its wire shape.
+type published struct {
+	MsgID string
+	Event *cloudv1.Event
+}
+
+type wireEvents struct{ *fake.Events }
+
+func (e wireEvents) All() []published {
+	var out []published
+	for _, p := range e.Events.All() {
+		out = append(out, published{MsgID: p.MsgID, Event: protoconv.Event(p.Event)})
+	}
+	return out
+}
+
+type wireService struct{ *app.Service }
+
+func (s wireService) Handle(ctx context.Context, c *cloudv1.Command, d app.Delivery) error {
+	return s.Service.Handle(ctx, protoconv.Command(c), d)
+}
+
+func (s wireService) Create(ctx context.Context, c *cloudv1.CreateInstances, d app.Delivery) error {
+	return s.Handle(ctx, &cloudv1.Command{Body: &cloudv1.Command_Create{Create: c}}, d)
+}
+
+func (s wireService) Watch(ctx context.Context, c *cloudv1.WatchInstances, d app.Delivery) error {
+	return s.Handle(ctx, &cloudv1.Command{Body: &cloudv1.Command_Watch{Watch: c}}, d)
+}
+
+func (s wireService) Terminate(ctx context.Context, c *cloudv1.TerminateInstances, d app.Delivery) error {
+	return s.Handle(ctx, &cloudv1.Command{Body: &cloudv1.Command_Terminate{Terminate: c}}, d)
+}
+
+func (s wireService) ListInventory(ctx context.Context, c *cloudv1.ListInventory, d app.Delivery) error {
+	return s.Handle(ctx, &cloudv1.Command{Body: &cloudv1.Command_ListInventory{ListInventory: c}}, d)
+}
+
+func (s wireService) TagInstances(ctx context.Context, c *cloudv1.TagInstances, d app.Delivery) error {
+	return s.Handle(ctx, &cloudv1.Command{Body: &cloudv1.Command_Tag{Tag: c}}, d)
 }
 
 func newHarness(t *testing.T, tweak func(*app.Options)) *harness {
 	t.Helper()
-	h := &harness{cloud: fake.NewCloud(), events: fake.NewEvents(), stop: make(chan struct{})}
+	h := &harness{cloud: fake.NewCloud(), events: wireEvents{fake.NewEvents()}, stop: make(chan struct{})}
 	clock := &stepClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), step: time.Second}
 	o := app.Options{
 		PollInterval:  time.Millisecond,
@@ -56,7 +103,7 @@ func newHarness(t *testing.T, tweak func(*app.Options)) *harness {
 	if tweak != nil {
 		tweak(&o)
 	}
-	h.svc = app.New(map[string]ports.Cloud{provider: h.cloud}, h.events, o)
+	h.svc = wireService{app.New(map[string]ports.Cloud{provider: h.cloud}, h.events.Events, o)}
 	return h
 }
 
@@ -85,7 +132,7 @@ func createCmd(n int) *cloudv1.CreateInstances {
 	}
 }
 
-func kinds(evs []fake.Published) []string {
+func kinds(evs []published) []string {
 	var out []string
 	for _, p := range evs {
 		switch p.Event.GetBody().(type) {
@@ -313,7 +360,7 @@ func createVMs(t *testing.T, h *harness, n int) []*cloudv1.InstanceRef {
 	return out
 }
 
-func observed(evs []fake.Published) []string {
+func observed(evs []published) []string {
 	var out []string
 	for _, p := range evs {
 		if o := p.Event.GetObserved(); o != nil {

@@ -1,4 +1,4 @@
-package app_test
+package protoconv_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-func tagged(t *testing.T, evs []fake.Published) *cloudv1.InstancesTagged {
+func tagged(t *testing.T, evs []published) *cloudv1.InstancesTagged {
 	t.Helper()
 	if len(evs) != 1 {
 		t.Fatalf("%d events, want 1", len(evs))

@@ -1,4 +1,4 @@
-package app_test
+package protoconv_test
 
 import (
 	"bytes"
