@@ -118,12 +118,12 @@ func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domai
 	if err := s.events.Publish(ctx, observedID(ref.InstanceID, ref.Attempt, st.State), ev); err != nil {
 		return fmt.Errorf("publishing observation of instance %s: %w", ref.InstanceID, err)
 	}
-	if le := ev.LaunchError; le != nil {
-		s.log.Warn("instance failed to launch", "instance", ref.InstanceID, "group", ref.Group,
-			"cloud_id", ref.CloudID, "zone", st.Zone, "kind", le.Kind.String(), "code", le.Code, "reason", le.Message)
-		return nil
+	if ev.LaunchError == nil {
+		s.log.Info("instance observed", "instance", ref.InstanceID, "group", ref.Group,
+			"cloud_id", ref.CloudID, "state", st.State.String(), "private_ip", st.PrivateIP)
+	} else {
+		s.log.Warn("instance failed to launch", "instance", ref.InstanceID, "group", ref.Group, "cloud_id", ref.CloudID,
+			"zone", st.Zone, "kind", ev.LaunchError.Kind.String(), "code", ev.LaunchError.Code, "reason", ev.LaunchError.Message)
 	}
-	s.log.Info("instance observed", "instance", ref.InstanceID, "group", ref.Group,
-		"cloud_id", ref.CloudID, "state", st.State.String(), "private_ip", st.PrivateIP)
 	return nil
 }
