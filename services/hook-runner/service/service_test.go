@@ -22,6 +22,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/sshdtest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/service"
 )
@@ -336,13 +337,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, result string) f
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 90*time.Second, what, cond)
 }
 
 func countLines(t *testing.T, path string) int {
