@@ -94,17 +94,10 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	}
 	eventuallyID := func(account, want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.Until(t, 30*time.Second, account+"'s secretId "+want, func() bool {
 			c, err := s.Lookup(account)
-			if err == nil && c.KeyID == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: secretId %q (%v), want %q", account, c.KeyID, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil && c.KeyID == want
+		})
 	}
 	// Rotated through the API.
 	put("team", key, &sealed.Credentials{KeyID: "cat-id-2", Secret: "cat-secret-2"})
@@ -132,13 +125,10 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	if err := kv.Delete(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, "fresh")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, err := s.Lookup("fresh"); err == nil; _, err = s.Lookup("fresh") {
-		if time.Now().After(deadline) {
-			t.Fatal("a deleted catalog account still has credentials")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "the deleted catalog account to lose its credentials", func() bool {
+		_, err := s.Lookup("fresh")
+		return err != nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
