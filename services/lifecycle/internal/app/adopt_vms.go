@@ -107,13 +107,13 @@ type TagVMResult struct {
 // HandleTagged hands the cloud adapter's answer to the AdoptVMs waiting
 // for it; an answer nobody waits for (a leader that restarted, a request
 // that timed out) is dropped.
-func (a *App) HandleTagged(_ context.Context, r TagResult) error {
-	a.mu.Lock()
-	ch, ok := a.tagWaiters[r.RequestID]
-	delete(a.tagWaiters, r.RequestID)
-	a.mu.Unlock()
+func (nd *nodes) HandleTagged(_ context.Context, r TagResult) error {
+	nd.mu.Lock()
+	ch, ok := nd.tagWaiters[r.RequestID]
+	delete(nd.tagWaiters, r.RequestID)
+	nd.mu.Unlock()
 	if !ok {
-		a.log.Debug("tag result of an unknown request dropped", "request", r.RequestID)
+		nd.log.Debug("tag result of an unknown request dropped", "request", r.RequestID)
 		return nil
 	}
 	ch <- r // buffered: one answer per waiter
@@ -121,20 +121,20 @@ func (a *App) HandleTagged(_ context.Context, r TagResult) error {
 }
 
 // tagAndWait publishes a TagCommand and waits for its answer.
-func (a *App) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, error) {
+func (nd *nodes) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, error) {
 	ch := make(chan TagResult, 1)
-	a.mu.Lock()
-	if a.tagWaiters == nil {
-		a.tagWaiters = map[string]chan TagResult{}
+	nd.mu.Lock()
+	if nd.tagWaiters == nil {
+		nd.tagWaiters = map[string]chan TagResult{}
 	}
-	a.tagWaiters[c.RequestID] = ch
-	a.mu.Unlock()
+	nd.tagWaiters[c.RequestID] = ch
+	nd.mu.Unlock()
 	defer func() {
-		a.mu.Lock()
-		delete(a.tagWaiters, c.RequestID)
-		a.mu.Unlock()
+		nd.mu.Lock()
+		delete(nd.tagWaiters, c.RequestID)
+		nd.mu.Unlock()
 	}()
-	if err := a.cmds.Tag(ctx, c); err != nil {
+	if err := nd.cmds.Tag(ctx, c); err != nil {
 		return TagResult{}, &domain.Error{Code: contract.CodeUnavailable, Msg: "asking the cloud adapter about the VMs", Err: err}
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptCheckTimeout)
@@ -162,11 +162,11 @@ type candidate struct {
 // request, unknown group, OutOfRange beyond the max size, Unavailable when
 // the cloud adapter or the store does not answer (nothing or only some VMs
 // adopted: run it again).
-func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
+func (nd *nodes) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
 	defer func() {
-		a.obs.Op("AdoptVMs", domain.CodeOf(err))
+		nd.obs.Op("AdoptVMs", domain.CodeOf(err))
 		if err != nil {
-			a.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
+			nd.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
 		}
 	}()
 	if err := validateAdopt(req); err != nil {
@@ -178,20 +178,20 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 1. What the records say.
-	a.mu.Lock()
-	if !a.loaded {
-		a.mu.Unlock()
+	nd.mu.Lock()
+	if !nd.loaded {
+		nd.mu.Unlock()
 		return nil, revs, ErrNotLeader
 	}
-	g, err := a.groupLocked(req.Group)
+	g, err := nd.groupLocked(req.Group)
 	if err != nil {
-		a.mu.Unlock()
+		nd.mu.Unlock()
 		return nil, revs, err
 	}
 	tmpl := g.g.Template
-	cands := a.planAdoptLocked(g.g, out)
+	cands := nd.planAdoptLocked(g.g, out)
 	target, maxSize := g.g.TargetSize, g.g.MaxSize
-	a.mu.Unlock()
+	nd.mu.Unlock()
 	if target+len(cands) > maxSize {
 		return nil, revs, domain.Errorf(contract.CodeOutOfRange,
 			"adopting %d VMs would take node group %q's target from %d to %d, beyond its max size %d: raise maxSize first",
@@ -199,13 +199,13 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 1b. The Nodes (when the cluster is watched).
-	if a.cluster != nil && len(cands) > 0 {
-		if !a.nodes.isSynced() {
+	if nd.cluster != nil && len(cands) > 0 {
+		if !nd.known.isSynced() {
 			return nil, revs, domain.Errorf(contract.CodeUnavailable, "the Node cache is not synced yet: retry")
 		}
 		cands = keep(cands, func(c candidate) bool {
 			vm := req.VMs[c.i]
-			n, ok := a.Node(vm.NodeName)
+			n, ok := nd.Node(vm.NodeName)
 			switch {
 			case !ok:
 				out[c.i].refuse("no Node %q in the cluster", vm.NodeName)
@@ -224,7 +224,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	// 1c. The cloud.
 	t := targetOf(tmpl)
 	if len(cands) > 0 {
-		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, cands, true))
+		res, err := nd.tagAndWait(ctx, nd.tagCommand(t, req.Group, out, cands, true))
 		if err != nil {
 			return nil, revs, err
 		}
@@ -260,11 +260,11 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 2. Node labels.
-	if a.cluster != nil {
+	if nd.cluster != nil {
 		cands = keep(cands, func(c candidate) bool {
 			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			err := a.cluster.PatchNode(pctx, req.VMs[c.i].NodeName, map[string]string{LabelGroup: req.Group, LabelInstance: c.id}, nil, nil)
+			err := nd.cluster.PatchNode(pctx, req.VMs[c.i].NodeName, map[string]string{LabelGroup: req.Group, LabelInstance: c.id}, nil, nil)
 			if err != nil {
 				out[c.i].refuse("labelling Node %q failed: %v (run the adoption again)", req.VMs[c.i].NodeName, err)
 				return false
@@ -277,27 +277,27 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	// changed meanwhile.
 	var failed error
 	if len(cands) > 0 {
-		a.mu.Lock()
-		g, err := a.groupLocked(req.Group)
-		if !a.loaded {
+		nd.mu.Lock()
+		g, err := nd.groupLocked(req.Group)
+		if !nd.loaded {
 			err = ErrNotLeader
 		}
 		if err != nil {
-			a.mu.Unlock()
+			nd.mu.Unlock()
 			return nil, revs, err
 		}
 		for _, c := range cands {
 			o := &out[c.i]
-			if a.ownedLocked(g.g, o) {
+			if nd.ownedLocked(g.g, o) {
 				continue
 			}
 			if g.g.TargetSize >= g.g.MaxSize {
 				o.refuse("node group %q is at its max size %d", g.g.ID, g.g.MaxSize)
 				continue
 			}
-			in, r, err := a.recordAdoptedLocked(ctx, g, o.VM.NodeName, o.VM.ProviderID, o.VM.CloudID, o.VM.PrivateIP)
+			in, r, err := nd.recordAdoptedLocked(ctx, g, o.VM.NodeName, o.VM.ProviderID, o.VM.CloudID, o.VM.PrivateIP)
 			if err != nil {
-				if a.ownedLocked(g.g, o) { // a concurrent adoption won
+				if nd.ownedLocked(g.g, o) { // a concurrent adoption won
 					continue
 				}
 				o.refuse("recording the instance failed: %v (run the adoption again)", err)
@@ -307,14 +307,14 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 			revs.inst(r.Instances)
 			revs.group(r.Groups)
 			o.Result, o.InstanceID, o.Message = AdoptAdopted, in.ID, "adopted as a Running instance"
-			a.log.Info("VM adopted", "group", g.g.ID, "instance", in.ID, "cloud_id", o.VM.CloudID, "node", o.VM.NodeName, "target", g.g.TargetSize)
-			if a.notify != nil {
-				a.notify.Notify(ports.Notice{Node: o.VM.NodeName, Reason: ReasonAdopted,
+			nd.log.Info("VM adopted", "group", g.g.ID, "instance", in.ID, "cloud_id", o.VM.CloudID, "node", o.VM.NodeName, "target", g.g.TargetSize)
+			if nd.notify != nil {
+				nd.notify.Notify(ports.Notice{Node: o.VM.NodeName, Reason: ReasonAdopted,
 					Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s, explicit adoption)", in.Group, in.ID, o.VM.CloudID)})
 			}
 		}
-		a.mu.Unlock()
-		a.Wake()
+		nd.mu.Unlock()
+		nd.Wake()
 	}
 
 	// 4. Tags, on every VM the group owns now (again on those adopted
@@ -326,7 +326,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 		}
 	}
 	if len(owned) > 0 {
-		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, owned, false))
+		res, err := nd.tagAndWait(ctx, nd.tagCommand(t, req.Group, out, owned, false))
 		if err != nil {
 			for _, c := range owned {
 				out[c.i].Message += "; tagging the VM not confirmed: " + err.Error() + " (run the adoption again)"
@@ -366,11 +366,11 @@ func keep(cs []candidate, f func(candidate) bool) []candidate {
 
 // planAdoptLocked sets the outcome of VMs the records decide (owned
 // already, or owned by something else) and returns the others.
-func (a *App) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candidate {
+func (nd *nodes) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candidate {
 	var cands []candidate
 	for i := range out {
 		o := &out[i]
-		if a.ownedLocked(g, o) {
+		if nd.ownedLocked(g, o) {
 			continue
 		}
 		if id, ok := g.CloudIDFromProviderID(o.VM.ProviderID); !ok || id != o.VM.CloudID {
@@ -386,8 +386,8 @@ func (a *App) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candidat
 // ownedLocked reports whether an instance owns o's VM, its providerID or
 // its Node, and sets o's outcome if so: already adopted when it is the
 // group's instance of that very VM, refused otherwise.
-func (a *App) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
-	for _, r := range a.insts {
+func (nd *nodes) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
+	for _, r := range nd.insts {
 		in := r.inst
 		if in.State == domain.StateDeleted {
 			continue
@@ -406,12 +406,12 @@ func (a *App) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
 	return false
 }
 
-func (a *App) tagCommand(t ports.Target, group string, out []AdoptOutcome, cs []candidate, checkOnly bool) ports.TagCommand {
+func (nd *nodes) tagCommand(t ports.Target, group string, out []AdoptOutcome, cs []candidate, checkOnly bool) ports.TagCommand {
 	refs := make([]ports.InstanceRef, len(cs))
 	for i, c := range cs {
 		refs[i] = ports.InstanceRef{InstanceID: out[c.i].InstanceID, Group: group, CloudID: out[c.i].VM.CloudID, Adopted: true}
 	}
-	return ports.TagCommand{RequestID: "adopt-" + a.random(16), Target: t, ClusterID: a.opts.ClusterID, Instances: refs, CheckOnly: checkOnly}
+	return ports.TagCommand{RequestID: "adopt-" + nd.random(16), Target: t, ClusterID: nd.opts.ClusterID, Instances: refs, CheckOnly: checkOnly}
 }
 
 func validateAdopt(req AdoptRequest) error {

@@ -30,106 +30,6 @@ func (n NodeRef) String() string {
 	return n.Name
 }
 
-// op runs f under the lock with compare-and-set retries: a conflict means
-// another writer won (the cache was refreshed), so f is recomputed. It
-// reports the outcome to the observer and wakes the dispatcher.
-func (a *App) op(ctx context.Context, name string, f func() (Revisions, error)) (Revisions, error) {
-	a.mu.Lock()
-	revs, err := func() (Revisions, error) {
-		if !a.loaded {
-			return Revisions{}, ErrNotLeader
-		}
-		var err error
-		for range a.opts.CASRetries {
-			if revs, done, err := a.repeatLocked(ctx); done {
-				return revs, err
-			}
-			var revs Revisions
-			revs, err = f()
-			if !errors.Is(err, ports.ErrConflict) {
-				return revs, err
-			}
-			if ctx.Err() != nil {
-				break
-			}
-		}
-		return Revisions{}, &domain.Error{Code: contract.CodeAborted, Msg: name + ": concurrent writes kept conflicting", Err: err}
-	}()
-	if err != nil {
-		// A failure may have come between a group write and the instance
-		// writes that complete it.
-		a.releasesDue = true
-	}
-	a.mu.Unlock()
-	code := domain.CodeOf(err)
-	if err != nil && code == contract.CodeUnknown {
-		// Anything not classified is the store or the network.
-		err = &domain.Error{Code: contract.CodeUnavailable, Msg: name, Err: err}
-		code = contract.CodeUnavailable
-	}
-	a.obs.Op(name, code)
-	if err != nil {
-		a.log.Info("operation refused", "op", name, "code", code.String(), "err", err)
-	}
-	a.Wake()
-	return revs, err
-}
-
-// opaque keeps err's message but drops its chain: a partly applied
-// operation must not look like a plain conflict to op's retry loop (which
-// would run it again), nor report an inner error's code as its own.
-func opaque(err error) error { return errors.New(err.Error()) }
-
-func (a *App) groupLocked(id string) (*groupRec, error) {
-	g, ok := a.groups[id]
-	if !ok {
-		return nil, domain.Errorf(contract.CodeNotFound, "node group %q not found", id)
-	}
-	return g, nil
-}
-
-func (a *App) liveLocked(group string) []domain.Instance {
-	var out []domain.Instance
-	for id := range a.idx.byGroup[group] {
-		if r := a.insts[id]; r.inst.Live() {
-			out = append(out, r.inst)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// setTargetLocked writes a group's new target.
-func (a *App) setTargetLocked(ctx context.Context, g *groupRec, target int, revs *Revisions) error {
-	if target == g.g.TargetSize {
-		return nil
-	}
-	next := g.g
-	next.TargetSize = target
-	rev, err := a.writeGroupLocked(ctx, g, next)
-	if err != nil {
-		return fmt.Errorf("writing target size of %s: %w", g.g.ID, err)
-	}
-	revs.group(rev)
-	return nil
-}
-
-// fillLocked creates Pending records until the group has target live
-// instances. A failure is logged, not returned: the target is already
-// written and the dispatcher creates the missing records.
-func (a *App) fillLocked(ctx context.Context, g *groupRec, revs *Revisions) {
-	missing := g.g.TargetSize - a.idx.live[g.g.ID]
-	for range missing {
-		in, rev, err := a.createInstLocked(ctx, g.g.ID)
-		if err != nil {
-			a.log.Warn("creating a Pending instance failed; the dispatcher will retry", "group", g.g.ID, "err", err)
-			return
-		}
-		revs.inst(rev)
-		a.log.Info("instance requested", "instance", in.ID, "group", in.Group, "target", g.g.TargetSize)
-	}
-}
-
 // IncreaseSize raises a group's target by delta (> 0) and creates the
 // Pending records before returning, so both are visible to the caller.
 func (a *App) IncreaseSize(ctx context.Context, group string, delta int) (Revisions, error) {
@@ -483,17 +383,6 @@ func (a *App) DeleteGroup(ctx context.Context, id string, expectedRevision uint6
 		a.log.Info("node group deleted", "group", id)
 		return revs, nil
 	})
-}
-
-// activeCountLocked counts a group's instances that are not Deleted.
-func (a *App) activeCountLocked(group string) int {
-	n := 0
-	for _, r := range a.insts {
-		if r.inst.Group == group && r.inst.State != domain.StateDeleted {
-			n++
-		}
-	}
-	return n
 }
 
 // InstanceAction is an operator action on one instance.
