@@ -217,3 +217,31 @@ func (c *cache) reindexAppliedLocked(group string, old, cur []domain.AppliedRequ
 		}
 	}
 }
+
+// finder looks up cached instances for domain.ResolveNode (mu held).
+type finder cache
+
+func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
+	if id, ok := f.byProvider[providerID]; ok {
+		if r, ok := f.insts[id]; ok {
+			return r.inst, true
+		}
+	}
+	return domain.Instance{}, false
+}
+
+func (f *finder) ByID(id string) (domain.Instance, bool) {
+	if r, ok := f.insts[id]; ok {
+		return r.inst, true
+	}
+	return domain.Instance{}, false
+}
+
+func (f *finder) ByNodeName(name string) (domain.Instance, bool) {
+	for _, r := range f.insts {
+		if r.inst.NodeName == name {
+			return r.inst, true
+		}
+	}
+	return domain.Instance{}, false
+}

@@ -116,7 +116,7 @@ func (sc *scheduler) keepSizesLocked(ctx context.Context) {
 		case n > g.g.TargetSize:
 			live := sc.liveLocked(id)
 			surplus := len(live) - g.g.TargetSize
-			sort.SliceStable(live, func(i, j int) bool { return cancelOrder(live[i], live[j]) })
+			domain.SortForCancel(live)
 			for _, in := range live {
 				if surplus == 0 || in.State != domain.StatePending {
 					break
