@@ -237,18 +237,18 @@ func New(opts Options, d Deps) *App {
 	req := newRequests(c)
 	cat := newCatalog(c, req, d.Catalog, d.Sealer)
 	req.cat = &cat.cat
-	n := newNodes(c, req)
+	n := newNodes(c)
 	rec := newReconciler(c, req, d.Holds)
 	a := &App{
 		cache:      c,
 		catalog:    cat,
 		requests:   req,
 		nodes:      n,
-		scheduler:  newScheduler(c, n, req, rec),
+		scheduler:  newScheduler(c, n, req),
 		reconciler: rec,
 		status:     d.Status,
 	}
-	c.created = a.reconciler.noteInstanceRecordLocked
+	c.created = rec.noteInstanceRecordLocked
 	return a
 }
 

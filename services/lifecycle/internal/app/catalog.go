@@ -68,11 +68,8 @@ func newCatalog(c *cache, r *requests, cs ports.CatalogStore, sealer Sealer) *ca
 	return &catalog{cache: c, seals: &seals{sealer: sealer}, req: r, cs: cs}
 }
 
-// catalogStore is the catalog store, or nil when none is configured.
-func (ct *catalog) catalogStore() ports.CatalogStore { return ct.cs }
-
 func (ct *catalog) listCatalog(ctx context.Context) ([]ports.VersionedCatalogEntry, error) {
-	cs := ct.catalogStore()
+	cs := ct.cs
 	if cs == nil {
 		return nil, nil
 	}
@@ -129,8 +126,8 @@ type PutCatalogRequest struct {
 func (ct *catalog) PutCatalogEntry(ctx context.Context, req PutCatalogRequest) (Revisions, error) {
 	return ct.req.op(ctx, "PutCatalogEntry", func() (Revisions, error) {
 		var revs Revisions
-		if ct.catalogStore() == nil {
-			return revs, domain.Errorf(contract.CodeFailedPrecondition, "this lifecycle store has no catalog")
+		if ct.cs == nil {
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "lifecycle has no catalog store")
 		}
 		e := cloneEntry(req.Entry)
 		e.Source = domain.SourceAPI
@@ -178,9 +175,9 @@ func (ct *catalog) PutCatalogEntry(ctx context.Context, req PutCatalogRequest) (
 func (ct *catalog) DeleteCatalogEntry(ctx context.Context, ref domain.CatalogRef, expectedRevision uint64) (Revisions, error) {
 	return ct.req.op(ctx, "DeleteCatalogEntry", func() (Revisions, error) {
 		var revs Revisions
-		cs := ct.catalogStore()
+		cs := ct.cs
 		if cs == nil {
-			return revs, domain.Errorf(contract.CodeFailedPrecondition, "this lifecycle store has no catalog")
+			return revs, domain.Errorf(contract.CodeFailedPrecondition, "lifecycle has no catalog store")
 		}
 		cur := ct.cat.entries[ref]
 		switch {
@@ -280,7 +277,7 @@ func (ct *catalog) completeEntryLocked(e *domain.CatalogEntry) error {
 }
 
 func (ct *catalog) writeCatalogLocked(ctx context.Context, cur *catalogRec, e domain.CatalogEntry) (uint64, error) {
-	cs := ct.catalogStore()
+	cs := ct.cs
 	e.UpdatedAt = ct.clock.Now()
 	var rev uint64
 	var err error
@@ -313,7 +310,7 @@ func (ct *catalog) deleteCatalogLocked(ctx context.Context, cs ports.CatalogStor
 }
 
 func (ct *catalog) refreshCatalogLocked(ctx context.Context, ref domain.CatalogRef) {
-	v, err := ct.catalogStore().GetCatalogEntry(ctx, ref)
+	v, err := ct.cs.GetCatalogEntry(ctx, ref)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		delete(ct.cat.entries, ref)

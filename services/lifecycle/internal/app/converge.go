@@ -155,7 +155,7 @@ func (ct *catalog) RunCatalogConverger(ctx context.Context) error {
 
 // applyFileCatalogLocked writes the file's accounts and templates.
 func (ct *catalog) applyFileCatalogLocked(ctx context.Context) []error {
-	if !ct.cat.configSet || ct.catalogStore() == nil {
+	if !ct.cat.configSet || ct.cs == nil {
 		return nil
 	}
 	var errs []error
@@ -205,7 +205,7 @@ func (ct *catalog) applyFileEntryLocked(ctx context.Context, fe domain.CatalogEn
 // nothing references them (templates first, so an account whose templates
 // left too can go in the same pass).
 func (ct *catalog) pruneFileCatalogLocked(ctx context.Context) []error {
-	cs := ct.catalogStore()
+	cs := ct.cs
 	if !ct.cat.configSet || cs == nil {
 		return nil
 	}

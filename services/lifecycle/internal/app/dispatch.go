@@ -16,7 +16,6 @@ type scheduler struct {
 	*cache
 	nodes *nodes
 	req   *requests
-	rec   *reconciler
 	// lingerSince is when a group's create batch started waiting for more
 	// free slots (see Options.CreateLinger).
 	lingerSince map[string]time.Time
@@ -26,8 +25,8 @@ type scheduler struct {
 	lastPurge time.Time
 }
 
-func newScheduler(c *cache, n *nodes, r *requests, rec *reconciler) *scheduler {
-	return &scheduler{cache: c, nodes: n, req: r, rec: rec,
+func newScheduler(c *cache, n *nodes, r *requests) *scheduler {
+	return &scheduler{cache: c, nodes: n, req: r,
 		lingerSince: map[string]time.Time{}, watchHold: map[string]time.Time{}}
 }
 

@@ -17,7 +17,6 @@ import (
 // of existing VMs for adoption (adopt_vms.go).
 type nodes struct {
 	*cache
-	req *requests
 	// nodesSeen is the node cache version the last full node check saw;
 	// nodeRecheck forces a full check (a node change failed to apply).
 	nodesSeen   uint64
@@ -30,8 +29,8 @@ type nodes struct {
 	tagWaiters map[string]chan TagResult
 }
 
-func newNodes(c *cache, r *requests) *nodes {
-	return &nodes{cache: c, req: r, adoptReported: map[string]string{}}
+func newNodes(c *cache) *nodes {
+	return &nodes{cache: c, adoptReported: map[string]string{}}
 }
 
 // nodeCache is the node watcher's view of the cluster's Nodes.
