@@ -155,10 +155,12 @@ type Deps struct {
 // wires the components that carry them out around the single-writer
 // cache (one mutex, cache.mu, serialises every change):
 //
-//   - cache: the records in memory, their indexes and their CAS writes;
+//   - cache: the records in memory, their indexes and their CAS writes,
+//     and Apply (a machine event on a record);
 //   - catalog: named templates, accounts and hooks, and the convergence of
 //     the groups that use them (with seals, the sealing of secret values);
-//   - requests: the outcomes of operations by request id;
+//   - requests: op (an operation under the lock, with CAS retries) and the
+//     outcomes of operations by request id;
 //   - nodes: the Kubernetes Nodes seen, their adoption, and tagging VMs;
 //   - scheduler: the dispatcher's pass, the outbox and its index;
 //   - reconciler: cloud inventory against the records, and the orphan hold.
