@@ -155,13 +155,49 @@ type lifecycleProcess struct {
 	*harness.Process
 	metrics string // http://host:port/metrics
 	pprof   string // http://host:port
+	logFile string
+	started time.Time // when the process was started
 }
 
-// startLifecycleProcess runs the lifecycle binary (no configuration file:
-// the seeded groups are API groups; no cluster; no reconciler, as there is
-// no cloud-adapter) and waits until its gauges count want instances. It
-// also serves pprof (--pprof-addr), for B5's heap profiles.
+// startLifecycleProcess runs the lifecycle binary (see
+// launchLifecycleProcess) and waits until its gauges count want
+// instances.
 func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want int) (*lifecycleProcess, error) {
+	lp, err := launchLifecycleProcess(ctx, e, bus)
+	if err != nil {
+		return nil, err
+	}
+	p := lp.Process
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		got, err := harness.ScrapeSum(ctx, lp.metrics, "nodesmith_lifecycle_instances")
+		if err == nil && int(got) == want {
+			return lp, nil
+		}
+		if xerr := p.ExitedError(lp.logFile); xerr != nil {
+			return nil, xerr
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			if err == nil {
+				err = fmt.Errorf("counted %v", got)
+			}
+			return nil, fmt.Errorf("lifecycle does not count %d instances after 5m: %w", want, err)
+		}
+		select {
+		case <-ctx.Done():
+			p.Kill()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// launchLifecycleProcess starts the lifecycle binary (no configuration
+// file: the seeded groups are API groups; no cluster; no reconciler, as
+// there is no cloud-adapter), serving pprof (--pprof-addr) for B5's heap
+// profiles, and returns at once.
+func launchLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus) (*lifecycleProcess, error) {
 	bin, err := e.binary(ctx, "lifecycle")
 	if err != nil {
 		return nil, err
@@ -181,34 +217,12 @@ func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want i
 		return nil, err
 	}
 	args = append(args, "--pprof-addr", paddr)
-	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr}
-	logFile := filepath.Join(e.tmp, "lifecycle.log")
-	p, err := harness.StartProcess("lifecycle", bin, args, nil, logFile)
+	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr, logFile: filepath.Join(e.tmp, "lifecycle.log")}
+	lp.started = time.Now()
+	p, err := harness.StartProcess("lifecycle", bin, args, nil, lp.logFile)
 	if err != nil {
 		return nil, err
 	}
 	lp.Process = p
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		got, err := harness.ScrapeSum(ctx, lp.metrics, "nodesmith_lifecycle_instances")
-		if err == nil && int(got) == want {
-			return lp, nil
-		}
-		if xerr := p.ExitedError(logFile); xerr != nil {
-			return nil, xerr
-		}
-		if time.Now().After(deadline) {
-			p.Kill()
-			if err == nil {
-				err = fmt.Errorf("counted %v", got)
-			}
-			return nil, fmt.Errorf("lifecycle does not count %d instances after 5m: %w", want, err)
-		}
-		select {
-		case <-ctx.Done():
-			p.Kill()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return lp, nil
 }

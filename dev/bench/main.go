@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	{"B3", "realistic scale-up vs its lower bound", runB3},
 	{"B4", "hook-runner horizontal scaling", runB4},
 	{"B5", "resident memory of lifecycle and gateway", runB5},
+	{"B6", "months of churn: storage and start times with removed history vs live only", runB6},
 }
 
 // env is what every scenario gets.
@@ -51,6 +52,8 @@ type env struct {
 	// heapProfile, when set, is the prefix of the heap profiles B5 takes of
 	// the lifecycle process (through its --pprof-addr).
 	heapProfile string
+	// churnHistory and churnLive size B6: removed and live instances.
+	churnHistory, churnLive int
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -88,6 +91,8 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
+	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
+	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -114,6 +119,17 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick && !set["churn-history"] {
+		*churnHistory = 20_000
+	}
+	if *quick && !set["live"] {
+		*churnLive = 5_000
+	}
+	if *churnHistory < 0 || *churnLive < b6Groups {
+		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
+	}
 	e := &env{
 		quick:   *quick,
 		caMix:   mix,
@@ -122,7 +138,9 @@ func realMain(ctx context.Context) error {
 		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
 		tmp:     tmp,
 
-		heapProfile: *heapProfile,
+		heapProfile:  *heapProfile,
+		churnHistory: *churnHistory,
+		churnLive:    *churnLive,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {
