@@ -209,6 +209,12 @@ func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want i
 // there is no cloud-adapter), serving pprof (--pprof-addr) for B5's heap
 // profiles, and returns at once.
 func launchLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus) (*lifecycleProcess, error) {
+	return launchLifecycle(ctx, e, bus, "lifecycle", nil, "--cluster=none")
+}
+
+// launchLifecycle starts a lifecycle replica called name (its log file's
+// name) with extra arguments and environment, and returns at once.
+func launchLifecycle(ctx context.Context, e *env, bus *harness.Bus, name string, env []string, extra ...string) (*lifecycleProcess, error) {
 	bin, err := e.binary(ctx, "lifecycle")
 	if err != nil {
 		return nil, err
@@ -221,16 +227,16 @@ func launchLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus) (*lif
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--health-addr", addr, "--reconcile-interval=0", "--cluster=none",
+	args = append(args, "--health-addr", addr, "--reconcile-interval=0",
 		"--log-level", "warn", "--log-format", "text")
 	paddr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--pprof-addr", paddr)
-	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr, logFile: filepath.Join(e.tmp, "lifecycle.log")}
+	args = append(append(args, "--pprof-addr", paddr), extra...)
+	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr, logFile: filepath.Join(e.tmp, name+".log")}
 	lp.started = time.Now()
-	p, err := harness.StartProcess("lifecycle", bin, args, nil, lp.logFile)
+	p, err := harness.StartProcess(name, bin, args, env, lp.logFile)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ var scenarios = []scenario{
 	{"B4", "hook-runner horizontal scaling", runB4},
 	{"B5", "resident memory of lifecycle and gateway", runB5},
 	{"B6", "months of churn: storage and start times with removed history vs live only", runB6},
+	{"B7", "failover at scale: kill -9 the lifecycle leader on a Lease", runB7},
 }
 
 // env is what every scenario gets.
