@@ -54,6 +54,9 @@ func runB5(ctx context.Context, e *env) error {
 			m := mem[name]
 			res := Result{Scenario: "B5", Size: count(n), Metric: name + " RSS", Value: float64(m.RSSKiB) / 1024, Unit: "MiB",
 				Note: fmt.Sprintf("peak %.1f MiB", float64(m.HWMKiB)/1024)}
+			if e.goMemLimit != "" {
+				res.Note += ", GOMEMLIMIT=" + e.goMemLimit
+			}
 			if n >= b5GoalSize {
 				res.Target = fmt.Sprintf("< %d MiB", b5GoalMiB)
 				res.Met = atMost(res.Value, b5GoalMiB)
@@ -236,7 +239,7 @@ func launchLifecycle(ctx context.Context, e *env, bus *harness.Bus, name string,
 	args = append(append(args, "--pprof-addr", paddr), extra...)
 	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr, logFile: filepath.Join(e.tmp, name+".log")}
 	lp.started = time.Now()
-	p, err := harness.StartProcess(name, bin, args, env, lp.logFile)
+	p, err := harness.StartProcess(name, bin, args, e.serviceEnv(env...), lp.logFile)
 	if err != nil {
 		return nil, err
 	}

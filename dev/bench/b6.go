@@ -189,7 +189,7 @@ func b6StartGateway(ctx context.Context, e *env, bus *harness.Bus, group string,
 	p, err := harness.StartProcess("api-gateway", bin, append(natsArgs,
 		"--grpc-addr", addr, "--grpc-insecure", "--rest-addr=", "--health-addr=",
 		"--log-level", "warn", "--log-format", "text",
-	), nil, logFile)
+	), e.serviceEnv(), logFile)
 	if err != nil {
 		return nil, "", 0, err
 	}

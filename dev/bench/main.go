@@ -1,11 +1,12 @@
 // Command bench measures nodesmith on this machine (issue #9): the CA read
 // path against a gRPC floor (B1), orchestration overhead (B2), a realistic
 // scale-up against its lower bound (B3), hook-runner horizontal scaling
-// (B4) and resident memory (B5). It prints a table and writes a JSON
-// report; `make bench` runs it. Numbers come from here, never from timed
-// assertions in tests.
+// (B4), resident memory (B5), and (issue 20) what months of churn cost
+// at start (B6) and a leader failover at scale on a Lease (B7). It prints
+// a table and writes a JSON report; `make bench` runs it. Numbers come
+// from here, never from timed assertions in tests.
 //
-//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5] [-quick] [-out bench/results.json]
+//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5,B6,B7] [-quick] [-churn-history N -live N] [-out bench/results.json]
 package main
 
 import (
@@ -55,6 +56,9 @@ type env struct {
 	heapProfile string
 	// churnHistory and churnLive size B6: removed and live instances.
 	churnHistory, churnLive int
+	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
+	// gateway processes B5 to B7 start (the deployment sets one).
+	goMemLimit string
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -93,6 +97,7 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
 	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
+	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
 	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -142,6 +147,7 @@ func realMain(ctx context.Context) error {
 		heapProfile:  *heapProfile,
 		churnHistory: *churnHistory,
 		churnLive:    *churnLive,
+		goMemLimit:   *goMemLimit,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {
@@ -215,6 +221,14 @@ func startProfile(prefix, name string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
+}
+
+// serviceEnv is the environment added to a service process.
+func (e *env) serviceEnv(extra ...string) []string {
+	if e.goMemLimit != "" {
+		extra = append(extra, "GOMEMLIMIT="+e.goMemLimit)
+	}
+	return extra
 }
 
 // scratch returns a fresh directory for one run.
