@@ -239,7 +239,10 @@ func (l *b7Loop) waitSuccess(ctx context.Context, t time.Time, timeout time.Dura
 		if time.Now().After(deadline) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			return fmt.Errorf("no IncreaseSize succeeded within %s (last error: %v)", timeout, l.lastErr)
+			if l.lastErr == nil {
+				return fmt.Errorf("no IncreaseSize succeeded within %s", timeout)
+			}
+			return fmt.Errorf("no IncreaseSize succeeded within %s: %w", timeout, l.lastErr)
 		}
 		select {
 		case <-ctx.Done():
