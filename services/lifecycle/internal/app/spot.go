@@ -128,11 +128,10 @@ func (c *nodeCache) pushSpotNotice(group string, at time.Time) {
 	if c.spotNotices == nil {
 		c.spotNotices = map[string][]time.Time{}
 	}
-	q := append(c.spotNotices[group], at)
-	if len(q) > maxSpotNotices {
-		q = q[len(q)-maxSpotNotices:]
+	c.spotNotices[group] = append(c.spotNotices[group], at)
+	if q := c.spotNotices[group]; len(q) > maxSpotNotices {
+		c.spotNotices[group] = q[len(q)-maxSpotNotices:]
 	}
-	c.spotNotices[group] = q
 }
 
 func (c *nodeCache) popSpotNotice(group string) (time.Time, bool) {
