@@ -399,7 +399,7 @@ func sortedSet(list []string) []string {
 // TransitionView is one state transition of an instance.
 type TransitionView struct {
 	Instance, Group string
-	Transition domain.Transition
+	Transition      domain.Transition
 }
 
 // MaxTransitions bounds one RecentTransitions answer.
