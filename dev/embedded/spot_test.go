@@ -4,10 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodesmith/nodesmith/cmd/nodesmith-node-agent/agent"
+	"github.com/nodesmith/nodesmith/libs/command"
+	"github.com/nodesmith/nodesmith/libs/health"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +38,19 @@ import (
 // time, closes it as interrupted, and its replacement reaches Running
 // while the group's target stays.
 func TestKubeModeSpotInterruptionDrainsAndReplaces(t *testing.T) {
+	spotInterruption(t, false)
+}
+
+// TestKubeModeSpotReclaimWithTheNodeAgent is the same with the whole
+// chain: the group's template asks for spot VMs, the emulator schedules a
+// reclaim, the node agent (in process, pointed at the emulator's per-VM
+// metadata endpoint) marks the Node, and lifecycle drains and terminates
+// the VM before the emulator would reclaim it.
+func TestKubeModeSpotReclaimWithTheNodeAgent(t *testing.T) {
+	spotInterruption(t, true)
+}
+
+func spotInterruption(t *testing.T, withAgent bool) {
 	if testing.Short() {
 		t.Skip("starts etcd, kube-apiserver and the whole stack")
 	}
@@ -34,8 +58,19 @@ func TestKubeModeSpotInterruptionDrainsAndReplaces(t *testing.T) {
 	if _, err := kubetest.EnsureAPIServer(t.Context(), t.Logf); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, t.TempDir(), 20000+rand.IntN(20000))
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, 20000+rand.IntN(20000))
 	cfg.Kube = true
+	if withAgent {
+		spot := strings.Replace(string(DefaultNodeGroupConfig), "InstanceChargeType: POSTPAID_BY_HOUR",
+			`InstanceChargeType: SPOTPAID
+      InstanceMarketOptions: {MarketType: spot, SpotOptions: {MaxPrice: "0.5", SpotInstanceType: one-time}}`, 1)
+		if spot == string(DefaultNodeGroupConfig) {
+			t.Fatal("the built-in configuration no longer has the on-demand charge type to replace")
+		}
+		cfg.ConfigFile = filepath.Join(dir, "spot.yaml")
+		must(t, os.WriteFile(cfg.ConfigFile, []byte(spot), 0o600))
+	}
 	s := start(t, cfg)
 	defer s.stop(t)
 	rc, err := clientcmd.BuildConfigFromFlags("", s.addrs.Kube.Kubeconfig)
@@ -68,11 +103,24 @@ func TestKubeModeSpotInterruptionDrainsAndReplaces(t *testing.T) {
 		return false, "no Node with providerID " + victim
 	})
 
-	// What the node agent writes on a notice, two minutes ahead.
+	var term time.Time
+	if withAgent {
+		term = reclaimWithAgent(t, s, rc, node.Name, victim)
+	} else {
+		term = markAsTheAgentDoes(t, cs, node.Name)
+	}
+	checkSpotOutcome(t, s, c, victim, term)
+}
+
+// markAsTheAgentDoes writes on a Node what the node agent writes on a
+// notice two minutes ahead, and returns the termination time.
+func markAsTheAgentDoes(t *testing.T, cs kubernetes.Interface, name string) time.Time {
+	t.Helper()
+	ctx := context.Background()
 	now := time.Now().UTC()
 	term := now.Add(2 * time.Minute).Truncate(time.Second)
 	kubeEventually(t, "the Node marked as the agent does", func() (bool, string) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -88,7 +136,48 @@ func TestKubeModeSpotInterruptionDrainsAndReplaces(t *testing.T) {
 		}
 		return true, ""
 	})
+	return term
+}
 
+// reclaimWithAgent runs the node agent for the Node of VM (providerID
+// victim) against the emulator's metadata service and schedules a reclaim
+// of the VM two minutes ahead; it returns the termination time.
+func reclaimWithAgent(t *testing.T, s *stack, rc *rest.Config, node, victim string) time.Time {
+	t.Helper()
+	vm := victim[strings.LastIndex(victim, "/")+1:]
+	acfg := agent.DefaultConfig()
+	acfg.NodeName = node
+	acfg.MetadataURL = s.addrs.Metadata + "/" + vm + "/latest/meta-data/spot/termination-time"
+	acfg.Interval = 100 * time.Millisecond
+	acfg.HealthAddr = "127.0.0.1:0"
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- agent.Run(ctx, acfg, agent.Deps{
+			Host:       command.Host{Logger: log, Registry: prometheus.NewRegistry(), Health: &health.Checks{}},
+			RESTConfig: rc,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	admin := restClient{t: t, base: s.addrs.EmulatorAdmin}
+	var r struct {
+		TerminationTime time.Time `json:"terminationTime"`
+	}
+	must(t, json.Unmarshal(admin.must(200, "POST", "/reclaim", `{"instanceId":"`+vm+`","inSeconds":120}`).body, &r))
+	return r.TerminationTime
+}
+
+// checkSpotOutcome waits for the interrupted instance to be Deleted and
+// its replacement Running, before the termination time, drained by the
+// before_delete hook, with the group's target unchanged.
+func checkSpotOutcome(t *testing.T, s *stack, c pb.CloudProviderClient, victim string, term time.Time) {
+	t.Helper()
 	api := restClient{t: t, base: "http://" + s.addrs.REST, token: s.addrs.AdminToken}
 	type inst struct {
 		ID         string `json:"id"`
