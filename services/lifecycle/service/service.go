@@ -251,6 +251,9 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		g.Go("health server", run.HTTP(srv, l, 5*time.Second))
 	}
 	g.Go("leader", func(ctx context.Context) error { return ext.leader.Run(ctx, lead) })
+	// While not leading, the replica keeps the instance records current,
+	// so that a promotion reads only what changed.
+	g.Go("standby", a.RunStandby)
 	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
 		g.Go("config reload", func(ctx context.Context) error {
 			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, log)
