@@ -19,8 +19,8 @@ import (
 // component shares. Its methods, and every component's methods named
 // ...Locked, run with mu held.
 type cache struct {
-	opts    Options
-	store   ports.Store
+	opts  Options
+	store ports.Store
 	// feed is the store's change feed, nil if it has none (standby.go).
 	feed    ports.InstanceFeed
 	cmds    ports.Commands
