@@ -88,6 +88,10 @@ type Options struct {
 	// instance records changed since it last looked (RunStandby), so that
 	// a promotion reads only the changes of the last interval.
 	StandbyInterval time.Duration
+	// MaxEventsPerPass bounds the deadlines and node changes one
+	// dispatcher pass applies (0: no bound); the rest wait for the next
+	// pass, which runs at once.
+	MaxEventsPerPass int
 }
 
 // DefaultOptions returns production defaults.
@@ -116,6 +120,7 @@ func DefaultOptions() Options {
 		RequestLogSize:           100_000,
 		RequestsPerGroup:         defaultRequestsPerGroup,
 		StandbyInterval:          2 * time.Second,
+		MaxEventsPerPass:         1000,
 	}
 }
 
