@@ -321,20 +321,19 @@ func (a *App) load(ctx context.Context) error {
 	}
 	// A standby that kept the instance records reads what changed since;
 	// else (or should that fail) every record is read.
-	var is []ports.VersionedInstance
 	warm := a.catchUp(ctx)
 	if !warm {
 		pos, err := a.feedPos(ctx)
 		if err != nil {
 			return err
 		}
-		if is, err = a.store.ListInstances(ctx); err != nil {
+		is, err := a.store.ListInstances(ctx)
+		if err != nil {
 			return fmt.Errorf("listing instances: %w", err)
 		}
 		a.mu.Lock()
 		a.setInstancesLocked(is, pos)
 		a.mu.Unlock()
-		is = nil
 	}
 	cat, err := a.listCatalog(ctx)
 	if err != nil {
