@@ -207,7 +207,8 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 
 	// Everything that writes state or answers operations runs only while
 	// leading: a follower neither dispatches nor subscribes to operations,
-	// and a new term reloads the state from KV.
+	// and a new term loads the state from KV (a warm standby only what
+	// changed since it last looked: RunStandby).
 	lead := func(ctx context.Context) error {
 		log.Info("leading: loading state")
 		svcMetrics.SetLeading(true)

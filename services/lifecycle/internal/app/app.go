@@ -279,7 +279,8 @@ func randomString(n int) string {
 // (this replica is not the leader, or is still loading).
 var ErrNotLeader = &domain.Error{Code: contract.CodeUnavailable, Msg: "lifecycle is not leading (starting or lost leadership)"}
 
-// Start loads every record into memory and applies the file configuration.
+// Start loads every record into memory (a warm standby catches up from
+// what it holds: standby.go) and applies the file configuration.
 // It retries the load until ctx ends, so a store that is briefly unavailable
 // delays leadership rather than failing it.
 func (a *App) Start(ctx context.Context) error {
