@@ -79,7 +79,12 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 	case *cloudv1.Event_Observed:
 		o := b.Observed
 		each([]*cloudv1.InstanceRef{o.GetInstance()}, func(r *cloudv1.InstanceRef) domain.Event {
-			return domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
+			ev := domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
+			if o.GetLaunchError() != nil {
+				e := cloudErr(o.GetLaunchError())
+				ev.LaunchError = &e
+			}
+			return ev
 		})
 	case *cloudv1.Event_Terminated:
 		each(b.Terminated.GetInstances(), func(r *cloudv1.InstanceRef) domain.Event {
