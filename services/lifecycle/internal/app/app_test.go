@@ -32,6 +32,8 @@ type harness struct {
 	sealer app.Sealer
 	// holds, when set, stores the orphan hold instead of store.
 	holds ports.HoldStore
+	// obs, when set, observes the App (metrics).
+	obs app.Observer
 	// cloud ids handed out, to answer creates.
 	mu     sync.Mutex
 	nextVM int
@@ -134,6 +136,9 @@ func (h *harness) newApp() *app.App {
 	}
 	if h.holds != nil {
 		d.Holds = h.holds
+	}
+	if h.obs != nil {
+		d.Observer = h.obs
 	}
 	return app.New(h.opts, d)
 }

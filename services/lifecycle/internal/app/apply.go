@@ -59,6 +59,7 @@ func (c *cache) commitLocked(ctx context.Context, old domain.Instance, res domai
 		return res, 0, err
 	}
 	c.observe(ctx, old, res)
+	c.observeSpotLocked(ctx, res)
 	return res, rev, nil
 }
 
@@ -124,6 +125,8 @@ func (c *cache) notifyLocked(old domain.Instance, res domain.Result) {
 		case m.To == domain.StateRunning:
 			send(false, ReasonRunning, "Instance %s of node group %s is Running (VM %s)", in.ID, in.Group, in.CloudID)
 		case !hadNode:
+		case m.To == domain.StatePendingDeletion && m.Cause == domain.EventName(domain.SpotInterrupted{}):
+			send(true, ReasonSpotInterrupted, "Instance %s of node group %s: the cloud reclaims spot VM %s; draining, a replacement is created: %s", in.ID, in.Group, in.CloudID, m.Reason)
 		case m.To == domain.StatePendingDeletion:
 			send(false, ReasonDeletionRequested, "Instance %s of node group %s is being deleted: %s", in.ID, in.Group, m.Reason)
 		case m.To == domain.StateDeleting:

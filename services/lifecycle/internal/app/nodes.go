@@ -48,6 +48,9 @@ type nodeCache struct {
 	synced bool
 	// version counts the changes that matter to the dispatcher (see apply).
 	version uint64
+	// spotNotices are, per group, the times of the spot notices whose
+	// replacement is not Running yet (spot.go), oldest first.
+	spotNotices map[string][]time.Time
 }
 
 func newNodeCache() *nodeCache {
@@ -112,7 +115,8 @@ func (c *nodeCache) apply(ev ports.NodeEvent) (relevant bool) {
 	if ev.Node.ProviderID != "" {
 		c.byProvider[ev.Node.ProviderID] = ev.Node.Name
 	}
-	return relevant || !existed || old.Ready != ev.Node.Ready || old.ProviderID != ev.Node.ProviderID
+	return relevant || !existed || old.Ready != ev.Node.Ready || old.ProviderID != ev.Node.ProviderID ||
+		hasSpotTaint(old) != hasSpotTaint(ev.Node)
 }
 
 // syncLocked marks the cache complete and drops the Nodes the current
@@ -272,6 +276,10 @@ func (nd *nodes) nodeChangesLocked() (events map[string]domain.Event, stale []st
 			if n, ok := nd.known.byProviderID(in.ProviderID); ok {
 				stale = append(stale, n.Name)
 			}
+			return
+		}
+		if ev, ok := nd.spotNoticeLocked(in); ok {
+			out[id] = ev
 			return
 		}
 		if in.State != domain.StateRunning {

@@ -127,6 +127,7 @@ func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 				skipped = append(skipped, c)
 				continue
 			}
+			hc = spotHook(hc, in, sc.clock.Now())
 			items = append(items, outboxItem{
 				kind:    c.Kind,
 				publish: func(ctx context.Context) error { return sc.cmds.RunHook(ctx, hc) },

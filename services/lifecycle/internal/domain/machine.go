@@ -289,6 +289,8 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 		err = m.nodeGone(e)
 	case NodeBack:
 		err = m.nodeBack(e)
+	case SpotInterrupted:
+		err = m.spotInterrupted(e)
 	default:
 		err = fmt.Errorf("unknown event %T", ev)
 	}
@@ -654,6 +656,13 @@ func (m *machine) hookFailed(kind HookKind, msg string, retryable bool) {
 	if kind == HookBeforeDelete {
 		code = "BeforeDeleteHookFailed"
 	}
+	if kind == HookBeforeDelete && m.in.Interrupted() {
+		// The cloud takes the VM back anyway: neither retry nor block.
+		m.progress()
+		m.move(StateDeleting, "before_delete hook failed, deleting anyway (spot interruption): "+msg)
+		m.startTerminate()
+		return
+	}
 	if retryable && m.canRetry() {
 		m.backoff(code, msg)
 		return
@@ -795,6 +804,9 @@ func (m *machine) terminated(e CloudTerminated) error {
 
 // closeOut ends the record: the VM is gone, so the Node object goes too.
 func (m *machine) closeOut(reason string) {
+	if m.in.Interrupted() {
+		reason = ReasonInterrupted + ": " + reason
+	}
 	m.progress()
 	m.move(StateDeleted, reason)
 	if !m.env.NoCluster {

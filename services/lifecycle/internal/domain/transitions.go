@@ -30,6 +30,7 @@ const (
 	evRetry           = "Retry"
 	evVMGone          = "VMGone"
 	evNodeGone        = "NodeGone"
+	evSpotInterrupted = "SpotInterrupted"
 )
 
 // Transitions is every move the machine (Apply) makes; one event may make
@@ -50,13 +51,17 @@ var Transitions = []MoveRule{
 	{StateCreated, StateJoined, []string{evObserved, evHookFinished, evTick, evRetry}, "the after_created hook succeeded, or the group has none"},
 	{StateCreated, StatePendingDeletion, []string{evDeleteRequested}, "deletion requested"},
 	{StateCreated, StateDeleted, []string{evVMGone}, "the VM vanished"},
+	{StateCreated, StatePendingDeletion, []string{evSpotInterrupted}, "the cloud reclaims the spot VM"},
 
 	{StateJoined, StateRunning, []string{evNodeReady, evObserved, evHookFinished, evTick, evRetry}, "the Node is Ready (or no cluster is configured)"},
 	{StateJoined, StatePendingDeletion, []string{evDeleteRequested}, "deletion requested"},
 	{StateJoined, StateDeleted, []string{evVMGone}, "the VM vanished"},
+	{StateJoined, StatePendingDeletion, []string{evSpotInterrupted}, "the cloud reclaims the spot VM"},
 
 	{StateRunning, StatePendingDeletion, []string{evDeleteRequested, evNodeGone, evTick}, "deletion requested, or the Node was deleted and did not come back"},
 	{StateRunning, StateDeleted, []string{evVMGone}, "the VM vanished"},
+	{StateRunning, StatePendingDeletion, []string{evSpotInterrupted}, "the cloud reclaims the spot VM: drained and replaced, the target stays"},
+	{StatePendingDeletion, StateDeleting, []string{evSpotInterrupted}, "spot interruption with no before_delete hook to run, or no time left for it"},
 
 	{StatePendingDeletion, StateDeleting, []string{evStartDelete, evHookFinished, evDeleteRequested, evTick, evRetry, evNodeGone},
 		"the before_delete hook finished, failed (not blocking), was skipped or forced past"},
@@ -64,7 +69,7 @@ var Transitions = []MoveRule{
 
 	{StateDeleting, StateDeleted, []string{
 		evTerminated, evTerminateFailed, evCreateFailed, evVMGone, evTick, evRetry,
-		evStartDelete, evHookFinished, evDeleteRequested, evNodeGone,
+		evStartDelete, evHookFinished, evDeleteRequested, evNodeGone, evSpotInterrupted,
 	}, "the VM is terminated, gone, or was never created"},
 }
 

@@ -68,6 +68,8 @@ func sweepEvents(in Instance) map[string]Event {
 	evs["CreateFailedTransient"] = CloudCreateFailed{Attempt: in.Attempt, BatchID: in.BatchID, Err: CloudError{Kind: contract.ErrorKindTransient}}
 	evs["TerminateNotFound"] = CloudTerminateFailed{Attempt: in.Attempt, Err: CloudError{Kind: contract.ErrorKindNotFound}}
 	evs["BeforeDeleteFailed"] = HookFinished{Attempt: in.Attempt, Kind: HookBeforeDelete, Error: "boom"}
+	evs["SpotInterrupted"] = SpotInterrupted{NodeName: in.Node(), TerminationTime: t0.Add(2 * time.Minute)}
+	evs["SpotInterruptedLate"] = SpotInterrupted{NodeName: in.Node(), TerminationTime: t0}
 	return evs
 }
 

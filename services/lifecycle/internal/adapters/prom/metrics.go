@@ -33,6 +33,7 @@ type Metrics struct {
 	vanished       prometheus.Counter
 	configApplied  *prometheus.CounterVec
 	replayed       prometheus.Counter
+	spot           *spotMetrics
 }
 
 // New registers the metrics on reg.
@@ -97,6 +98,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.vanished = libmetrics.Register(reg, m.vanished)
 	m.configApplied = libmetrics.Register(reg, m.configApplied)
 	m.replayed = libmetrics.Register(reg, m.replayed)
+	m.spot = newSpotMetrics(reg)
 	return m
 }
 
