@@ -48,9 +48,8 @@ type Options struct {
 	MaxBatch int
 	// CreateLinger is how long a group's Pending instances may wait for a
 	// fuller create batch while the group's own creations are in flight
-	// and free their slots one by one, and how long a batch's watch may
-	// wait for the rest of its create results (0: neither waits). Fewer,
-	// fuller calls matter because the cloud rate-limits calls, not VMs.
+	// and free their slots one by one (0: never waits). Fewer, fuller
+	// calls matter because the cloud rate-limits calls, not VMs.
 	CreateLinger time.Duration
 	// TickInterval is how often the dispatcher runs without being woken.
 	TickInterval time.Duration
@@ -197,9 +196,6 @@ type App struct {
 	// lingerSince is when a group's create batch started waiting for more
 	// free slots (see Options.CreateLinger).
 	lingerSince map[string]time.Time
-	// watchHold is when a create batch's watches started waiting for the
-	// rest of its create results (see watchHeldLocked).
-	watchHold map[string]time.Time
 	// nodesSeen is the node cache version the last full node check saw;
 	// nodeRecheck forces a full check (a node change failed to apply).
 	nodesSeen   uint64
@@ -307,7 +303,6 @@ func New(opts Options, d Deps) *App {
 		byProvider:    map[string]string{},
 		idx:           newInstIndex(),
 		lingerSince:   map[string]time.Time{},
-		watchHold:     map[string]time.Time{},
 		published:     map[string]uint32{},
 		nodes:         newNodeCache(),
 		wake:          make(chan struct{}, 1),
@@ -388,7 +383,6 @@ func (a *App) load(ctx context.Context) error {
 	a.byProvider = make(map[string]string, len(is))
 	a.idx = newInstIndex()
 	a.lingerSince = map[string]time.Time{}
-	a.watchHold = map[string]time.Time{}
 	inFlight := 0
 	for _, v := range is {
 		a.setInstLocked(v.Instance, v.Revision)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -87,8 +86,6 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 	// Only instances not at rest can have a command (PendingCommand needs
 	// InFlight); setInstLocked forgets the publication of the others.
 	ids := slices.Sorted(maps.Keys(a.idx.active))
-	now := a.clock.Now()
-	holds := map[string]bool{} // batch -> its watches wait (see watchHeldLocked)
 	for _, id := range ids {
 		in := a.insts[id].inst
 		c, ok := domain.PendingCommand(in)
@@ -110,14 +107,9 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		case domain.CmdCreate:
 			creates[c.BatchID] = append(creates[c.BatchID], in)
 		case domain.CmdWatch:
-			held, seen := holds[in.BatchID]
-			if !seen {
-				held = a.watchHeldLocked(in.BatchID, now)
-				holds[in.BatchID] = held
-			}
-			if held {
-				continue
-			}
+			// Only when no create command of this leadership term watches
+			// the VM: a create command goes on to watch the VMs it
+			// created, under the attempt its publication is remembered by.
 			watches[tk] = append(watches[tk], ref)
 		case domain.CmdTerminate:
 			terminate[tk] = append(terminate[tk], ref)
@@ -144,38 +136,6 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, ClusterID: a.opts.ClusterID, Instances: refs})
 	})...)
 	return items, skipped
-}
-
-// watchHeldLocked reports whether the watches of a create batch should wait
-// because other members still wait for their create result. The results of
-// one create call arrive together but are applied one by one, each waking
-// the dispatcher: publishing at every pass would split a batch's watch into
-// many commands, each polling the cloud on its own (the cloud rate-limits
-// DescribeInstances per account). The wait is bounded by CreateLinger.
-func (a *App) watchHeldLocked(batch string, now time.Time) bool {
-	if batch == "" || a.opts.CreateLinger <= 0 {
-		return false
-	}
-	waiting := false
-	for id := range a.idx.batches[batch] {
-		m := a.insts[id].inst
-		if m.State == domain.StateCreating && m.InFlight && m.CloudID == "" && !m.CreationFailed {
-			waiting = true
-			break
-		}
-	}
-	since, held := a.watchHold[batch]
-	switch {
-	case !waiting:
-	case !held:
-		a.watchHold[batch] = now
-		time.AfterFunc(a.opts.CreateLinger, a.Wake)
-		return true
-	case now.Sub(since) < a.opts.CreateLinger:
-		return true
-	}
-	delete(a.watchHold, batch)
-	return false
 }
 
 func targetOf(t domain.InstanceTemplate) ports.Target {

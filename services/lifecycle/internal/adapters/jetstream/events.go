@@ -78,9 +78,24 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 		})
 	case *cloudv1.Event_Observed:
 		o := b.Observed
-		each([]*cloudv1.InstanceRef{o.GetInstance()}, func(r *cloudv1.InstanceRef) domain.Event {
-			return domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
-		})
+		r := o.GetInstance()
+		if r.GetInstanceId() == "" {
+			break
+		}
+		// The create command that made the VM watches it and its events
+		// are handled concurrently, so an observation can overtake the
+		// InstancesCreated naming its VM: the cloud id it carries is
+		// recorded first (a duplicate once the create result was applied;
+		// ignored for another attempt), so no observation is lost to that
+		// race.
+		if id := r.GetCloudId(); id != "" {
+			if err := sink.HandleEvent(ctx, r.GetInstanceId(), domain.CloudCreated{Attempt: r.GetAttempt(), CloudID: id}); err != nil {
+				return err
+			}
+		}
+		if err := sink.HandleEvent(ctx, r.GetInstanceId(), domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}); err != nil {
+			errs = append(errs, err)
+		}
 	case *cloudv1.Event_Terminated:
 		each(b.Terminated.GetInstances(), func(r *cloudv1.InstanceRef) domain.Event {
 			return domain.CloudTerminated{Attempt: r.GetAttempt()}

@@ -387,3 +387,20 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 		t.Errorf("hook result without instance: %v", err)
 	}
 }
+
+// An observation can overtake the create result naming its VM (the create
+// command watches, events are handled concurrently): it records the cloud
+// id it carries before the observation itself.
+func TestObservationRecordsItsCloudIDFirst(t *testing.T) {
+	s := &sink{}
+	err := jsadapter.HandleCloudEvent(context.Background(), s, &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+		Instance: &cloudv1.InstanceRef{InstanceId: "a", Attempt: 2, CloudId: "ins-a"}, State: cloudv1.CloudState_CLOUD_STATE_RUNNING, PrivateIp: "10.0.0.2",
+	}}})
+	want := []domain.Event{
+		domain.CloudCreated{Attempt: 2, CloudID: "ins-a"},
+		domain.CloudObserved{Attempt: 2, State: domain.CloudRunning, PrivateIP: "10.0.0.2"},
+	}
+	if err != nil || fmt.Sprint(s.events) != fmt.Sprint(want) || fmt.Sprint(s.ids) != "[a a]" {
+		t.Fatalf("observed: %v %v %v, want %v", err, s.ids, s.events, want)
+	}
+}
