@@ -71,3 +71,19 @@ func Listen(addr string) (net.Listener, error) {
 	}
 	return l, nil
 }
+
+// Every calls f every interval until ctx ends, then returns nil. The first
+// call is one interval after the start; a call that outlasts the interval
+// delays the next (ticks are not queued up).
+func Every(ctx context.Context, interval time.Duration, f func(ctx context.Context)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}

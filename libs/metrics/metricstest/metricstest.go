@@ -14,10 +14,32 @@ import (
 // matches.
 func Value(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
+	for _, v := range values(t, g, name, labels) {
+		return v
+	}
+	return 0
+}
+
+// Sum returns the sum of the values (as Value reads them) of every series
+// of metric name whose labels include labels; 0 when none matches.
+func Sum(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	var sum float64
+	for _, v := range values(t, g, name, labels) {
+		sum += v
+	}
+	return sum
+}
+
+// values returns the value of each series of name whose labels include
+// labels, in the registry's order.
+func values(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) []float64 {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []float64
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -35,13 +57,13 @@ func Value(t testing.TB, g prometheus.Gatherer, name string, labels map[string]s
 			}
 			switch {
 			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
+				out = append(out, m.GetCounter().GetValue())
 			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
+				out = append(out, m.GetGauge().GetValue())
 			case m.GetHistogram() != nil:
-				return float64(m.GetHistogram().GetSampleCount())
+				out = append(out, float64(m.GetHistogram().GetSampleCount()))
 			}
 		}
 	}
-	return 0
+	return out
 }

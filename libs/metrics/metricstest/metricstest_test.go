@@ -37,3 +37,28 @@ func TestValue(t *testing.T) {
 		}
 	}
 }
+
+func TestSum(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total"}, []string{"a", "b"})
+	reg.MustRegister(c)
+	c.WithLabelValues("x", "1").Add(2)
+	c.WithLabelValues("x", "2").Add(3)
+	c.WithLabelValues("y", "1").Add(5)
+	for _, tc := range []struct {
+		labels map[string]string
+		want   float64
+	}{
+		{nil, 10},
+		{map[string]string{"a": "x"}, 5},
+		{map[string]string{"b": "1"}, 7},
+		{map[string]string{"a": "z"}, 0},
+	} {
+		if got := metricstest.Sum(t, reg, "c_total", tc.labels); got != tc.want {
+			t.Errorf("Sum(c_total, %v) = %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+	if got := metricstest.Sum(t, reg, "absent", nil); got != 0 {
+		t.Errorf("Sum(absent) = %v, want 0", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Record installs a TracerProvider that samples and records every span as
@@ -41,6 +42,16 @@ func WantAttrs(t testing.TB, span sdktrace.ReadOnlySpan, want map[attribute.Key]
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("span %q: %s = %v, want %v", span.Name(), k, g.String(), v.String())
 		}
+	}
+}
+
+// WantChildOf reports (t.Errorf) span unless it belongs to parent's trace
+// and parent is its direct parent.
+func WantChildOf(t testing.TB, span sdktrace.ReadOnlySpan, parent trace.SpanContext) {
+	t.Helper()
+	if span.SpanContext().TraceID() != parent.TraceID() || span.Parent().SpanID() != parent.SpanID() {
+		t.Errorf("span %q: trace %s parent %s, want trace %s parent %s",
+			span.Name(), span.SpanContext().TraceID(), span.Parent().SpanID(), parent.TraceID(), parent.SpanID())
 	}
 }
 

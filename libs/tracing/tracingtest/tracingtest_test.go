@@ -56,3 +56,33 @@ func TestWantAttrsAndNoSecretsReport(t *testing.T) {
 		t.Errorf("NoSecrets reported %d leaks, want the event's 1", tb.n)
 	}
 }
+
+func TestWantChildOfReportsAnotherParentOrTrace(t *testing.T) {
+	_, rec := Record(t)
+	ctx, parent := otel.Tracer("x").Start(context.Background(), "parent")
+	_, child := otel.Tracer("x").Start(ctx, "child")
+	child.End()
+	_, other := otel.Tracer("x").Start(context.Background(), "other root")
+	other.End()
+	parent.End()
+	byName := func(name string) int {
+		for i, s := range rec.Ended() {
+			if s.Name() == name {
+				return i
+			}
+		}
+		t.Fatalf("no span %q", name)
+		return -1
+	}
+	spans := rec.Ended()
+	tb := &errorsOf{TB: t}
+	WantChildOf(tb, spans[byName("child")], parent.SpanContext())
+	if tb.n != 0 {
+		t.Fatalf("%d errors for the parent's own child", tb.n)
+	}
+	WantChildOf(tb, spans[byName("other root")], parent.SpanContext())
+	WantChildOf(tb, spans[byName("parent")], parent.SpanContext())
+	if tb.n != 2 {
+		t.Errorf("WantChildOf reported %d of 2 spans that are not the parent's children", tb.n)
+	}
+}

@@ -337,15 +337,8 @@ const grpcHealthInterval = 2 * time.Second
 // followReadiness sets the gRPC health status from the checks every
 // interval until ctx ends, logging each change.
 func followReadiness(ctx context.Context, hs *grpchealth.Server, interval time.Duration, log *slog.Logger, checks ...health.Check) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	serving := true
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	_ = run.Every(ctx, interval, func(ctx context.Context) {
 		var failed error
 		for _, check := range checks {
 			if failed = check(ctx); failed != nil {
@@ -361,7 +354,7 @@ func followReadiness(ctx context.Context, hs *grpchealth.Server, interval time.D
 				log.Warn("gRPC health: not serving", "err", failed)
 			}
 		}
-	}
+	})
 }
 
 // setServing sets the status of the whole server and of the CloudProvider

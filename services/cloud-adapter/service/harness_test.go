@@ -19,6 +19,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 )
@@ -235,13 +236,7 @@ func (s *stack) publishCtx(ctx context.Context, subject, msgID string, cmd *clou
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, within, what, cond)
 }
 
 func createCommand(provider, batch string, n int) *cloudv1.Command {

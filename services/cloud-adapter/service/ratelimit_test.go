@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/logging/logtest"
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
@@ -58,47 +58,17 @@ func TestRateLimitsAreLoggedAndExposed(t *testing.T) {
 		{"DescribeInstances", 16.5, 4},
 	} {
 		labels := map[string]string{"provider": provider, "action": tc.action}
-		if got := metric(t, reg, "nodesmith_cloud_rate_limit_per_second", labels); got.GetGauge().GetValue() != tc.rate {
-			t.Errorf("rate limit of %s = %v, want %v", tc.action, got.GetGauge().GetValue(), tc.rate)
+		if got := metricstest.Value(t, reg, "nodesmith_cloud_rate_limit_per_second", labels); got != tc.rate {
+			t.Errorf("rate limit of %s = %v, want %v", tc.action, got, tc.rate)
 		}
-		if got := metric(t, reg, "nodesmith_cloud_rate_limit_burst", labels); got.GetGauge().GetValue() != tc.burst {
-			t.Errorf("burst of %s = %v, want %v", tc.action, got.GetGauge().GetValue(), tc.burst)
+		if got := metricstest.Value(t, reg, "nodesmith_cloud_rate_limit_burst", labels); got != tc.burst {
+			t.Errorf("burst of %s = %v, want %v", tc.action, got, tc.burst)
 		}
 	}
 
 	s.publish(messaging.SubjectCloudCreate, "create.rl", createCommand(provider, "rl", 1))
 	eventually(t, 20*time.Second, "created event", func() bool { _, n := s.createdMapping(); return n == 1 })
-	wait := metric(t, reg, "nodesmith_cloud_rate_limit_wait_seconds", map[string]string{"provider": provider, "action": "RunInstances"})
-	if wait.GetHistogram().GetSampleCount() != 1 {
-		t.Errorf("rate limiter waits observed for RunInstances = %d, want 1", wait.GetHistogram().GetSampleCount())
+	if waits := metricstest.Value(t, reg, "nodesmith_cloud_rate_limit_wait_seconds", map[string]string{"provider": provider, "action": "RunInstances"}); waits != 1 {
+		t.Errorf("rate limiter waits observed for RunInstances = %v, want 1", waits)
 	}
-}
-
-// metric returns the sample of family name with exactly labels, failing
-// the test when there is none.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) *dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue next
-				}
-			}
-			return m
-		}
-	}
-	t.Fatalf("no sample of %s%v", name, labels)
-	return nil
 }

@@ -20,8 +20,10 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/sshdtest"
 	"github.com/nodesmith/nodesmith/services/hook-runner/service"
 )
@@ -96,18 +98,7 @@ func (r *replica) stop(t *testing.T) {
 // inFlight is the number of hooks the replica is running now.
 func (r *replica) inFlight(t *testing.T) float64 {
 	t.Helper()
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "nodesmith_worker_in_flight" {
-			for _, m := range mf.GetMetric() {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return metricstest.Value(t, r.reg, "nodesmith_worker_in_flight", nil)
 }
 
 func publishHook(t *testing.T, js jetstream.JetStream, cmd *hookv1.RunHook) {
@@ -235,7 +226,7 @@ echo "joined $NODE_NAME"
 	if n := countLines(t, filepath.Join(dir, "runs")); n != 2 {
 		t.Fatalf("the hook ran %d times, want 2 (the interrupted run and one re-run)", n)
 	}
-	if got := counterValue(t, other.reg, "nodesmith_hook_runs_total", "succeeded"); got != 1 {
+	if got := metricstest.Sum(t, other.reg, "nodesmith_hook_runs_total", map[string]string{"result": "succeeded"}); got != 1 {
 		t.Errorf("runs_total{result=succeeded} on %s = %v, want 1", other.id, got)
 	}
 }
@@ -312,37 +303,9 @@ func TestResultsOfFailedAndInvalidHooks(t *testing.T) {
 	waitFor(t, "every command acked or terminated", func() bool { return consumerAcked(t, env.JS) })
 }
 
-func counterValue(t *testing.T, reg *prometheus.Registry, name, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
-}
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, 90*time.Second, what, cond)
 }
 
 func countLines(t *testing.T, path string) int {

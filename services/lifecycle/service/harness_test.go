@@ -20,6 +20,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	"github.com/nodesmith/nodesmith/libs/sealed"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/natskv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -287,13 +288,7 @@ func countIn(is []domain.Instance, st domain.State) int {
 // eventually polls cond until it holds or a generous deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 45*time.Second, what, cond)
 }
 
 func summary(is []domain.Instance) string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
@@ -267,7 +268,7 @@ func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Inte
 	t.Cleanup(func() { wcancel(); <-wdone })
 
 	a := startProcess(t, nats, kubeConfig(env, "lifecycle-a"))
-	eventually(t, "a leads", func() bool { return a.leading() })
+	eventually(t, "a leads", func() bool { return a.leading(t) })
 	b := startProcess(t, nats, kubeConfig(env, "lifecycle-b"))
 	// b is a healthy follower: it neither leads nor answers operations.
 	probe := &stack{t: t, env: nats, store: openStore(t, nats)}
@@ -281,7 +282,7 @@ func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Inte
 		}
 		return false
 	})
-	if b.leading() {
+	if b.leading(t) {
 		t.Fatal("b leads while a holds the lease")
 	}
 	// Its only subscription is the JetStream API's reply inbox: no
@@ -310,7 +311,7 @@ func testLeaderHandOver(t *testing.T, c *kubetest.Cluster, admin kubernetes.Inte
 		t.Errorf("a stopped and the Lease names %q (%v): not released, b must wait out the lease duration", h, err)
 	}
 	eventually(t, "b holds the lease", func() bool { h, err := holder(); return err == nil && h == "lifecycle-b" })
-	eventually(t, "b leads", func() bool { return b.leading() })
+	eventually(t, "b leads", func() bool { return b.leading(t) })
 	mustOK(t, probe.increase("workers", 1)) // answered by b
 	eventually(t, "5 Running", func() bool { return countIn(probe.instances(""), domain.StateRunning) == 5 })
 
@@ -354,14 +355,9 @@ func startProcess(t *testing.T, env *natstest.Env, cfg service.Config) *process 
 	return p
 }
 
-func (p *process) leading() bool {
-	mfs, _ := p.reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "nodesmith_lifecycle_leader" {
-			return mf.GetMetric()[0].GetGauge().GetValue() == 1
-		}
-	}
-	return false
+func (p *process) leading(t *testing.T) bool {
+	t.Helper()
+	return metricstest.Value(t, p.reg, "nodesmith_lifecycle_leader", nil) == 1
 }
 
 func (p *process) stop(t *testing.T) {

@@ -266,28 +266,21 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 // invalid file is logged and the previous configuration stays in force.
 func watchConfig(ctx context.Context, path string, applied []byte, every time.Duration, a *app.App, log *slog.Logger) error {
 	lastSum := sha256.Sum256(applied)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return run.Every(ctx, every, func(ctx context.Context) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			log.Warn("reading the configuration file for reload", "path", path, "err", err)
-			continue
+			return
 		}
 		sum := sha256.Sum256(data)
 		if bytes.Equal(sum[:], lastSum[:]) {
-			continue
+			return
 		}
 		lastSum = sum
 		cfg, err := yamlconfig.Parse(path, data, filepath.Dir(path))
 		if err != nil {
 			log.Error("configuration file changed but is invalid; keeping the previous configuration", "err", err)
-			continue
+			return
 		}
 		for _, w := range cfg.Warnings {
 			log.Warn(w)
@@ -297,7 +290,7 @@ func watchConfig(ctx context.Context, path string, applied []byte, every time.Du
 		if err := a.SetConfig(ctx, cfg.Groups); err != nil && !errors.Is(err, app.ErrNotLeader) {
 			log.Error("applying the reloaded configuration", "err", err)
 		}
-	}
+	})
 }
 
 // holdsSecrets reports whether the file defines a value lifecycle must

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 
 	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 
@@ -339,13 +340,7 @@ func TestHandleDuplicateDeliveryJoinsRunningHook(t *testing.T) {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "the condition", cond)
 }
 
 func TestMetricsRegisterTwice(t *testing.T) {

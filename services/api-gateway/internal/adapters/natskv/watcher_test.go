@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -123,7 +124,7 @@ func TestWatcherMirrorsBuckets(t *testing.T) {
 	if g, _ := rm.Group("web"); g.Record.GetTargetSize() != 3 {
 		t.Errorf("undecodable value replaced the group: %+v", g.Record)
 	}
-	if n := counterSum(t, reg, "nodesmith_gateway_kv_decode_errors_total"); n != 1 {
+	if n := metricstest.Sum(t, reg, "nodesmith_gateway_kv_decode_errors_total", nil); n != 1 {
 		t.Errorf("decode errors metric = %v, want 1", n)
 	}
 }
@@ -135,25 +136,6 @@ func lastRevision(t *testing.T, ctx context.Context, kv jetstream.KeyValue) uint
 		t.Fatal(err)
 	}
 	return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
-}
-
-func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			return sum
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return 0
 }
 
 func TestWatcherEmptyBucketsAreSynced(t *testing.T) {

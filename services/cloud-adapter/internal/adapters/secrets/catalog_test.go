@@ -3,6 +3,7 @@ package secrets_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/logging/logtest"
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
@@ -91,17 +94,10 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	}
 	eventuallyID := func(account, want string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testwait.Until(t, 30*time.Second, account+"'s secretId "+want, func() bool {
 			c, err := s.Lookup(account)
-			if err == nil && c.KeyID == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: secretId %q (%v), want %q", account, c.KeyID, err, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil && c.KeyID == want
+		})
 	}
 	// Rotated through the API.
 	put("team", key, &sealed.Credentials{KeyID: "cat-id-2", Secret: "cat-secret-2"})
@@ -129,13 +125,10 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 	if err := kv.Delete(ctx, messaging.CatalogKey(messaging.CatalogKeyAccount, "fresh")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, err := s.Lookup("fresh"); err == nil; _, err = s.Lookup("fresh") {
-		if time.Now().After(deadline) {
-			t.Fatal("a deleted catalog account still has credentials")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "the deleted catalog account to lose its credentials", func() bool {
+		_, err := s.Lookup("fresh")
+		return err != nil
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -155,33 +148,10 @@ func TestCatalogCredentialsTakePrecedenceAndFollowChanges(t *testing.T) {
 // equals want.
 func eventuallyGauge(t *testing.T, reg *prometheus.Registry, state string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := -1.0
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "nodesmith_cloud_catalog_credentials" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "state" && l.GetValue() == state {
-						got = m.GetGauge().GetValue()
-					}
-				}
-			}
-		}
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("catalog credentials gauge %s = %v, want %v", state, got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	labels := map[string]string{"state": state}
+	testwait.Until(t, 30*time.Second, fmt.Sprintf("catalog credentials gauge %s = %v", state, want), func() bool {
+		return metricstest.Value(t, reg, "nodesmith_cloud_catalog_credentials", labels) == want
+	})
 }
 
 // Without a key, sealed credentials are reported and not used.

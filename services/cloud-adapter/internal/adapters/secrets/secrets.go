@@ -38,6 +38,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/nodesmith/nodesmith/libs/run"
+
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
@@ -174,18 +176,11 @@ func (s *Store) Run(ctx context.Context, every time.Duration) error {
 		<-ctx.Done() // nothing on disk to watch
 		return nil
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := s.Reload(); err != nil {
-				s.log.Warn("reloading cloud credentials failed; keeping the previous ones", "err", err)
-			}
+	return run.Every(ctx, every, func(context.Context) {
+		if err := s.Reload(); err != nil {
+			s.log.Warn("reloading cloud credentials failed; keeping the previous ones", "err", err)
 		}
-	}
+	})
 }
 
 func (s *Store) load() (map[string]ports.Credential, error) {

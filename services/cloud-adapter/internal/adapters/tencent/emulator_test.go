@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/backoff"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -396,11 +397,5 @@ func TestEmulatorThrottlingIsRetried(t *testing.T) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, what, cond)
 }

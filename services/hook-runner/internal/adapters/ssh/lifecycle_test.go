@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/domain"
 	"github.com/nodesmith/nodesmith/services/hook-runner/internal/sshdtest"
 )
@@ -177,13 +178,7 @@ func TestConnectRetriesUntilSSHDComesUp(t *testing.T) {
 		done <- e.Run(ctx, local("echo up"), io.Discard, io.Discard)
 	}()
 	// Wait until the executor has been refused at least once.
-	deadline := time.Now().Add(30 * time.Second)
-	for !logs.contains("ssh connection failed, retrying") {
-		if time.Now().After(deadline) {
-			t.Fatal("no refused attempt logged")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, "a refused attempt logged", func() bool { return logs.contains("ssh connection failed, retrying") })
 	srv.Restart(t)
 	ex := <-done
 	if ex.Failure != domain.FailureNone || !ex.Connected || ex.ConnectAttempts < 2 {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/clustertest"
 	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -70,20 +71,13 @@ func clearNodes(t *testing.T, cs kubernetes.Interface) {
 	if err := cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, 30*time.Second, "no Node left after deleting them all", func() bool {
 		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Nodes left after deleting them all", len(l.Items))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(l.Items) == 0
+	})
 }
 
 // putNode plays kubelet and the cluster's other writers: it creates the

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	kube "github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/kubernetes"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -63,13 +64,7 @@ func (r *recorder) snapshot() []ports.NodeEvent {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, what, cond)
 }
 
 func TestWatchDeliversExistingNodesThenSyncedThenChanges(t *testing.T) {
