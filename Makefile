@@ -146,7 +146,7 @@ CHAOS_ARGS    ?=
 FUZZTIME      ?= 30s
 
 .PHONY: bench
-bench: ## benchmarks B1-B5 (table + bench/results.json; BENCH_ARGS="-quick" for a smoke run), then Go benchmarks (bench/gobench.txt, benchstat format)
+bench: ## benchmarks B1-B7 (table + bench/results.json; BENCH_ARGS="-quick" for a smoke run), then Go benchmarks (bench/gobench.txt, benchstat format)
 	go run ./dev/bench -out $(CURDIR)/bench/results.json $(BENCH_ARGS)
 	@pkgs=$$(grep -rl --include='*_test.go' '^func Benchmark' $(MODULES) | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
 	echo "go benchmarks in: $$pkgs"; \

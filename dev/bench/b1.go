@@ -347,7 +347,7 @@ func startGatewayProcess(ctx context.Context, e *env, bus *harness.Bus) (*harnes
 	p, err := harness.StartProcess("api-gateway", bin, append(natsArgs,
 		"--grpc-addr", addr, "--grpc-insecure", "--rest-addr=", "--health-addr=",
 		"--log-level", "warn", "--log-format", "text",
-	), nil, logFile)
+	), e.serviceEnv(), logFile)
 	if err != nil {
 		return nil, "", err
 	}

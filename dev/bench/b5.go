@@ -16,8 +16,15 @@ import (
 // b5Groups is how many groups B5's instances are spread over.
 const b5Groups = 100
 
+// b5GoalMiB is issue 20's bound on each process's resident memory at
+// b5GoalSize instances.
+const (
+	b5GoalMiB  = 256
+	b5GoalSize = 100_000
+)
+
 // runB5 measures the resident memory of lifecycle and the api-gateway,
-// each its own process built from its cmd/, after loading 0, 10k and 50k
+// each its own process built from its cmd/, after loading 0, 10k, 50k and 100k
 // instance records (seeded in KV as lifecycle writes them): the gateway
 // once SERVING, lifecycle once its gauges count every instance; both
 // after a few seconds of settling. RSS is VmRSS from /proc/<pid>/status.
@@ -26,7 +33,7 @@ const b5Groups = 100
 // RSS) is reported too: it is the live heap, without the garbage and the
 // pages not yet returned to the kernel that RSS counts, so it varies less.
 func runB5(ctx context.Context, e *env) error {
-	sizes := []int{0, 10_000, 50_000}
+	sizes := []int{0, 10_000, 50_000, 100_000}
 	if e.quick {
 		sizes = []int{0, 10_000}
 	}
@@ -47,6 +54,13 @@ func runB5(ctx context.Context, e *env) error {
 			m := mem[name]
 			res := Result{Scenario: "B5", Size: count(n), Metric: name + " RSS", Value: float64(m.RSSKiB) / 1024, Unit: "MiB",
 				Note: fmt.Sprintf("peak %.1f MiB", float64(m.HWMKiB)/1024)}
+			if e.goMemLimit != "" {
+				res.Note += ", GOMEMLIMIT=" + e.goMemLimit
+			}
+			if n >= b5GoalSize {
+				res.Target = fmt.Sprintf("< %d MiB", b5GoalMiB)
+				res.Met = atMost(res.Value, b5GoalMiB)
+			}
 			e.report.add(res)
 			if n == 0 {
 				base[name] = m
@@ -155,46 +169,26 @@ type lifecycleProcess struct {
 	*harness.Process
 	metrics string // http://host:port/metrics
 	pprof   string // http://host:port
+	logFile string
+	started time.Time // when the process was started
 }
 
-// startLifecycleProcess runs the lifecycle binary (no configuration file:
-// the seeded groups are API groups; no cluster; no reconciler, as there is
-// no cloud-adapter) and waits until its gauges count want instances. It
-// also serves pprof (--pprof-addr), for B5's heap profiles.
+// startLifecycleProcess runs the lifecycle binary (see
+// launchLifecycleProcess) and waits until its gauges count want
+// instances.
 func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want int) (*lifecycleProcess, error) {
-	bin, err := e.binary(ctx, "lifecycle")
+	lp, err := launchLifecycleProcess(ctx, e, bus)
 	if err != nil {
 		return nil, err
 	}
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args, err := bus.ServiceArgs(e.tmp, natsauth.Lifecycle)
-	if err != nil {
-		return nil, err
-	}
-	args = append(args, "--health-addr", addr, "--reconcile-interval=0", "--cluster=none",
-		"--log-level", "warn", "--log-format", "text")
-	paddr, err := harness.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args = append(args, "--pprof-addr", paddr)
-	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr}
-	logFile := filepath.Join(e.tmp, "lifecycle.log")
-	p, err := harness.StartProcess("lifecycle", bin, args, nil, logFile)
-	if err != nil {
-		return nil, err
-	}
-	lp.Process = p
+	p := lp.Process
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		got, err := harness.ScrapeSum(ctx, lp.metrics, "nodesmith_lifecycle_instances")
 		if err == nil && int(got) == want {
 			return lp, nil
 		}
-		if xerr := p.ExitedError(logFile); xerr != nil {
+		if xerr := p.ExitedError(lp.logFile); xerr != nil {
 			return nil, xerr
 		}
 		if time.Now().After(deadline) {
@@ -211,4 +205,44 @@ func startLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus, want i
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// launchLifecycleProcess starts the lifecycle binary (no configuration
+// file: the seeded groups are API groups; no cluster; no reconciler, as
+// there is no cloud-adapter), serving pprof (--pprof-addr) for B5's heap
+// profiles, and returns at once.
+func launchLifecycleProcess(ctx context.Context, e *env, bus *harness.Bus) (*lifecycleProcess, error) {
+	return launchLifecycle(ctx, e, bus, "lifecycle", nil, "--cluster=none")
+}
+
+// launchLifecycle starts a lifecycle replica called name (its log file's
+// name) with extra arguments and environment, and returns at once.
+func launchLifecycle(ctx context.Context, e *env, bus *harness.Bus, name string, env []string, extra ...string) (*lifecycleProcess, error) {
+	bin, err := e.binary(ctx, "lifecycle")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args, err := bus.ServiceArgs(e.tmp, natsauth.Lifecycle)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--health-addr", addr, "--reconcile-interval=0",
+		"--log-level", "warn", "--log-format", "text")
+	paddr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args = append(append(args, "--pprof-addr", paddr), extra...)
+	lp := &lifecycleProcess{metrics: "http://" + addr + "/metrics", pprof: "http://" + paddr, logFile: filepath.Join(e.tmp, name+".log")}
+	lp.started = time.Now()
+	p, err := harness.StartProcess(name, bin, args, e.serviceEnv(env...), lp.logFile)
+	if err != nil {
+		return nil, err
+	}
+	lp.Process = p
+	return lp, nil
 }

@@ -1,11 +1,12 @@
 // Command bench measures nodesmith on this machine (issue #9): the CA read
 // path against a gRPC floor (B1), orchestration overhead (B2), a realistic
 // scale-up against its lower bound (B3), hook-runner horizontal scaling
-// (B4) and resident memory (B5). It prints a table and writes a JSON
-// report; `make bench` runs it. Numbers come from here, never from timed
-// assertions in tests.
+// (B4), resident memory (B5), and (issue 20) what months of churn cost
+// at start (B6) and a leader failover at scale on a Lease (B7). It prints
+// a table and writes a JSON report; `make bench` runs it. Numbers come
+// from here, never from timed assertions in tests.
 //
-//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5] [-quick] [-out bench/results.json]
+//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5,B6,B7] [-quick] [-churn-history N -live N] [-out bench/results.json]
 package main
 
 import (
@@ -37,6 +38,8 @@ var scenarios = []scenario{
 	{"B3", "realistic scale-up vs its lower bound", runB3},
 	{"B4", "hook-runner horizontal scaling", runB4},
 	{"B5", "resident memory of lifecycle and gateway", runB5},
+	{"B6", "months of churn: storage and start times with removed history vs live only", runB6},
+	{"B7", "failover at scale: kill -9 the lifecycle leader on a Lease", runB7},
 }
 
 // env is what every scenario gets.
@@ -51,6 +54,11 @@ type env struct {
 	// heapProfile, when set, is the prefix of the heap profiles B5 takes of
 	// the lifecycle process (through its --pprof-addr).
 	heapProfile string
+	// churnHistory and churnLive size B6: removed and live instances.
+	churnHistory, churnLive int
+	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
+	// gateway processes B5 to B7 start (the deployment sets one).
+	goMemLimit string
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -88,6 +96,9 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
+	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
+	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
+	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -114,6 +125,17 @@ func realMain(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick && !set["churn-history"] {
+		*churnHistory = 20_000
+	}
+	if *quick && !set["live"] {
+		*churnLive = 5_000
+	}
+	if *churnHistory < 0 || *churnLive < b6Groups {
+		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
+	}
 	e := &env{
 		quick:   *quick,
 		caMix:   mix,
@@ -122,7 +144,10 @@ func realMain(ctx context.Context) error {
 		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
 		tmp:     tmp,
 
-		heapProfile: *heapProfile,
+		heapProfile:  *heapProfile,
+		churnHistory: *churnHistory,
+		churnLive:    *churnLive,
+		goMemLimit:   *goMemLimit,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {
@@ -196,6 +221,14 @@ func startProfile(prefix, name string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
+}
+
+// serviceEnv is the environment added to a service process.
+func (e *env) serviceEnv(extra ...string) []string {
+	if e.goMemLimit != "" {
+		extra = append(extra, "GOMEMLIMIT="+e.goMemLimit)
+	}
+	return extra
 }
 
 // scratch returns a fresh directory for one run.

@@ -28,6 +28,11 @@ type Options struct {
 	// Users are the NKey users admitted, with their permissions
 	// (natsauth.ServerUsers). Required: there is no anonymous access.
 	Users []*server.NkeyUser
+	// SyncInterval is how often JetStream syncs its files to disk and
+	// compacts blocks that removed messages left mostly empty; zero means
+	// the server's default (2 minutes). Benchmarks shorten it to see the
+	// store as it settles.
+	SyncInterval time.Duration
 }
 
 // Server is a running embedded NATS server.
@@ -61,6 +66,7 @@ func Start(o Options) (*Server, error) {
 		JetStreamMaxMemory: 1 << 30,
 		MaxPayload:         8 << 20,
 		Nkeys:              o.Users,
+		SyncInterval:       o.SyncInterval,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("configuring embedded nats: %w", err)

@@ -9,7 +9,8 @@
 // (ConfigFile): one decoder (Decode: field paths, deprecated spellings as
 // warnings) and one Validate serve the file and the API.
 //
-// The package is pure data: it imports only the standard library, so the
+// The package is pure data: it imports only the standard library (and
+// libs/contract, the shared names, which does too), so the
 // CLI's static binary stays free of the services' dependencies. Changing a
 // JSON name or omitempty here changes the API (the gateway's
 // testdata/wire.golden pins the bytes).

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
 // ConfigFile is lifecycle's configuration file (YAML, read into these JSON
@@ -76,6 +78,9 @@ func (f *ConfigFile) Validate() FieldErrors {
 	var errs FieldErrors
 	for _, name := range sortedKeys(f.Accounts) {
 		a := f.Accounts[name]
+		if msg := contract.ValidName(name); msg != "" {
+			errs.add("accounts."+name, "account name %s", msg)
+		}
 		errs = append(errs, prefix("accounts."+name, a.Validate())...)
 		if a.Credentials != nil || a.ClearCredentials {
 			errs.add("accounts."+name+".credentials", "credentials are not part of the configuration file: give them to the cloud adapter (secret files or a Secret)")
@@ -84,6 +89,9 @@ func (f *ConfigFile) Validate() FieldErrors {
 	for _, name := range sortedKeys(f.InstanceTemplates) {
 		t := f.InstanceTemplates[name]
 		p := "instanceTemplates." + name
+		if msg := contract.ValidName(name); msg != "" {
+			errs.add(p, "template name %s", msg)
+		}
 		if t.Name != "" && t.Name != name {
 			errs.add(p+".name", "%q differs from the template's key %q", t.Name, name)
 		}
@@ -95,6 +103,8 @@ func (f *ConfigFile) Validate() FieldErrors {
 		p := fmt.Sprintf("nodeGroups[%d]", i)
 		if g.ID == "" {
 			errs.add(p+".id", "required")
+		} else if msg := contract.ValidGroupID(g.ID); msg != "" {
+			errs.add(p+".id", "%s", msg)
 		} else if j, dup := seen[g.ID]; dup {
 			errs.add(p+".id", "duplicate id %q (also nodeGroups[%d])", g.ID, j)
 		} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +27,12 @@ type Bus struct {
 
 // StartBus starts the server on storeDir and ensures the topology.
 func StartBus(ctx context.Context, storeDir string) (*Bus, error) {
+	return StartBusSync(ctx, storeDir, 0)
+}
+
+// StartBusSync is StartBus with JetStream syncing (and compacting) its
+// files every sync rather than the server's default 2 minutes.
+func StartBusSync(ctx context.Context, storeDir string, sync time.Duration) (*Bus, error) {
 	keys, err := natsauth.GenerateKeys()
 	if err != nil {
 		return nil, err
@@ -34,7 +41,7 @@ func StartBus(ctx context.Context, storeDir string) (*Bus, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir, Users: users})
+	ns, err := natsembed.Start(natsembed.Options{Port: -1, StoreDir: storeDir, Users: users, SyncInterval: sync})
 	if err != nil {
 		return nil, err
 	}

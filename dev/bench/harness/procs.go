@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,4 +297,45 @@ func ReadCPUTime(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// WaitNodeGroupNodes polls NodeGroupNodes(group) at addr until it answers
+// exactly want (provider ids, sorted) and returns the time from since.
+func WaitNodeGroupNodes(ctx context.Context, addr, group string, want []string, since time.Time, timeout time.Duration, alive func() error) (time.Duration, error) {
+	conn, err := dialEager(addr)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	c := pb.NewCloudProviderClient(conn)
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := c.NodeGroupNodes(cctx, &pb.NodeGroupNodesRequest{Id: group})
+		cancel()
+		if err == nil {
+			got := make([]string, 0, len(res.GetInstances()))
+			for _, in := range res.GetInstances() {
+				got = append(got, in.GetId())
+			}
+			slices.Sort(got)
+			if slices.Equal(got, want) {
+				return time.Since(since), nil
+			}
+			err = fmt.Errorf("%d instances, want %d", len(got), len(want))
+		}
+		if alive != nil {
+			if aerr := alive(); aerr != nil {
+				return 0, aerr
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("NodeGroupNodes(%s) at %s not right after %s: %w", group, addr, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

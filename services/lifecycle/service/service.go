@@ -156,6 +156,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	cfg.ClusterID = ext.clusterID
 	a := app.New(cfg.appOptions(), app.Deps{
 		Store:    store,
+		Catalog:  store,
 		Commands: jsadapter.NewCommands(jsadapter.MessagingPublisher{P: messaging.NewPublisher(js)}),
 		Cluster:  ext.cluster,
 		Clock:    deps.Clock,

@@ -278,8 +278,10 @@ func TestCodeOf(t *testing.T) {
 
 func TestValidateNewGroupID(t *testing.T) {
 	for id, ok := range map[string]bool{
-		"web": true, "gpu-a10_2": true, "A1": true,
-		"": false, "a.b": false, "a b": false, "a*": false, "a>": false, "ünï": false, strings.Repeat("x", 64): false,
+		// Lifecycle's rule (libs/contract): a DNS-1123 label of at most 40.
+		"web": true, "gpu-a10-2": true, "a1": true, strings.Repeat("x", 40): true,
+		"gpu-a10_2": false, "A1": false, strings.Repeat("x", 41): false,
+		"": false, "a.b": false, "a b": false, "a*": false, "a>": false, "ünï": false,
 	} {
 		if err := ValidateNewGroupID(id); (err == nil) != ok {
 			t.Errorf("ValidateNewGroupID(%q) = %v, want ok=%v", id, err, ok)

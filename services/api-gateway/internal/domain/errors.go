@@ -4,56 +4,26 @@
 // standard library.
 package domain
 
-import (
-	"context"
-	"errors"
-	"fmt"
-
-	"github.com/nodesmith/nodesmith/libs/contract"
-)
+import "github.com/nodesmith/nodesmith/libs/contract"
 
 // Code classifies an error: the shared operation codes (contract.Code),
 // numbered as gRPC status codes so lifecycle's Reply.error.code travels
 // through unchanged.
 type Code = contract.Code
 
-// Error is an error with a Code. Every error the application returns to an
-// inbound adapter is (or wraps) an *Error; anything else is internal.
-type Error struct {
-	Code    Code
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
+// Error is an error with a Code (libs/contract: lifecycle's is the same
+// type). Every error the application returns to an inbound adapter is (or
+// wraps) an *Error; anything else is internal.
+type Error = contract.Error
 
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code Code, format string, args ...any) error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return contract.Errorf(code, format, args...)
 }
 
 // CodeOf returns the Code of err: the code of the *Error it wraps, OK for
 // nil, DeadlineExceeded or Canceled for context errors, Unknown otherwise.
-func CodeOf(err error) Code {
-	if err == nil {
-		return contract.CodeOK
-	}
-	var e *Error
-	switch {
-	case errors.As(err, &e):
-		return e.Code
-	case errors.Is(err, context.DeadlineExceeded):
-		return contract.CodeDeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return contract.CodeCanceled
-	}
-	return contract.CodeUnknown
-}
+func CodeOf(err error) Code { return contract.CodeOf(err) }
 
 // MessageOf returns the message of the *Error err wraps, or err's text.
-func MessageOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return err.Error()
-}
+func MessageOf(err error) string { return contract.MessageOf(err) }

@@ -47,21 +47,12 @@ func ValidateBounds(minSize, maxSize, target int32) error {
 	return ValidateTargetSize(target, minSize, maxSize)
 }
 
-// ValidateNewGroupID checks the id of a group being defined: it becomes a
-// KV key and the first token of its instances' keys ("<group>.<id>"), so
-// it is limited to letters, digits, '-' and '_' (1 to 63 of them).
+// ValidateNewGroupID checks the id of a group being defined with the
+// shared rule (libs/contract): it becomes a KV key, the first token of its
+// instances' keys ("<group>.<id>") and part of their node names.
 func ValidateNewGroupID(id string) error {
-	if id == "" || len(id) > 63 {
-		return Errorf(contract.CodeInvalidArgument, "node group id must be 1 to 63 characters")
-	}
-	for _, r := range id {
-		if !groupIDRune(r) {
-			return Errorf(contract.CodeInvalidArgument, "node group id %q may only contain letters, digits, '-' and '_'", id)
-		}
+	if p := contract.ValidGroupID(id); p != "" {
+		return Errorf(contract.CodeInvalidArgument, "node group id: %s", p)
 	}
 	return nil
-}
-
-func groupIDRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }

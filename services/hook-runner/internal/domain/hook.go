@@ -10,32 +10,19 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
-// Kind says at which point of an instance's life a hook runs.
-type Kind int
+// Kind says at which point of an instance's life a hook runs (libs/contract).
+type Kind = contract.HookKind
 
 // Hook kinds.
 const (
-	KindUnspecified Kind = iota
-	// KindAfterCreated runs once the VM is up; it typically joins the node
-	// to the cluster.
-	KindAfterCreated
-	// KindBeforeDelete runs before the VM is terminated (drain, leave).
-	KindBeforeDelete
+	KindUnspecified  = contract.HookUnspecified
+	KindAfterCreated = contract.HookAfterCreated
+	KindBeforeDelete = contract.HookBeforeDelete
 )
-
-// String is the kind's name as used in metrics labels, logs and message ids.
-func (k Kind) String() string {
-	switch k {
-	case KindAfterCreated:
-		return "after_created"
-	case KindBeforeDelete:
-		return "before_delete"
-	default:
-		return "unspecified"
-	}
-}
 
 // Hook is one request to run a script on an instance. A run is identified
 // by (InstanceID, Kind, Attempt); a redelivered request runs it again, so

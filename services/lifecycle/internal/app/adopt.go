@@ -24,28 +24,28 @@ type adoption struct {
 // recognised by exactly one group that adopts. A Node that several groups
 // recognise, or whose group is at its max size, is reported once (log and
 // notice) and left alone.
-func (a *App) adoptionsLocked() []adoption {
-	if a.cluster == nil || !a.nodes.isSynced() {
+func (nd *nodes) adoptionsLocked() []adoption {
+	if nd.cluster == nil || !nd.known.isSynced() {
 		return nil
 	}
 	var adopters []domain.NodeGroup
-	for _, id := range a.sortedGroupIDsLocked() {
-		if g := a.groups[id].g; g.CanAdopt() {
+	for _, id := range nd.sortedGroupIDsLocked() {
+		if g := nd.groups[id].g; g.CanAdopt() {
 			adopters = append(adopters, g)
 		}
 	}
 	if len(adopters) == 0 {
 		return nil
 	}
-	nodeNames := make(map[string]bool, len(a.insts))
-	cloudIDs := make(map[string]bool, len(a.insts))
-	for _, r := range a.insts {
+	nodeNames := make(map[string]bool, len(nd.insts))
+	cloudIDs := make(map[string]bool, len(nd.insts))
+	for _, r := range nd.insts {
 		nodeNames[r.inst.Node()] = true
 		if r.inst.CloudID != "" {
 			cloudIDs[r.inst.CloudID] = true
 		}
 	}
-	nodes := a.nodes.all()
+	nodes := nd.known.all()
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	seen := make(map[string]bool, len(nodes))
 	var out []adoption
@@ -54,11 +54,11 @@ func (a *App) adoptionsLocked() []adoption {
 		if !n.Ready || n.ProviderID == "" || nodeNames[n.Name] {
 			continue
 		}
-		if _, owned := a.byProvider[n.ProviderID]; owned {
+		if _, owned := nd.byProvider[n.ProviderID]; owned {
 			continue
 		}
 		if id := n.Labels[LabelInstance]; id != "" {
-			if _, owned := a.insts[id]; owned {
+			if _, owned := nd.insts[id]; owned {
 				continue
 			}
 		}
@@ -81,26 +81,26 @@ func (a *App) adoptionsLocked() []adoption {
 		case len(groups) == 0:
 			continue
 		case len(groups) > 1:
-			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionAmbiguous,
+			nd.reportAdoptionLocked(n.Name, true, ReasonAdoptionAmbiguous,
 				fmt.Sprintf("Node matches node groups %s, which all adopt existing nodes; adopt it explicitly by making exactly one group's node template match", strings.Join(groups, ", ")))
 			continue
 		case cloudIDs[cloudID]:
-			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
+			nd.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
 				fmt.Sprintf("Node names VM %s, which instance records already own under another providerID or name (a join script without the kubelet's --provider-id?)", cloudID))
 			continue
 		}
-		g := a.groups[groups[0]].g
+		g := nd.groups[groups[0]].g
 		if g.TargetSize >= g.MaxSize {
-			a.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
+			nd.reportAdoptionLocked(n.Name, true, ReasonAdoptionRefused,
 				fmt.Sprintf("Node group %s is at its max size %d: not adopted", g.ID, g.MaxSize))
 			continue
 		}
 		out = append(out, adoption{node: n, group: g.ID, cloudID: cloudID})
 	}
 	// Forget reports about Nodes that are gone.
-	for name := range a.adoptReported {
+	for name := range nd.adoptReported {
 		if !seen[name] {
-			delete(a.adoptReported, name)
+			delete(nd.adoptReported, name)
 		}
 	}
 	return out
@@ -108,14 +108,14 @@ func (a *App) adoptionsLocked() []adoption {
 
 // reportAdoptionLocked logs and notifies a Node that cannot be adopted, once
 // per reason.
-func (a *App) reportAdoptionLocked(node string, warning bool, reason, msg string) {
-	if a.adoptReported[node] == msg {
+func (nd *nodes) reportAdoptionLocked(node string, warning bool, reason, msg string) {
+	if nd.adoptReported[node] == msg {
 		return
 	}
-	a.adoptReported[node] = msg
-	a.log.Warn("node not adopted", "node", node, "reason", reason, "detail", msg)
-	if a.notify != nil {
-		a.notify.Notify(ports.Notice{Node: node, Warning: warning, Reason: reason, Message: msg})
+	nd.adoptReported[node] = msg
+	nd.log.Warn("node not adopted", "node", node, "reason", reason, "detail", msg)
+	if nd.notify != nil {
+		nd.notify.Notify(ports.Notice{Node: node, Warning: warning, Reason: reason, Message: msg})
 	}
 }
 
@@ -125,34 +125,34 @@ func (a *App) reportAdoptionLocked(node string, warning bool, reason, msg string
 // group's target is raised by one, so the autoscaler's target counts it.
 // Nothing else is applied to the Node: adding the template's taints to a
 // Node that carries pods could evict them.
-func (a *App) adopt(ctx context.Context, ad adoption) {
+func (nd *nodes) adopt(ctx context.Context, ad adoption) {
 	id := domain.AdoptedInstanceID(ad.group, ad.node.ProviderID)
-	log := a.log.With("node", ad.node.Name, "group", ad.group, "instance", id, "provider_id", ad.node.ProviderID)
+	log := nd.log.With("node", ad.node.Name, "group", ad.group, "instance", id, "provider_id", ad.node.ProviderID)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := a.cluster.PatchNode(pctx, ad.node.Name, map[string]string{LabelGroup: ad.group, LabelInstance: id}, nil, nil)
+	err := nd.cluster.PatchNode(pctx, ad.node.Name, map[string]string{LabelGroup: ad.group, LabelInstance: id}, nil, nil)
 	cancel()
 	if err != nil {
 		log.Warn("labelling a node to adopt failed; retrying at the next pass", "err", err)
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	g, ok := a.groups[ad.group]
-	if !a.loaded || !ok || !g.g.CanAdopt() || g.g.TargetSize >= g.g.MaxSize {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	g, ok := nd.groups[ad.group]
+	if !nd.loaded || !ok || !g.g.CanAdopt() || g.g.TargetSize >= g.g.MaxSize {
 		return
 	}
-	if _, owned := a.byProvider[ad.node.ProviderID]; owned {
+	if _, owned := nd.byProvider[ad.node.ProviderID]; owned {
 		return
 	}
-	in, _, err := a.recordAdoptedLocked(ctx, g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP)
+	in, _, err := nd.recordAdoptedLocked(ctx, g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP)
 	if err != nil {
 		log.Warn("recording an adopted node failed", "err", err)
 		return
 	}
-	delete(a.adoptReported, ad.node.Name)
+	delete(nd.adoptReported, ad.node.Name)
 	log.Info("existing node adopted", "cloud_id", ad.cloudID, "target", g.g.TargetSize)
-	if a.notify != nil {
-		a.notify.Notify(ports.Notice{Node: ad.node.Name, Reason: ReasonAdopted,
+	if nd.notify != nil {
+		nd.notify.Notify(ports.Notice{Node: ad.node.Name, Reason: ReasonAdopted,
 			Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s)", in.Group, in.ID, ad.cloudID)})
 	}
 }
@@ -165,22 +165,22 @@ func (a *App) adopt(ctx context.Context, ad adoption) {
 // that no instance owns the VM and that the target is below the max size.
 // An error means nothing was recorded (a conflict refreshed the record:
 // our own earlier attempt, or another leader's, now owns the VM).
-func (a *App) recordAdoptedLocked(ctx context.Context, g *groupRec, nodeName, providerID, cloudID, privateIP string) (domain.Instance, Revisions, error) {
+func (nd *nodes) recordAdoptedLocked(ctx context.Context, g *groupRec, nodeName, providerID, cloudID, privateIP string) (domain.Instance, Revisions, error) {
 	var revs Revisions
-	in := domain.NewAdoptedInstance(g.g, nodeName, providerID, cloudID, privateIP, a.clock.Now())
-	rev, err := a.store.CreateInstance(ctx, in)
+	in := domain.NewAdoptedInstance(g.g, nodeName, providerID, cloudID, privateIP, nd.clock.Now())
+	rev, err := nd.store.CreateInstance(ctx, in)
 	if err != nil {
-		a.refreshInstLocked(ctx, in.Group, in.ID)
+		nd.refreshInstLocked(ctx, in.Group, in.ID)
 		return in, revs, err
 	}
 	revs.inst(rev)
-	a.setInstLocked(in, rev)
-	a.noteInstanceRecordLocked(ctx)
-	if err := a.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {
+	nd.setInstLocked(in, rev)
+	nd.created(ctx)
+	if err := nd.setTargetLocked(ctx, g, g.g.TargetSize+1, &revs); err != nil {
 		// The instance is recorded (Running instances above the target are
 		// left alone); the target stays one short until the next change.
-		a.log.Error("raising the target for an adopted node failed", "group", g.g.ID, "instance", in.ID, "err", err)
+		nd.log.Error("raising the target for an adopted node failed", "group", g.g.ID, "instance", in.ID, "err", err)
 	}
-	a.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted", Cause: "adopted"})
+	nd.obs.Transition(in.Group, domain.Move{From: domain.StateUnknown, To: domain.StateRunning, Reason: "adopted", Cause: "adopted"})
 	return in, revs, nil
 }

@@ -107,13 +107,13 @@ type TagVMResult struct {
 // HandleTagged hands the cloud adapter's answer to the AdoptVMs waiting
 // for it; an answer nobody waits for (a leader that restarted, a request
 // that timed out) is dropped.
-func (a *App) HandleTagged(_ context.Context, r TagResult) error {
-	a.mu.Lock()
-	ch, ok := a.tagWaiters[r.RequestID]
-	delete(a.tagWaiters, r.RequestID)
-	a.mu.Unlock()
+func (nd *nodes) HandleTagged(_ context.Context, r TagResult) error {
+	nd.mu.Lock()
+	ch, ok := nd.tagWaiters[r.RequestID]
+	delete(nd.tagWaiters, r.RequestID)
+	nd.mu.Unlock()
 	if !ok {
-		a.log.Debug("tag result of an unknown request dropped", "request", r.RequestID)
+		nd.log.Debug("tag result of an unknown request dropped", "request", r.RequestID)
 		return nil
 	}
 	ch <- r // buffered: one answer per waiter
@@ -121,20 +121,20 @@ func (a *App) HandleTagged(_ context.Context, r TagResult) error {
 }
 
 // tagAndWait publishes a TagCommand and waits for its answer.
-func (a *App) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, error) {
+func (nd *nodes) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, error) {
 	ch := make(chan TagResult, 1)
-	a.mu.Lock()
-	if a.tagWaiters == nil {
-		a.tagWaiters = map[string]chan TagResult{}
+	nd.mu.Lock()
+	if nd.tagWaiters == nil {
+		nd.tagWaiters = map[string]chan TagResult{}
 	}
-	a.tagWaiters[c.RequestID] = ch
-	a.mu.Unlock()
+	nd.tagWaiters[c.RequestID] = ch
+	nd.mu.Unlock()
 	defer func() {
-		a.mu.Lock()
-		delete(a.tagWaiters, c.RequestID)
-		a.mu.Unlock()
+		nd.mu.Lock()
+		delete(nd.tagWaiters, c.RequestID)
+		nd.mu.Unlock()
 	}()
-	if err := a.cmds.Tag(ctx, c); err != nil {
+	if err := nd.cmds.Tag(ctx, c); err != nil {
 		return TagResult{}, &domain.Error{Code: contract.CodeUnavailable, Msg: "asking the cloud adapter about the VMs", Err: err}
 	}
 	wctx, cancel := context.WithTimeout(ctx, adoptCheckTimeout)
@@ -151,22 +151,16 @@ func (a *App) tagAndWait(ctx context.Context, c ports.TagCommand) (TagResult, er
 	}
 }
 
-// candidate is a VM AdoptVMs will adopt.
-type candidate struct {
-	i  int // index in the request and the outcomes
-	id string
-}
-
 // AdoptVMs adopts running VMs into a group (see the top of this file). It
 // returns one outcome per VM, in the request's order. Errors: invalid
 // request, unknown group, OutOfRange beyond the max size, Unavailable when
 // the cloud adapter or the store does not answer (nothing or only some VMs
 // adopted: run it again).
-func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
+func (nd *nodes) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutcome, revs Revisions, err error) {
 	defer func() {
-		a.obs.Op("AdoptVMs", domain.CodeOf(err))
+		nd.obs.Op("AdoptVMs", domain.CodeOf(err))
 		if err != nil {
-			a.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
+			nd.log.Info("operation refused", "op", "AdoptVMs", "group", req.Group, "code", domain.CodeOf(err).String(), "err", err)
 		}
 	}()
 	if err := validateAdopt(req); err != nil {
@@ -178,20 +172,20 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 1. What the records say.
-	a.mu.Lock()
-	if !a.loaded {
-		a.mu.Unlock()
+	nd.mu.Lock()
+	if !nd.loaded {
+		nd.mu.Unlock()
 		return nil, revs, ErrNotLeader
 	}
-	g, err := a.groupLocked(req.Group)
+	g, err := nd.groupLocked(req.Group)
 	if err != nil {
-		a.mu.Unlock()
+		nd.mu.Unlock()
 		return nil, revs, err
 	}
 	tmpl := g.g.Template
-	cands := a.planAdoptLocked(g.g, out)
+	cands := nd.planAdoptLocked(g.g, out)
 	target, maxSize := g.g.TargetSize, g.g.MaxSize
-	a.mu.Unlock()
+	nd.mu.Unlock()
 	if target+len(cands) > maxSize {
 		return nil, revs, domain.Errorf(contract.CodeOutOfRange,
 			"adopting %d VMs would take node group %q's target from %d to %d, beyond its max size %d: raise maxSize first",
@@ -199,13 +193,13 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 1b. The Nodes (when the cluster is watched).
-	if a.cluster != nil && len(cands) > 0 {
-		if !a.nodes.isSynced() {
+	if nd.cluster != nil && len(cands) > 0 {
+		if !nd.known.isSynced() {
 			return nil, revs, domain.Errorf(contract.CodeUnavailable, "the Node cache is not synced yet: retry")
 		}
 		cands = keep(cands, func(c candidate) bool {
 			vm := req.VMs[c.i]
-			n, ok := a.Node(vm.NodeName)
+			n, ok := nd.Node(vm.NodeName)
 			switch {
 			case !ok:
 				out[c.i].refuse("no Node %q in the cluster", vm.NodeName)
@@ -224,7 +218,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	// 1c. The cloud.
 	t := targetOf(tmpl)
 	if len(cands) > 0 {
-		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, cands, true))
+		res, err := nd.tagAndWait(ctx, nd.tagCommand(t, req.Group, out, cands, true))
 		if err != nil {
 			return nil, revs, err
 		}
@@ -260,11 +254,11 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	}
 
 	// 2. Node labels.
-	if a.cluster != nil {
+	if nd.cluster != nil {
 		cands = keep(cands, func(c candidate) bool {
 			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			err := a.cluster.PatchNode(pctx, req.VMs[c.i].NodeName, map[string]string{LabelGroup: req.Group, LabelInstance: c.id}, nil, nil)
+			err := nd.cluster.PatchNode(pctx, req.VMs[c.i].NodeName, map[string]string{LabelGroup: req.Group, LabelInstance: c.id}, nil, nil)
 			if err != nil {
 				out[c.i].refuse("labelling Node %q failed: %v (run the adoption again)", req.VMs[c.i].NodeName, err)
 				return false
@@ -277,27 +271,27 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 	// changed meanwhile.
 	var failed error
 	if len(cands) > 0 {
-		a.mu.Lock()
-		g, err := a.groupLocked(req.Group)
-		if !a.loaded {
+		nd.mu.Lock()
+		g, err := nd.groupLocked(req.Group)
+		if !nd.loaded {
 			err = ErrNotLeader
 		}
 		if err != nil {
-			a.mu.Unlock()
+			nd.mu.Unlock()
 			return nil, revs, err
 		}
 		for _, c := range cands {
 			o := &out[c.i]
-			if a.ownedLocked(g.g, o) {
+			if nd.ownedLocked(g.g, o) {
 				continue
 			}
 			if g.g.TargetSize >= g.g.MaxSize {
 				o.refuse("node group %q is at its max size %d", g.g.ID, g.g.MaxSize)
 				continue
 			}
-			in, r, err := a.recordAdoptedLocked(ctx, g, o.VM.NodeName, o.VM.ProviderID, o.VM.CloudID, o.VM.PrivateIP)
+			in, r, err := nd.recordAdoptedLocked(ctx, g, o.VM.NodeName, o.VM.ProviderID, o.VM.CloudID, o.VM.PrivateIP)
 			if err != nil {
-				if a.ownedLocked(g.g, o) { // a concurrent adoption won
+				if nd.ownedLocked(g.g, o) { // a concurrent adoption won
 					continue
 				}
 				o.refuse("recording the instance failed: %v (run the adoption again)", err)
@@ -307,14 +301,14 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 			revs.inst(r.Instances)
 			revs.group(r.Groups)
 			o.Result, o.InstanceID, o.Message = AdoptAdopted, in.ID, "adopted as a Running instance"
-			a.log.Info("VM adopted", "group", g.g.ID, "instance", in.ID, "cloud_id", o.VM.CloudID, "node", o.VM.NodeName, "target", g.g.TargetSize)
-			if a.notify != nil {
-				a.notify.Notify(ports.Notice{Node: o.VM.NodeName, Reason: ReasonAdopted,
+			nd.log.Info("VM adopted", "group", g.g.ID, "instance", in.ID, "cloud_id", o.VM.CloudID, "node", o.VM.NodeName, "target", g.g.TargetSize)
+			if nd.notify != nil {
+				nd.notify.Notify(ports.Notice{Node: o.VM.NodeName, Reason: ReasonAdopted,
 					Message: fmt.Sprintf("Adopted by node group %s as instance %s (VM %s, explicit adoption)", in.Group, in.ID, o.VM.CloudID)})
 			}
 		}
-		a.mu.Unlock()
-		a.Wake()
+		nd.mu.Unlock()
+		nd.Wake()
 	}
 
 	// 4. Tags, on every VM the group owns now (again on those adopted
@@ -326,7 +320,7 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 		}
 	}
 	if len(owned) > 0 {
-		res, err := a.tagAndWait(ctx, a.tagCommand(t, req.Group, out, owned, false))
+		res, err := nd.tagAndWait(ctx, nd.tagCommand(t, req.Group, out, owned, false))
 		if err != nil {
 			for _, c := range owned {
 				out[c.i].Message += "; tagging the VM not confirmed: " + err.Error() + " (run the adoption again)"
@@ -348,91 +342,4 @@ func (a *App) AdoptVMs(ctx context.Context, req AdoptRequest) (outs []AdoptOutco
 		return out, revs, &domain.Error{Code: contract.CodeUnavailable, Msg: "recording some adopted VMs failed", Err: failed}
 	}
 	return out, revs, nil
-}
-
-func (o *AdoptOutcome) refuse(format string, args ...any) {
-	o.Result, o.Message = AdoptRefused, fmt.Sprintf(format, args...)
-}
-
-func keep(cs []candidate, f func(candidate) bool) []candidate {
-	var out []candidate
-	for _, c := range cs {
-		if f(c) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// planAdoptLocked sets the outcome of VMs the records decide (owned
-// already, or owned by something else) and returns the others.
-func (a *App) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candidate {
-	var cands []candidate
-	for i := range out {
-		o := &out[i]
-		if a.ownedLocked(g, o) {
-			continue
-		}
-		if id, ok := g.CloudIDFromProviderID(o.VM.ProviderID); !ok || id != o.VM.CloudID {
-			o.refuse("providerID %q does not name VM %s under node group %q's providerID template %q",
-				o.VM.ProviderID, o.VM.CloudID, g.ID, g.Template.ProviderIDTemplate)
-			continue
-		}
-		cands = append(cands, candidate{i: i, id: o.InstanceID})
-	}
-	return cands
-}
-
-// ownedLocked reports whether an instance owns o's VM, its providerID or
-// its Node, and sets o's outcome if so: already adopted when it is the
-// group's instance of that very VM, refused otherwise.
-func (a *App) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
-	for _, r := range a.insts {
-		in := r.inst
-		if in.State == domain.StateDeleted {
-			continue
-		}
-		sameVM := in.CloudID != "" && in.CloudID == o.VM.CloudID
-		if !sameVM && in.ProviderID != o.VM.ProviderID && in.Node() != o.VM.NodeName {
-			continue
-		}
-		if sameVM && in.Group == g.ID && in.ProviderID == o.VM.ProviderID {
-			o.Result, o.InstanceID, o.Message = AdoptAlready, in.ID, "already an instance of the group ("+in.State.String()+")"
-			return true
-		}
-		o.refuse("instance %s of node group %q already owns VM %s, providerID %q or Node %q", in.ID, in.Group, in.CloudID, in.ProviderID, in.Node())
-		return true
-	}
-	return false
-}
-
-func (a *App) tagCommand(t ports.Target, group string, out []AdoptOutcome, cs []candidate, checkOnly bool) ports.TagCommand {
-	refs := make([]ports.InstanceRef, len(cs))
-	for i, c := range cs {
-		refs[i] = ports.InstanceRef{InstanceID: out[c.i].InstanceID, Group: group, CloudID: out[c.i].VM.CloudID, Adopted: true}
-	}
-	return ports.TagCommand{RequestID: "adopt-" + a.random(16), Target: t, ClusterID: a.opts.ClusterID, Instances: refs, CheckOnly: checkOnly}
-}
-
-func validateAdopt(req AdoptRequest) error {
-	if req.Group == "" {
-		return domain.Errorf(contract.CodeInvalidArgument, "group: required")
-	}
-	if len(req.VMs) == 0 || len(req.VMs) > MaxAdoptVMs {
-		return domain.Errorf(contract.CodeInvalidArgument, "instances: between 1 and %d VMs, got %d", MaxAdoptVMs, len(req.VMs))
-	}
-	seen := map[string]string{}
-	for i, vm := range req.VMs {
-		for _, f := range []struct{ name, v string }{{"cloudID", vm.CloudID}, {"nodeName", vm.NodeName}, {"providerID", vm.ProviderID}} {
-			if f.v == "" {
-				return domain.Errorf(contract.CodeInvalidArgument, "instances[%d].%s: required", i, f.name)
-			}
-			k := f.name + "=" + f.v
-			if prev, dup := seen[k]; dup {
-				return domain.Errorf(contract.CodeInvalidArgument, "instances[%d].%s: %q repeats %s", i, f.name, f.v, prev)
-			}
-			seen[k] = fmt.Sprintf("instances[%d]", i)
-		}
-	}
-	return nil
 }

@@ -109,7 +109,7 @@ func (h *harness) newApp() *app.App {
 	var seq int
 	var mu sync.Mutex
 	d := app.Deps{
-		Store: h.store, Commands: h.cmds, Clock: h.clock,
+		Store: h.store, Catalog: h.store, Commands: h.cmds, Clock: h.clock,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Random: func(n int) string {
 			mu.Lock()

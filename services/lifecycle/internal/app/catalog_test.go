@@ -45,7 +45,8 @@ func startApp(t *testing.T, s ports.Store, fileCatalog []domain.CatalogEntry, fi
 	t.Helper()
 	opts := app.DefaultOptions()
 	opts.ReconcileInterval = 0
-	a := app.New(opts, app.Deps{Store: s, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
+	cs, _ := s.(ports.CatalogStore)
+	a := app.New(opts, app.Deps{Store: s, Catalog: cs, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if fileGroups != nil {
 		a.SetConfigCatalog(fileCatalog)

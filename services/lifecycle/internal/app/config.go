@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -179,14 +178,4 @@ func normalize(g domain.NodeGroup) domain.NodeGroup {
 		}
 	}
 	return g
-}
-
-// sortedGroupIDs returns the cached group ids in order.
-func (a *App) sortedGroupIDsLocked() []string {
-	ids := make([]string, 0, len(a.groups))
-	for id := range a.groups {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }

@@ -8,19 +8,38 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
+// scheduler is the dispatcher: its pass keeps group sizes, fires
+// deadlines and retries, starts creations and deletions within their
+// parallelism, and publishes the outbox (outbox.go), over the index of
+// instances with work (index.go).
+type scheduler struct {
+	*cache
+	nodes *nodes
+	req   *requests
+	// lingerSince is when a group's create batch started waiting for more
+	// free slots (see Options.CreateLinger).
+	lingerSince map[string]time.Time
+	lastPurge   time.Time
+}
+
+func newScheduler(c *cache, n *nodes, r *requests) *scheduler {
+	return &scheduler{cache: c, nodes: n, req: r,
+		lingerSince: map[string]time.Time{}}
+}
+
 // RunDispatcher drives every instance towards its next step until ctx
 // ends. It is level-triggered: each pass looks at every record that can
 // have work (the index of instances not at rest, kept on every change), so
 // a missed wake-up only delays work until the next tick.
-func (a *App) RunDispatcher(ctx context.Context) error {
-	t := time.NewTicker(a.opts.TickInterval)
+func (sc *scheduler) RunDispatcher(ctx context.Context) error {
+	t := time.NewTicker(sc.opts.TickInterval)
 	defer t.Stop()
 	for {
-		a.Pass(ctx)
+		sc.Pass(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-a.wake:
+		case <-sc.wake:
 		case <-t.C:
 		}
 	}
@@ -29,77 +48,77 @@ func (a *App) RunDispatcher(ctx context.Context) error {
 // Pass runs one dispatcher pass: keep group sizes, fire deadlines and
 // retries, promote Ready nodes, start creations and deletions within
 // parallelism, publish outstanding commands and purge old records.
-func (a *App) Pass(ctx context.Context) {
-	a.mu.Lock()
-	if !a.loaded {
-		a.mu.Unlock()
+func (sc *scheduler) Pass(ctx context.Context) {
+	sc.mu.Lock()
+	if !sc.loaded {
+		sc.mu.Unlock()
 		return
 	}
-	now := a.clock.Now()
-	a.finishReleasesLocked(ctx)
-	a.keepSizesLocked(ctx)
-	due, ready := a.dueLocked(now)
-	nodeChanges, staleNodes := a.nodeChangesLocked()
-	adoptions := a.adoptionsLocked()
-	a.mu.Unlock()
+	now := sc.clock.Now()
+	sc.req.finishReleasesLocked(ctx)
+	sc.keepSizesLocked(ctx)
+	due, ready := sc.dueLocked(now)
+	nodeChanges, staleNodes := sc.nodes.nodeChangesLocked()
+	adoptions := sc.nodes.adoptionsLocked()
+	sc.mu.Unlock()
 
 	for _, ad := range adoptions {
-		a.adopt(ctx, ad)
+		sc.nodes.adopt(ctx, ad)
 	}
-	a.deleteStaleNodes(ctx, staleNodes)
+	sc.nodes.deleteStaleNodes(ctx, staleNodes)
 
 	for _, id := range due {
-		if _, _, err := a.Apply(ctx, id, domain.Tick{}); err != nil {
-			a.log.Warn("firing a deadline or retry", "instance", id, "err", err)
+		if _, _, err := sc.Apply(ctx, id, domain.Tick{}); err != nil {
+			sc.log.Warn("firing a deadline or retry", "instance", id, "err", err)
 		}
 	}
 	for id, node := range ready {
-		if _, _, err := a.Apply(ctx, id, domain.NodeReady{NodeName: node}); err != nil {
-			a.log.Warn("promoting a joined instance", "instance", id, "node", node, "err", err)
+		if _, _, err := sc.Apply(ctx, id, domain.NodeReady{NodeName: node}); err != nil {
+			sc.log.Warn("promoting a joined instance", "instance", id, "node", node, "err", err)
 		}
 	}
 	for id, ev := range nodeChanges {
-		if _, _, err := a.Apply(ctx, id, ev); err != nil {
-			a.log.Warn("applying a node change", "instance", id, "event", domain.EventName(ev), "err", err)
-			a.mu.Lock()
-			a.nodeRecheck = true // the next pass checks every Running instance again
-			a.mu.Unlock()
+		if _, _, err := sc.Apply(ctx, id, ev); err != nil {
+			sc.log.Warn("applying a node change", "instance", id, "event", domain.EventName(ev), "err", err)
+			sc.mu.Lock()
+			sc.nodes.nodeRecheck = true // the next pass checks every Running instance again
+			sc.mu.Unlock()
 		}
 	}
 
-	a.mu.Lock()
-	if a.loaded {
-		a.startCreatesLocked(ctx, a.clock.Now())
-		a.startDeletesLocked(ctx)
+	sc.mu.Lock()
+	if sc.loaded {
+		sc.startCreatesLocked(ctx, sc.clock.Now())
+		sc.startDeletesLocked(ctx)
 	}
-	a.mu.Unlock()
+	sc.mu.Unlock()
 
-	a.publishOutbox(ctx)
-	a.purge(ctx)
+	sc.publishOutbox(ctx)
+	sc.purge(ctx)
 }
 
 // keepSizesLocked makes each group's live count match its target: missing
 // records are created (e.g. after a crash between writing the target and
 // the records); surplus Pending records are cancelled. Surplus instances
 // that already have a VM are left to the autoscaler.
-func (a *App) keepSizesLocked(ctx context.Context) {
-	for _, id := range a.sortedGroupIDsLocked() {
-		g := a.groups[id]
-		switch n := a.idx.live[id]; {
+func (sc *scheduler) keepSizesLocked(ctx context.Context) {
+	for _, id := range sc.sortedGroupIDsLocked() {
+		g := sc.groups[id]
+		switch n := sc.idx.live[id]; {
 		case n < g.g.TargetSize:
 			var revs Revisions
-			a.log.Info("group below target, creating instances", "group", id, "live", n, "target", g.g.TargetSize)
-			a.fillLocked(ctx, g, &revs)
+			sc.log.Info("group below target, creating instances", "group", id, "live", n, "target", g.g.TargetSize)
+			sc.fillLocked(ctx, g, &revs)
 		case n > g.g.TargetSize:
-			live := a.liveLocked(id)
+			live := sc.liveLocked(id)
 			surplus := len(live) - g.g.TargetSize
-			sort.SliceStable(live, func(i, j int) bool { return cancelOrder(live[i], live[j]) })
+			domain.SortForCancel(live)
 			for _, in := range live {
 				if surplus == 0 || in.State != domain.StatePending {
 					break
 				}
-				if _, _, err := a.applyLocked(ctx, in.ID, domain.Cancel{Reason: "group above target"}); err != nil {
-					a.log.Warn("cancelling a surplus instance", "instance", in.ID, "group", id, "err", err)
+				if _, _, err := sc.applyLocked(ctx, in.ID, domain.Cancel{Reason: "group above target"}); err != nil {
+					sc.log.Warn("cancelling a surplus instance", "instance", in.ID, "group", id, "err", err)
 					continue
 				}
 				surplus--
@@ -110,17 +129,17 @@ func (a *App) keepSizesLocked(ctx context.Context) {
 
 // dueLocked returns the instances with a deadline or retry due, and the
 // Joined instances whose Node is Ready (id -> node name).
-func (a *App) dueLocked(now time.Time) ([]string, map[string]string) {
+func (sc *scheduler) dueLocked(now time.Time) ([]string, map[string]string) {
 	var due []string
 	ready := map[string]string{}
-	for id := range a.idx.active {
-		in := a.insts[id].inst
+	for id := range sc.idx.active {
+		in := sc.insts[id].inst
 		if (!in.Deadline.IsZero() && !now.Before(in.Deadline)) ||
 			(!in.NextRetryAt.IsZero() && !now.Before(in.NextRetryAt) && !in.InFlight && in.State != domain.StatePending) {
 			due = append(due, id)
 		}
-		if in.State == domain.StateJoined && a.cluster != nil {
-			if n, ok := a.nodes.forInstance(in); ok && n.Ready && n.ProviderID == in.ProviderID {
+		if in.State == domain.StateJoined && sc.cluster != nil {
+			if n, ok := sc.known.forInstance(in); ok && n.Ready && n.ProviderID == in.ProviderID {
 				ready[id] = n.Name
 			}
 		}
@@ -133,13 +152,13 @@ func accountKey(t domain.InstanceTemplate) string { return t.Provider + "/" + t.
 
 // startCreatesLocked forms create batches of Pending instances within the
 // group's and the account's create parallelism.
-func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
+func (sc *scheduler) startCreatesLocked(ctx context.Context, now time.Time) {
 	perGroup := map[string]int{}
 	perAccount := map[string]int{}
 	pending := map[string][]domain.Instance{}
-	for id := range a.idx.active {
-		in := a.insts[id].inst
-		g, ok := a.groups[in.Group]
+	for id := range sc.idx.active {
+		in := sc.insts[id].inst
+		g, ok := sc.groups[in.Group]
 		if !ok {
 			continue
 		}
@@ -151,19 +170,19 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 			pending[in.Group] = append(pending[in.Group], in)
 		}
 	}
-	for _, id := range a.sortedGroupIDsLocked() {
+	for _, id := range sc.sortedGroupIDsLocked() {
 		ready := pending[id]
 		if len(ready) == 0 {
 			continue
 		}
-		g := a.groups[id]
+		g := sc.groups[id]
 		acct := accountKey(g.g.Template)
-		slots := min(g.g.CreateParallelism(a.opts.CreateParallelism)-perGroup[id],
-			a.opts.AccountCreateParallelism-perAccount[acct])
+		slots := min(g.g.CreateParallelism(sc.opts.CreateParallelism)-perGroup[id],
+			sc.opts.AccountCreateParallelism-perAccount[acct])
 		if slots <= 0 {
 			continue
 		}
-		if a.lingerLocked(id, now, slots, len(ready), perGroup[id]) {
+		if sc.lingerLocked(id, now, slots, len(ready), perGroup[id]) {
 			continue
 		}
 		sort.Slice(ready, func(i, j int) bool {
@@ -174,15 +193,15 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 		})
 		ready = ready[:min(len(ready), slots)]
 		for len(ready) > 0 {
-			n := min(len(ready), a.opts.MaxBatch)
+			n := min(len(ready), sc.opts.MaxBatch)
 			batch := ready[:n]
 			ready = ready[n:]
-			batchID := "b-" + a.random(16)
+			batchID := "b-" + sc.random(16)
 			token := domain.NewClientToken(batchID)
 			started := 0
 			for _, in := range batch {
-				if _, _, err := a.applyLocked(ctx, in.ID, domain.StartCreate{BatchID: batchID, ClientToken: token}); err != nil {
-					a.log.Warn("adding an instance to a create batch", "instance", in.ID, "group", id, "err", err)
+				if _, _, err := sc.applyLocked(ctx, in.ID, domain.StartCreate{BatchID: batchID, ClientToken: token}); err != nil {
+					sc.log.Warn("adding an instance to a create batch", "instance", in.ID, "group", id, "err", err)
 					continue
 				}
 				started++
@@ -190,7 +209,7 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 			perGroup[id] += started
 			perAccount[acct] += started
 			if started > 0 {
-				a.log.Info("create batch formed", "group", id, "batch", batchID, "instances", started)
+				sc.log.Info("create batch formed", "group", id, "batch", batchID, "instances", started)
 			}
 		}
 	}
@@ -204,34 +223,34 @@ func (a *App) startCreatesLocked(ctx context.Context, now time.Time) {
 // what waits (up to MaxBatch) waits up to CreateLinger for more slots. A
 // batch is never delayed when nothing of the group is in flight (no slot
 // will free) or when it is already as large as it can be.
-func (a *App) lingerLocked(group string, now time.Time, slots, ready, inFlight int) bool {
-	full := min(ready, a.opts.MaxBatch)
-	if a.opts.CreateLinger <= 0 || slots >= full || inFlight == 0 {
-		delete(a.lingerSince, group)
+func (sc *scheduler) lingerLocked(group string, now time.Time, slots, ready, inFlight int) bool {
+	full := min(ready, sc.opts.MaxBatch)
+	if sc.opts.CreateLinger <= 0 || slots >= full || inFlight == 0 {
+		delete(sc.lingerSince, group)
 		return false
 	}
-	since, waiting := a.lingerSince[group]
+	since, waiting := sc.lingerSince[group]
 	if !waiting {
-		a.lingerSince[group] = now
-		time.AfterFunc(a.opts.CreateLinger, a.Wake)
+		sc.lingerSince[group] = now
+		time.AfterFunc(sc.opts.CreateLinger, sc.Wake)
 		return true
 	}
-	if now.Sub(since) < a.opts.CreateLinger {
+	if now.Sub(since) < sc.opts.CreateLinger {
 		return true
 	}
-	delete(a.lingerSince, group)
+	delete(sc.lingerSince, group)
 	return false
 }
 
 // startDeletesLocked starts queued deletions within the group's and the
 // account's delete parallelism.
-func (a *App) startDeletesLocked(ctx context.Context) {
+func (sc *scheduler) startDeletesLocked(ctx context.Context) {
 	perGroup := map[string]int{}
 	perAccount := map[string]int{}
 	queued := map[string][]domain.Instance{}
-	for id := range a.idx.active {
-		in := a.insts[id].inst
-		g := a.groups[in.Group]
+	for id := range sc.idx.active {
+		in := sc.insts[id].inst
+		g := sc.groups[in.Group]
 		acct := ""
 		if g != nil {
 			acct = accountKey(g.g.Template)
@@ -251,9 +270,9 @@ func (a *App) startDeletesLocked(ctx context.Context) {
 	sort.Strings(groups)
 	for _, id := range groups {
 		list := queued[id]
-		limit, acct := a.opts.DeleteParallelism, ""
-		if g, ok := a.groups[id]; ok {
-			limit = g.g.DeleteParallelism(a.opts.DeleteParallelism)
+		limit, acct := sc.opts.DeleteParallelism, ""
+		if g, ok := sc.groups[id]; ok {
+			limit = g.g.DeleteParallelism(sc.opts.DeleteParallelism)
 			acct = accountKey(g.g.Template)
 		}
 		sort.Slice(list, func(i, j int) bool {
@@ -263,11 +282,11 @@ func (a *App) startDeletesLocked(ctx context.Context) {
 			return list[i].ID < list[j].ID
 		})
 		for _, in := range list {
-			if perGroup[id] >= limit || perAccount[acct] >= a.opts.AccountDeleteParallelism {
+			if perGroup[id] >= limit || perAccount[acct] >= sc.opts.AccountDeleteParallelism {
 				break
 			}
-			if _, _, err := a.applyLocked(ctx, in.ID, domain.StartDelete{}); err != nil {
-				a.log.Warn("starting a deletion", "instance", in.ID, "group", id, "err", err)
+			if _, _, err := sc.applyLocked(ctx, in.ID, domain.StartDelete{}); err != nil {
+				sc.log.Warn("starting a deletion", "instance", in.ID, "group", id, "err", err)
 				continue
 			}
 			perGroup[id]++
@@ -278,33 +297,33 @@ func (a *App) startDeletesLocked(ctx context.Context) {
 
 // purge deletes Deleted records older than the retention, a bounded batch
 // per interval.
-func (a *App) purge(ctx context.Context) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.clock.Now()
-	if !a.loaded || a.opts.DeletedRetention <= 0 || now.Sub(a.lastPurge) < a.opts.PurgeInterval {
+func (sc *scheduler) purge(ctx context.Context) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	now := sc.clock.Now()
+	if !sc.loaded || sc.opts.DeletedRetention <= 0 || now.Sub(sc.lastPurge) < sc.opts.PurgeInterval {
 		return
 	}
-	a.lastPurge = now
+	sc.lastPurge = now
 	var old []*instRec
-	for _, r := range a.insts {
-		if r.inst.State == domain.StateDeleted && now.Sub(r.inst.StateSince) > a.opts.DeletedRetention {
+	for _, r := range sc.insts {
+		if r.inst.State == domain.StateDeleted && now.Sub(r.inst.StateSince) > sc.opts.DeletedRetention {
 			old = append(old, r)
 		}
 	}
 	sort.Slice(old, func(i, j int) bool { return old[i].inst.StateSince.Before(old[j].inst.StateSince) })
 	n := 0
-	for _, r := range old[:min(len(old), a.opts.PurgeBatch)] {
-		if _, err := a.store.DeleteInstance(ctx, r.inst.Group, r.inst.ID, r.rev); err != nil {
-			a.log.Warn("purging a deleted record", "instance", r.inst.ID, "group", r.inst.Group, "err", err)
-			a.refreshInstLocked(ctx, r.inst.Group, r.inst.ID)
+	for _, r := range old[:min(len(old), sc.opts.PurgeBatch)] {
+		if _, err := sc.store.DeleteInstance(ctx, r.inst.Group, r.inst.ID, r.rev); err != nil {
+			sc.log.Warn("purging a deleted record", "instance", r.inst.ID, "group", r.inst.Group, "err", err)
+			sc.refreshInstLocked(ctx, r.inst.Group, r.inst.ID)
 			continue
 		}
-		a.dropInstLocked(r.inst.ID)
+		sc.dropInstLocked(r.inst.ID)
 		n++
 	}
 	if n > 0 {
-		a.log.Info("purged deleted records", "count", n, "remaining", len(old)-n)
-		a.obs.Purged(n)
+		sc.log.Info("purged deleted records", "count", n, "remaining", len(old)-n)
+		sc.obs.Purged(n)
 	}
 }

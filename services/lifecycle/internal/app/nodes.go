@@ -11,6 +11,28 @@ import (
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
+// nodes is the nodes component: the Kubernetes Nodes the watch sees
+// (known), the node changes the dispatcher applies to instances, the
+// adoption of Nodes lifecycle did not create (adopt.go), and the tagging
+// of existing VMs for adoption (adopt_vms.go).
+type nodes struct {
+	*cache
+	// nodesSeen is the node cache version the last full node check saw;
+	// nodeRecheck forces a full check (a node change failed to apply).
+	nodesSeen   uint64
+	nodeRecheck bool
+	// adoptReported remembers, per Node, the last reason it was not
+	// adopted, so it is reported once rather than every pass.
+	adoptReported map[string]string
+	// tagWaiters are the AdoptVMs waiting for the cloud adapter's answer,
+	// by request id (adopt_vms.go).
+	tagWaiters map[string]chan TagResult
+}
+
+func newNodes(c *cache) *nodes {
+	return &nodes{cache: c, adoptReported: map[string]string{}}
+}
+
 // nodeCache is the node watcher's view of the cluster's Nodes.
 type nodeCache struct {
 	mu         sync.RWMutex
@@ -157,21 +179,21 @@ func (c *nodeCache) all() []ports.Node {
 // registered reports whether a Node exists for the instance (CA counts it as
 // a registered node, which DecreaseTargetSize must never remove). Without a
 // cluster, Running is the only evidence of registration.
-func (a *App) registeredLocked(in domain.Instance) bool {
+func (nd *nodes) registeredLocked(in domain.Instance) bool {
 	if in.State == domain.StateRunning {
 		return true
 	}
-	if a.cluster == nil {
+	if nd.cluster == nil {
 		return false
 	}
-	_, ok := a.nodes.forInstance(in)
+	_, ok := nd.known.forInstance(in)
 	return ok
 }
 
 // RunNodeWatcher keeps the node cache current until ctx ends, re-watching
 // with backoff when the watch breaks. Without a cluster it returns at once.
-func (a *App) RunNodeWatcher(ctx context.Context) error {
-	if a.cluster == nil {
+func (nd *nodes) RunNodeWatcher(ctx context.Context) error {
+	if nd.cluster == nil {
 		return nil
 	}
 	b := backoff.Policy{Initial: time.Second, Max: 30 * time.Second, Jitter: backoff.JitterNone}.New()
@@ -180,8 +202,8 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 		// Entries are kept across re-watches until the new watch is synced:
 		// a stale Node errs on the side of treating capacity as registered,
 		// never of removing it.
-		a.nodes.beginWatch()
-		err := a.cluster.Watch(ctx, a.onNodeEvent)
+		nd.known.beginWatch()
+		err := nd.cluster.Watch(ctx, nd.onNodeEvent)
 		if done(ctx) {
 			return nil
 		}
@@ -189,22 +211,22 @@ func (a *App) RunNodeWatcher(ctx context.Context) error {
 			b.Reset()
 		}
 		d := b.Next()
-		a.log.Warn("node watch ended, restarting", "err", err, "in", d)
+		nd.log.Warn("node watch ended, restarting", "err", err, "in", d)
 		if backoff.Wait(ctx, d) != nil {
 			return nil //nolint:nilerr // the wait ended because we are stopping
 		}
 	}
 }
 
-func (a *App) onNodeEvent(ev ports.NodeEvent) {
-	if !a.nodes.apply(ev) {
+func (nd *nodes) onNodeEvent(ev ports.NodeEvent) {
+	if !nd.known.apply(ev) {
 		return
 	}
 	// A Joined instance may now be Ready, a Running one may have lost its
 	// Node or got it back, a new Node may be adoptable.
-	a.Wake()
+	nd.Wake()
 	if ev.Type == ports.NodesSynced {
-		a.log.Info("node watch synced")
+		nd.log.Info("node watch synced")
 		return
 	}
 	if ev.Type == ports.NodeDeleted || !ev.Node.Ready {
@@ -214,11 +236,11 @@ func (a *App) onNodeEvent(ev ports.NodeEvent) {
 	// providerID never counts as joined (CA could not match it either):
 	// say so, since the likely cause is a join script without the kubelet's
 	// --provider-id.
-	a.mu.Lock()
-	r, ok := a.insts[ev.Node.Name]
-	a.mu.Unlock()
+	nd.mu.Lock()
+	r, ok := nd.insts[ev.Node.Name]
+	nd.mu.Unlock()
 	if ok && r.inst.State == domain.StateJoined && ev.Node.ProviderID != r.inst.ProviderID {
-		a.log.Warn("node registered with an unexpected providerID; it will not count as joined",
+		nd.log.Warn("node registered with an unexpected providerID; it will not count as joined",
 			"instance", r.inst.ID, "group", r.inst.Group, "node", ev.Node.Name,
 			"node_provider_id", ev.Node.ProviderID, "want_provider_id", r.inst.ProviderID)
 	}
@@ -231,23 +253,23 @@ func (a *App) onNodeEvent(ev ports.NodeEvent) {
 // the Node is the closing transition's effect, lost when the leader stopped
 // between writing the record and acting on it; the next check of every
 // instance (a new leader's synced watch starts one) catches up.
-func (a *App) nodeChangesLocked() (events map[string]domain.Event, stale []string) {
-	if a.cluster == nil {
+func (nd *nodes) nodeChangesLocked() (events map[string]domain.Event, stale []string) {
+	if nd.cluster == nil {
 		return nil, nil
 	}
-	synced := a.nodes.isSynced()
+	synced := nd.known.isSynced()
 	// A Running instance at rest can only need a change when the Nodes
 	// changed: check every instance then, else only those with work (a
 	// Running one waiting for its Node again has a deadline).
-	ids := a.idx.active
-	if v := a.nodes.changes(); v != a.nodesSeen || a.nodeRecheck {
-		a.nodesSeen, a.nodeRecheck = v, false
+	ids := nd.idx.active
+	if v := nd.known.changes(); v != nd.nodesSeen || nd.nodeRecheck {
+		nd.nodesSeen, nd.nodeRecheck = v, false
 		ids = nil
 	}
 	out := map[string]domain.Event{}
 	check := func(id string, in domain.Instance) {
 		if in.State == domain.StateDeleted {
-			if n, ok := a.nodes.byProviderID(in.ProviderID); ok {
+			if n, ok := nd.known.byProviderID(in.ProviderID); ok {
 				stale = append(stale, n.Name)
 			}
 			return
@@ -255,7 +277,7 @@ func (a *App) nodeChangesLocked() (events map[string]domain.Event, stale []strin
 		if in.State != domain.StateRunning {
 			return
 		}
-		_, present := a.nodes.forInstance(in)
+		_, present := nd.known.forInstance(in)
 		switch {
 		case present && in.NodeLost():
 			out[id] = domain.NodeBack{NodeName: in.Node()}
@@ -264,12 +286,12 @@ func (a *App) nodeChangesLocked() (events map[string]domain.Event, stale []strin
 		}
 	}
 	if ids == nil {
-		for id, r := range a.insts {
+		for id, r := range nd.insts {
 			check(id, r.inst)
 		}
 	} else {
 		for id := range ids {
-			check(id, a.insts[id].inst)
+			check(id, nd.insts[id].inst)
 		}
 	}
 	return out, stale
@@ -277,27 +299,27 @@ func (a *App) nodeChangesLocked() (events map[string]domain.Event, stale []strin
 
 // deleteStaleNodes deletes the Nodes of Deleted instances (see
 // nodeChangesLocked); a failure is retried at the next full check.
-func (a *App) deleteStaleNodes(ctx context.Context, names []string) {
+func (nd *nodes) deleteStaleNodes(ctx context.Context, names []string) {
 	for _, name := range names {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := a.cluster.DeleteNode(dctx, name)
+		err := nd.cluster.DeleteNode(dctx, name)
 		cancel()
 		if err != nil {
-			a.log.Warn("deleting the Node of a deleted instance", "node", name, "err", err)
-			a.mu.Lock()
-			a.nodeRecheck = true
-			a.mu.Unlock()
+			nd.log.Warn("deleting the Node of a deleted instance", "node", name, "err", err)
+			nd.mu.Lock()
+			nd.nodeRecheck = true
+			nd.mu.Unlock()
 			continue
 		}
-		a.log.Info("deleted the Node of a deleted instance (its deletion had not happened)", "node", name)
+		nd.log.Info("deleted the Node of a deleted instance (its deletion had not happened)", "node", name)
 	}
 }
 
 // Node returns the watcher's view of a Node by name.
-func (a *App) Node(name string) (ports.Node, bool) {
-	a.nodes.mu.RLock()
-	defer a.nodes.mu.RUnlock()
-	n, ok := a.nodes.byName[name]
+func (nd *nodes) Node(name string) (ports.Node, bool) {
+	nd.known.mu.RLock()
+	defer nd.known.mu.RUnlock()
+	n, ok := nd.known.byName[name]
 	return n, ok
 }
 
@@ -314,4 +336,4 @@ func done(ctx context.Context) bool {
 
 // NodesSynced reports whether the node watch has delivered its initial list
 // in this leadership term (the absence of a Node is trusted only then).
-func (a *App) NodesSynced() bool { return a.nodes.isSynced() }
+func (nd *nodes) NodesSynced() bool { return nd.known.isSynced() }

@@ -26,48 +26,48 @@ const maxRefsPerCommand = 100
 
 // publishOutbox publishes the command of every in-flight instance whose
 // current attempt has not been published in this leadership term.
-func (a *App) publishOutbox(ctx context.Context) {
-	a.mu.Lock()
-	if !a.loaded {
-		a.mu.Unlock()
+func (sc *scheduler) publishOutbox(ctx context.Context) {
+	sc.mu.Lock()
+	if !sc.loaded {
+		sc.mu.Unlock()
 		return
 	}
-	items, skipped := a.outboxLocked()
-	parents := a.traceParentsLocked(items)
-	a.mu.Unlock()
+	items, skipped := sc.outboxLocked()
+	parents := sc.traceParentsLocked(items)
+	sc.mu.Unlock()
 
 	for _, s := range skipped {
 		// The hook was removed from the group while the instance waited for
 		// it: the step has nothing to run.
 		ev := domain.HookFinished{Attempt: s.Attempt, Kind: s.Hook, Skipped: true}
-		if _, _, err := a.Apply(ctx, s.InstanceID, ev); err != nil {
-			a.log.Warn("skipping a hook that is no longer configured", "instance", s.InstanceID, "err", err)
+		if _, _, err := sc.Apply(ctx, s.InstanceID, ev); err != nil {
+			sc.log.Warn("skipping a hook that is no longer configured", "instance", s.InstanceID, "err", err)
 		}
 	}
 	for i, it := range items {
-		err := a.publishTraced(ctx, it, parents[i])
-		a.obs.Published(it.kind, err)
+		err := sc.publishTraced(ctx, it, parents[i])
+		sc.obs.Published(it.kind, err)
 		if errors.Is(err, ports.ErrCommandQueueFull) {
 			// The stream refuses every command until the workers drain it:
 			// the rest of the pass would only be refused too. Everything
 			// unpublished stays in flight and is retried at the next pass.
-			a.log.Warn("command queue full, publishing paused until the next pass",
+			sc.log.Warn("command queue full, publishing paused until the next pass",
 				"kind", it.kind.String(), "unpublished", len(items)-i, "err", err)
 			break
 		}
 		if err != nil {
 			// Retried at the next pass; the record stays in flight.
-			a.log.Warn("publishing a command failed, will retry", "kind", it.kind.String(), "instances", len(it.covers), "err", err)
+			sc.log.Warn("publishing a command failed, will retry", "kind", it.kind.String(), "instances", len(it.covers), "err", err)
 			continue
 		}
-		a.mu.Lock()
+		sc.mu.Lock()
 		for id, att := range it.covers {
 			// An instance that settled meanwhile has nothing to remember.
-			if r, ok := a.insts[id]; ok && r.inst.InFlight {
-				a.published[id] = att
+			if r, ok := sc.insts[id]; ok && r.inst.InFlight {
+				sc.published[id] = att
 			}
 		}
-		a.mu.Unlock()
+		sc.mu.Unlock()
 	}
 }
 
@@ -75,7 +75,7 @@ type targetKey struct {
 	ports.Target
 }
 
-func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
+func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 	var (
 		items     []outboxItem
 		skipped   []domain.Command
@@ -85,20 +85,20 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 	)
 	// Only instances not at rest can have a command (PendingCommand needs
 	// InFlight); setInstLocked forgets the publication of the others.
-	ids := slices.Sorted(maps.Keys(a.idx.active))
+	ids := slices.Sorted(maps.Keys(sc.idx.active))
 	for _, id := range ids {
-		in := a.insts[id].inst
+		in := sc.insts[id].inst
 		c, ok := domain.PendingCommand(in)
 		if !ok {
-			delete(a.published, id)
+			delete(sc.published, id)
 			continue
 		}
-		if att, done := a.published[id]; done && att == c.Attempt {
+		if att, done := sc.published[id]; done && att == c.Attempt {
 			continue
 		}
-		g, ok := a.groups[in.Group]
+		g, ok := sc.groups[in.Group]
 		if !ok {
-			a.log.Warn("in-flight instance of an unknown group: command not published", "instance", id, "group", in.Group)
+			sc.log.Warn("in-flight instance of an unknown group: command not published", "instance", id, "group", in.Group)
 			continue
 		}
 		ref := ports.InstanceRef{InstanceID: in.ID, Group: in.Group, Attempt: in.Attempt, CloudID: in.CloudID, Adopted: in.Adopted}
@@ -114,26 +114,26 @@ func (a *App) outboxLocked() ([]outboxItem, []domain.Command) {
 		case domain.CmdTerminate:
 			terminate[tk] = append(terminate[tk], ref)
 		case domain.CmdRunHook:
-			hc, ok := a.hookCommandLocked(in, g.g, c.Hook)
+			hc, ok := sc.hookCommandLocked(in, g.g, c.Hook)
 			if !ok {
 				skipped = append(skipped, c)
 				continue
 			}
 			items = append(items, outboxItem{
 				kind:    c.Kind,
-				publish: func(ctx context.Context) error { return a.cmds.RunHook(ctx, hc) },
+				publish: func(ctx context.Context) error { return sc.cmds.RunHook(ctx, hc) },
 				covers:  map[string]uint32{in.ID: in.Attempt},
 			})
 		}
 	}
 	for _, batch := range slices.Sorted(maps.Keys(creates)) {
-		items = append(items, a.createItemLocked(batch, creates[batch]))
+		items = append(items, sc.createItemLocked(batch, creates[batch]))
 	}
 	items = append(items, refItems(domain.CmdWatch, watches, func(ctx context.Context, t ports.Target, refs []ports.InstanceRef) error {
-		return a.cmds.Watch(ctx, ports.WatchCommand{Target: t, Instances: refs})
+		return sc.cmds.Watch(ctx, ports.WatchCommand{Target: t, Instances: refs})
 	})...)
 	items = append(items, refItems(domain.CmdTerminate, terminate, func(ctx context.Context, t ports.Target, refs []ports.InstanceRef) error {
-		return a.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, ClusterID: a.opts.ClusterID, Instances: refs})
+		return sc.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, ClusterID: sc.opts.ClusterID, Instances: refs})
 	})...)
 	return items, skipped
 }
@@ -173,23 +173,23 @@ func refItems(kind domain.CommandKind, byTarget map[targetKey][]ports.InstanceRe
 // re-publication always describes the same request as the first one (a
 // ClientToken is only idempotent for an identical request; results for
 // members that already have their VM are ignored as duplicates).
-func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
+func (sc *scheduler) createItemLocked(batch string, waiting []domain.Instance) outboxItem {
 	// A batch is one group's: its members are found among the group's
 	// records (once per publication of the batch's command).
 	var members []domain.Instance
-	for id := range a.idx.byGroup[waiting[0].Group] {
-		if in := a.insts[id].inst; in.BatchID == batch {
+	for id := range sc.idx.byGroup[waiting[0].Group] {
+		if in := sc.insts[id].inst; in.BatchID == batch {
 			members = append(members, in)
 		}
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
 	first := waiting[0]
-	g := a.groups[first.Group].g
+	g := sc.groups[first.Group].g
 	cmd := ports.CreateCommand{
 		BatchID:     batch,
 		ClientToken: first.ClientToken,
 		Group:       first.Group,
-		ClusterID:   a.opts.ClusterID,
+		ClusterID:   sc.opts.ClusterID,
 		Template:    g.Template,
 	}
 	covers := map[string]uint32{}
@@ -204,7 +204,7 @@ func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxIt
 	}
 	return outboxItem{
 		kind:    domain.CmdCreate,
-		publish: func(ctx context.Context) error { return a.cmds.Create(ctx, cmd) },
+		publish: func(ctx context.Context) error { return sc.cmds.Create(ctx, cmd) },
 		covers:  covers,
 	}
 }
@@ -212,7 +212,7 @@ func (a *App) createItemLocked(batch string, waiting []domain.Instance) outboxIt
 // hookCommandLocked builds a hook command; false when the group no longer
 // has the hook (or the instance has no address, which the state machine
 // never allows for a hook step).
-func (a *App) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind domain.HookKind) (ports.HookCommand, bool) {
+func (sc *scheduler) hookCommandLocked(in domain.Instance, g domain.NodeGroup, kind domain.HookKind) (ports.HookCommand, bool) {
 	spec := g.Hooks.AfterCreated
 	if kind == domain.HookBeforeDelete {
 		spec = g.Hooks.BeforeDelete

@@ -2,11 +2,7 @@ package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -47,6 +43,31 @@ import (
 // every load, so that a change of leader or a restart keeps holding and a
 // release outlives a restart; a load from another instances bucket than the
 // stored hold's is a new state loss (resumeHoldLocked).
+
+// reconciler compares the cloud's inventory with the records, terminates
+// orphans and keeps the orphan hold (hold.go).
+type reconciler struct {
+	*cache
+	req       *requests
+	inventory *inventoryState
+	// hold is the start-up hold of orphan VMs, releasedAt the time of an
+	// operator's release and released the cloud ids it confirmed. They are
+	// stored (holds, at holdRev, taken on the instances bucket holdBucket)
+	// and loaded with every term; saved is the record last written.
+	hold           startupHold
+	releasedAt     time.Time
+	released       map[string]bool
+	releasedIDs    []string
+	holds          ports.HoldStore
+	holdRev        uint64
+	holdBucket     string
+	holdHadRecords bool
+	holdSaved      ports.OrphanHold
+}
+
+func newReconciler(c *cache, r *requests, holds ports.HoldStore) *reconciler {
+	return &reconciler{cache: c, req: r, holds: holds}
+}
 
 type inventoryState struct {
 	pending map[string]inventoryRequest
@@ -130,61 +151,61 @@ const maxReleasedIDs = 10000
 
 // RunReconciler asks for the inventory of every account and region in use,
 // every ReconcileInterval with jitter, until ctx ends.
-func (a *App) RunReconciler(ctx context.Context) error {
-	if a.opts.ReconcileInterval <= 0 {
+func (rc *reconciler) RunReconciler(ctx context.Context) error {
+	if rc.opts.ReconcileInterval <= 0 {
 		return nil
 	}
 	for {
-		d := time.Duration(float64(a.opts.ReconcileInterval) * (1 + 0.2*a.jitter()))
+		d := time.Duration(float64(rc.opts.ReconcileInterval) * (1 + 0.2*rc.jitter()))
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(d):
 		}
-		a.RequestInventory(ctx)
+		rc.RequestInventory(ctx)
 	}
 }
 
 // RequestInventory publishes one ListInventory per target in use. Each
 // reconciler pass is one trace: this span, the cloud adapter's listing
 // and HandleInventory's comparison.
-func (a *App) RequestInventory(ctx context.Context) {
-	ctx, span := a.tracer.Start(ctx, "reconcile: request inventory", ports.SpanOptions{})
+func (rc *reconciler) RequestInventory(ctx context.Context) {
+	ctx, span := rc.tracer.Start(ctx, "reconcile: request inventory", ports.SpanOptions{})
 	defer span.End(nil)
-	a.mu.Lock()
-	if !a.loaded {
-		a.mu.Unlock()
+	rc.mu.Lock()
+	if !rc.loaded {
+		rc.mu.Unlock()
 		return
 	}
-	a.inventoryLocked()
-	now := a.clock.Now()
+	rc.inventoryLocked()
+	now := rc.clock.Now()
 	// Forget requests that were never answered.
-	for id, r := range a.inventory.pending {
-		if now.Sub(r.sent) > 10*a.opts.ReconcileInterval+time.Hour {
-			delete(a.inventory.pending, id)
+	for id, r := range rc.inventory.pending {
+		if now.Sub(r.sent) > 10*rc.opts.ReconcileInterval+time.Hour {
+			delete(rc.inventory.pending, id)
 		}
 	}
 	targets := map[ports.Target]bool{}
-	for _, g := range a.groups {
+	for _, g := range rc.groups {
 		targets[targetOf(g.g.Template)] = true
 	}
 	// What a target no group uses any more held back is no longer held.
-	for t := range a.inventory.held {
+	for t := range rc.inventory.held {
 		if !targets[t] {
-			delete(a.inventory.held, t)
+			delete(rc.inventory.held, t)
 		}
 	}
 	var reqs []ports.InventoryRequest
 	for t := range targets {
-		id := "inv-" + a.random(16)
-		a.inventory.pending[id] = inventoryRequest{target: t, sent: now}
-		reqs = append(reqs, ports.InventoryRequest{RequestID: id, Target: t, ClusterID: a.opts.ClusterID})
+		id := "inv-" + rc.random(16)
+		rc.inventory.pending[id] = inventoryRequest{target: t, sent: now}
+		reqs = append(reqs, ports.InventoryRequest{RequestID: id, Target: t, ClusterID: rc.opts.ClusterID})
 	}
-	a.mu.Unlock()
+	rc.mu.Unlock()
 	span.SetAttributes(ports.Attribute{Key: "nodesmith.targets", Value: len(reqs)})
 	for _, r := range reqs {
-		if err := a.cmds.ListInventory(ctx, r); err != nil {
-			a.log.Warn("requesting the cloud inventory", "account", r.Target.Account, "region", r.Target.Region, "err", err)
+		if err := rc.cmds.ListInventory(ctx, r); err != nil {
+			rc.log.Warn("requesting the cloud inventory", "account", r.Target.Account, "region", r.Target.Region, "err", err)
 		}
 	}
 }
@@ -192,32 +213,32 @@ func (a *App) RequestInventory(ctx context.Context) {
 // HandleInventory reconciles records with an inventory. Answers to requests
 // this leader did not make (another term, another replica) are dropped: the
 // reconciler must know when the listing started.
-func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
-	ctx, span := a.tracer.Start(ctx, "reconcile: compare inventory", ports.SpanOptions{Attributes: []ports.Attribute{
+func (rc *reconciler) HandleInventory(ctx context.Context, inv Inventory) error {
+	ctx, span := rc.tracer.Start(ctx, "reconcile: compare inventory", ports.SpanOptions{Attributes: []ports.Attribute{
 		{Key: "nodesmith.request_id", Value: inv.RequestID},
 		{Key: "nodesmith.cloud_vms", Value: len(inv.Items)},
 	}})
 	defer span.End(nil)
-	a.mu.Lock()
-	if !a.loaded || a.inventory == nil {
-		a.mu.Unlock()
+	rc.mu.Lock()
+	if !rc.loaded || rc.inventory == nil {
+		rc.mu.Unlock()
 		return nil
 	}
-	req, ok := a.inventory.pending[inv.RequestID]
-	delete(a.inventory.pending, inv.RequestID)
+	req, ok := rc.inventory.pending[inv.RequestID]
+	delete(rc.inventory.pending, inv.RequestID)
 	if !ok {
-		a.mu.Unlock()
-		a.log.Debug("inventory of an unknown request dropped", "request", inv.RequestID)
+		rc.mu.Unlock()
+		rc.log.Debug("inventory of an unknown request dropped", "request", inv.RequestID)
 		return nil
 	}
 	if inv.Err != nil {
-		a.mu.Unlock()
-		a.log.Warn("cloud inventory failed", "account", req.target.Account, "region", req.target.Region,
+		rc.mu.Unlock()
+		rc.log.Warn("cloud inventory failed", "account", req.target.Account, "region", req.target.Region,
 			"code", inv.Err.Code, "err", inv.Err.Message)
 		return nil
 	}
-	now := a.clock.Now()
-	grace := a.opts.OrphanGrace
+	now := rc.clock.Now()
+	grace := rc.opts.OrphanGrace
 
 	inCloud := map[string]InventoryItem{}
 	for _, it := range inv.Items {
@@ -232,7 +253,7 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	owners := map[string]bool{}
 	waitingBatch := map[string]bool{}
 	waitingInstance := map[string]bool{}
-	for _, r := range a.insts {
+	for _, r := range rc.insts {
 		in := r.inst
 		if in.State == domain.StateDeleted {
 			continue
@@ -255,15 +276,15 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 		orphans = append(orphans, it)
 	}
 	found := len(orphans)
-	orphans, held := a.holdOrphansLocked(req.target, orphans, len(inCloud), now)
-	a.persistHoldLocked(ctx)
+	orphans, held := rc.holdOrphansLocked(req.target, orphans, len(inCloud), now)
+	rc.persistHoldLocked(ctx)
 	// Vanished: records whose VM is not listed, known since before the
 	// listing started (with grace for the cloud's eventual consistency).
 	var vanished []string
 	considered := 0
-	for id, r := range a.insts {
+	for id, r := range rc.insts {
 		in := r.inst
-		g, ok := a.groups[in.Group]
+		g, ok := rc.groups[in.Group]
 		if !ok || targetOf(g.g.Template) != req.target || in.CloudID == "" || in.Adopted {
 			// An adopted VM lacks our cluster tag: the inventory cannot
 			// list it, so its absence there means nothing.
@@ -279,22 +300,22 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 			vanished = append(vanished, id)
 		}
 	}
-	a.mu.Unlock()
+	rc.mu.Unlock()
 
 	if len(vanished) > implausibleMin && float64(len(vanished)) > maxVanishedFraction*float64(considered) {
-		a.log.Error("inventory misses most VMs of the records; not trusting it", "account", req.target.Account,
+		rc.log.Error("inventory misses most VMs of the records; not trusting it", "account", req.target.Account,
 			"region", req.target.Region, "missing", len(vanished), "records", considered)
 		vanished = nil
 	}
-	a.obs.OrphansFound(found)
+	rc.obs.OrphansFound(found)
 	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_found", Value: found},
 		ports.Attribute{Key: "nodesmith.orphans_held", Value: held},
 		ports.Attribute{Key: "nodesmith.vanished", Value: len(vanished)})
 	closed := 0
 	for _, id := range vanished {
-		res, _, err := a.Apply(ctx, id, domain.VMGone{Reason: "not in the cloud inventory"})
+		res, _, err := rc.Apply(ctx, id, domain.VMGone{Reason: "not in the cloud inventory"})
 		if err != nil {
-			a.log.Warn("closing a record whose VM vanished", "instance", id, "err", err)
+			rc.log.Warn("closing a record whose VM vanished", "instance", id, "err", err)
 			continue
 		}
 		if res.Changed {
@@ -307,407 +328,29 @@ func (a *App) HandleInventory(ctx context.Context, inv Inventory) error {
 	}
 	terminated := 0
 	for chunk := range slices.Chunk(refs, maxRefsPerCommand) {
-		if err := a.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, ClusterID: a.opts.ClusterID, Instances: chunk}); err != nil {
-			a.log.Warn("terminating orphan VMs", "count", len(chunk), "err", err)
+		if err := rc.cmds.Terminate(ctx, ports.TerminateCommand{Target: req.target, ClusterID: rc.opts.ClusterID, Instances: chunk}); err != nil {
+			rc.log.Warn("terminating orphan VMs", "count", len(chunk), "err", err)
 			continue
 		}
 		terminated += len(chunk)
 		for _, o := range chunk {
-			a.log.Warn("terminating an orphan VM", "cloud_id", o.CloudID, "instance", o.InstanceID, "group", o.Group,
+			rc.log.Warn("terminating an orphan VM", "cloud_id", o.CloudID, "instance", o.InstanceID, "group", o.Group,
 				"account", req.target.Account, "region", req.target.Region)
 		}
 	}
 	if closed > 0 || terminated > 0 {
-		a.log.Info("reconciled with the cloud inventory", "orphans_terminated", terminated, "vanished_closed", closed)
+		rc.log.Info("reconciled with the cloud inventory", "orphans_terminated", terminated, "vanished_closed", closed)
 	}
-	a.obs.Reconciled(terminated, closed)
+	rc.obs.Reconciled(terminated, closed)
 	span.SetAttributes(ports.Attribute{Key: "nodesmith.orphans_terminated", Value: terminated},
 		ports.Attribute{Key: "nodesmith.vanished_closed", Value: closed})
 	return nil
 }
 
 // inventoryLocked returns the reconciler's state, made on first use.
-func (a *App) inventoryLocked() *inventoryState {
-	if a.inventory == nil {
-		a.inventory = &inventoryState{pending: map[string]inventoryRequest{}, held: map[ports.Target]heldOrphans{}}
+func (rc *reconciler) inventoryLocked() *inventoryState {
+	if rc.inventory == nil {
+		rc.inventory = &inventoryState{pending: map[string]inventoryRequest{}, held: map[ports.Target]heldOrphans{}}
 	}
-	return a.inventory
-}
-
-// storedHold is the stored hold a load read (found: there was one) and
-// the identity of the instances bucket the load read the records from.
-type storedHold struct {
-	hold   ports.OrphanHold
-	rev    uint64
-	found  bool
-	bucket string
-}
-
-// loadHold reads the stored hold, for load (nothing without a HoldStore).
-func (a *App) loadHold(ctx context.Context) (storedHold, error) {
-	if a.holds == nil {
-		return storedHold{}, nil
-	}
-	var st storedHold
-	h, rev, err := a.holds.GetOrphanHold(ctx)
-	switch {
-	case err == nil:
-		st = storedHold{hold: h, rev: rev, found: true}
-	case !errors.Is(err, ports.ErrNotFound):
-		return storedHold{}, fmt.Errorf("reading the orphan hold: %w", err)
-	}
-	if st.bucket, err = a.holds.InstancesBucketID(ctx); err != nil {
-		return storedHold{}, fmt.Errorf("identifying the instances bucket: %w", err)
-	}
-	return st, nil
-}
-
-// resumeHoldLocked takes over the stored hold and release at a load, and
-// starts a new hold when the records are a new state: no instance record
-// and no stored hold (a fresh install, or lost state with the hold lost
-// too), an instances bucket other than the one the stored hold knows
-// (deleted and recreated, or restored: the state was lost), or no record
-// left although the stored hold saw records (emptied key by key). A new state
-// also forgets the release of the old one: the VMs that had records when
-// it was given look like orphans created before it once those records
-// are lost. A restart, or a new leader, on the same state resumes what
-// is stored: a hold goes on, a release stays given.
-func (a *App) resumeHoldLocked(ctx context.Context, st storedHold, empty bool) error {
-	now := a.clock.Now()
-	if a.holds == nil {
-		if empty {
-			a.beginStartupHoldLocked(now)
-		}
-		return nil
-	}
-	a.holdRev, a.holdSaved = st.rev, st.hold
-	a.holdBucket, a.holdHadRecords = st.hold.InstancesBucket, st.hold.HadRecords
-	a.hold = startupHold{since: st.hold.Since, until: st.hold.Until}
-	a.releasedAt = st.hold.ReleasedAt
-	a.setReleasedLocked(st.hold.Released)
-	newState := (!st.found && empty) ||
-		(st.found && st.hold.InstancesBucket != st.bucket) ||
-		(st.found && empty && st.hold.HadRecords)
-	if !newState {
-		if since, active := a.startupHoldLocked(now); active {
-			a.log.Warn("resuming the stored start-up hold: tagged VMs without a record created before it are held back, not terminated, "+
-				"until an operator releases them or the hold ends", "hold_since", since, "hold_until", a.hold.until,
-				"release", releaseCall)
-		}
-		if !st.found || (!empty && !a.holdHadRecords) {
-			// Remember which bucket the records are in and that there are
-			// records, so that losing them is noticed.
-			a.holdBucket, a.holdHadRecords = st.bucket, !empty
-			if err := a.saveHoldLocked(ctx); err != nil {
-				return fmt.Errorf("storing the orphan hold: %w", err)
-			}
-		}
-		return nil
-	}
-	if st.found {
-		a.log.Error("the instance records are not those the stored orphan hold knew (another instances bucket, or none left of "+
-			"those it saw): the state was lost (or restored); the earlier release no longer applies",
-			"stored_bucket", st.hold.InstancesBucket, "bucket", st.bucket, "records_empty", empty, "had_records", st.hold.HadRecords)
-	}
-	a.hold, a.releasedAt = startupHold{}, time.Time{}
-	a.setReleasedLocked(nil)
-	a.holdBucket, a.holdHadRecords = st.bucket, !empty
-	a.beginStartupHoldLocked(now)
-	if a.inventory != nil {
-		a.inventory.held = map[ports.Target]heldOrphans{}
-	}
-	if err := a.saveHoldLocked(ctx); err != nil {
-		return fmt.Errorf("storing the orphan hold: %w", err)
-	}
-	return nil
-}
-
-// releaseCall is the admin call that releases held orphans.
-const releaseCall = "POST /api/v1/reconciler/release-orphans"
-
-// holdRecordLocked is the record of the hold as it stands.
-func (a *App) holdRecordLocked() ports.OrphanHold {
-	s := a.heldOrphansLocked()
-	return ports.OrphanHold{
-		Since: s.HoldSince, Until: s.HoldUntil, InstancesBucket: a.holdBucket, HadRecords: a.holdHadRecords, ReleasedAt: a.releasedAt,
-		Released: a.releasedIDs, Held: s.Held, Waiting: s.Waiting,
-	}
-}
-
-// saveHoldLocked writes the hold record with compare-and-set. On a
-// conflict (another leader overlapping) it learns the stored revision and
-// returns the conflict, for the caller to retry.
-func (a *App) saveHoldLocked(ctx context.Context) error {
-	if a.holds == nil {
-		return nil
-	}
-	rec := a.holdRecordLocked()
-	rec.UpdatedAt = a.clock.Now()
-	rev, err := a.holds.PutOrphanHold(ctx, rec, a.holdRev)
-	if err != nil {
-		if errors.Is(err, ports.ErrConflict) {
-			switch _, r, gerr := a.holds.GetOrphanHold(ctx); {
-			case gerr == nil:
-				a.holdRev = r
-			case errors.Is(gerr, ports.ErrNotFound):
-				a.holdRev = 0
-			}
-		}
-		return err
-	}
-	a.holdRev, a.holdSaved = rev, rec
-	return nil
-}
-
-// persistHoldLocked stores the hold record when it changed (what is held,
-// the hold ending); failures are logged and retried at the next pass.
-func (a *App) persistHoldLocked(ctx context.Context) {
-	if a.holds == nil {
-		return
-	}
-	a.holdHadRecords = a.holdHadRecords || len(a.insts) > 0
-	rec, saved := a.holdRecordLocked(), a.holdSaved
-	saved.UpdatedAt = time.Time{}
-	if holdEqual(rec, saved) {
-		return
-	}
-	for range 2 {
-		err := a.saveHoldLocked(ctx)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, ports.ErrConflict) {
-			a.log.Warn("storing the orphan hold", "err", err)
-			return
-		}
-	}
-}
-
-func holdEqual(x, y ports.OrphanHold) bool {
-	return x.Since.Equal(y.Since) && x.Until.Equal(y.Until) && x.InstancesBucket == y.InstancesBucket && x.HadRecords == y.HadRecords &&
-		x.ReleasedAt.Equal(y.ReleasedAt) && slices.Equal(x.Released, y.Released) && maps.Equal(x.Held, y.Held) &&
-		slices.Equal(x.Waiting, y.Waiting)
-}
-
-// beginStartupHoldLocked starts the start-up hold at a load that found no
-// instance record (a hold already running keeps its start).
-func (a *App) beginStartupHoldLocked(now time.Time) {
-	if a.opts.EmptyStartOrphanHold <= 0 {
-		return
-	}
-	if _, active := a.startupHoldLocked(now); active {
-		return
-	}
-	a.hold = startupHold{since: now, until: now.Add(a.opts.EmptyStartOrphanHold)}
-	a.log.Warn("started with no instance records: tagged VMs without a record created before now are held back, "+
-		"not terminated, until an operator releases them or the hold ends",
-		"hold_until", a.hold.until, "release", releaseCall)
-}
-
-// startupHoldLocked returns the start of the start-up hold while it is
-// active, ending it once its quiet period has passed.
-func (a *App) startupHoldLocked(now time.Time) (time.Time, bool) {
-	if a.hold.since.IsZero() {
-		return time.Time{}, false
-	}
-	if !now.Before(a.hold.until) {
-		a.log.Warn("the start-up hold of orphan VMs ended: its quiet period passed; the reconciler's other safeguards still apply",
-			"hold_since", a.hold.since, "hold_until", a.hold.until)
-		a.hold = startupHold{}
-		return time.Time{}, false
-	}
-	return a.hold.since, true
-}
-
-// holdOrphansLocked applies the safeguards (see the top of this file) to
-// the orphans of one comparison of target, where listed tagged VMs were
-// listed. It returns the orphans to terminate, oldest first, and how many
-// were held back, and records and reports what it held.
-func (a *App) holdOrphansLocked(t ports.Target, orphans []InventoryItem, listed int, now time.Time) ([]InventoryItem, int) {
-	oldestFirst := func(x, y InventoryItem) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.CloudID, y.CloudID)
-	}
-	slices.SortFunc(orphans, oldestFirst)
-	h := heldOrphans{byReason: map[string]int{}}
-	holdSince, holding := a.startupHoldLocked(now)
-	var out []InventoryItem
-	var unconfirmed []InventoryItem
-	for _, o := range orphans {
-		switch {
-		case a.released[o.CloudID]:
-			out = append(out, o)
-		case holding && o.CreatedAt.Before(holdSince):
-			h.byReason[HeldEmptyStart]++
-			h.waiting = append(h.waiting, o.CloudID)
-		default:
-			unconfirmed = append(unconfirmed, o)
-		}
-	}
-	if len(unconfirmed) > implausibleMin && float64(len(unconfirmed)) > maxOrphanFraction*float64(listed) {
-		h.byReason[HeldImplausible] = len(unconfirmed)
-		for _, o := range unconfirmed {
-			h.waiting = append(h.waiting, o.CloudID)
-		}
-		unconfirmed = nil
-	}
-	out = append(out, unconfirmed...)
-	slices.SortFunc(out, oldestFirst)
-	if limit := max(a.opts.MaxOrphanTerminations, 0); len(out) > limit {
-		h.byReason[HeldCap] = len(out) - limit
-		out = out[:limit]
-	}
-	inv := a.inventoryLocked()
-	prev := inv.held[t]
-	inv.held[t] = h
-	if !maps.Equal(prev.byReason, h.byReason) || !slices.Equal(prev.waiting, h.waiting) {
-		a.reportHeldLocked(t, h, listed, holdSince)
-	}
-	held := 0
-	for _, n := range h.byReason {
-		held += n
-	}
-	return out, held
-}
-
-// reportHeldLocked logs what one comparison held back, when it changed.
-func (a *App) reportHeldLocked(t ports.Target, h heldOrphans, listed int, holdSince time.Time) {
-	log := a.log.With("account", t.Account, "region", t.Region, "cluster", a.opts.ClusterID)
-	var startup, implausible []string
-	if n := h.byReason[HeldEmptyStart]; n > 0 {
-		startup = h.waiting[:n]
-	}
-	if n := h.byReason[HeldImplausible]; n > 0 {
-		implausible = h.waiting[len(h.waiting)-n:]
-	}
-	if len(startup) > 0 {
-		log.Warn("holding back orphan VMs created before lifecycle started with no instance records: not terminated until an operator "+
-			"releases them (POST /api/v1/reconciler/release-orphans) or the hold ends; if the state was lost, they may be this cluster's nodes",
-			"count", len(startup), "cloud_ids", listIDs(startup), "hold_since", holdSince, "hold_until", a.hold.until)
-	}
-	if len(implausible) > 0 {
-		log.Error("most tagged VMs have no record: the state was lost or another cluster uses this cluster id; terminating none of them "+
-			"(give each cluster its own --cluster-id; release them through POST /api/v1/reconciler/release-orphans only if they are orphans)",
-			"count", len(implausible), "listed", listed, "cloud_ids", listIDs(implausible))
-	}
-	if n := h.byReason[HeldCap]; n > 0 {
-		log.Warn("more orphan VMs than one pass may terminate: the rest wait for the next passes",
-			"held", n, "max_per_pass", a.opts.MaxOrphanTerminations)
-	}
-}
-
-// listIDs joins at most maxListedIDs ids for a log line.
-func listIDs(ids []string) string {
-	if len(ids) <= maxListedIDs {
-		return strings.Join(ids, ",")
-	}
-	return strings.Join(ids[:maxListedIDs], ",") + fmt.Sprintf(",... (%d more)", len(ids)-maxListedIDs)
-}
-
-// ReleaseOrphans is an operator's confirmation that the orphan VMs the
-// reconciler holds back are orphans: it ends the start-up hold, and the VMs
-// held back now (by the start-up hold or the plausibility valve: those the
-// latest comparisons listed as waiting, and the stored list) are no longer
-// held by the valve either. Only they: VMs that lose their record later meet
-// the valve like any other. The cap still applies: they are terminated from
-// the next pass on, at most MaxOrphanTerminations per comparison. The
-// release is stored with the hold: it outlives a restart and a change of
-// leader, up to the next loss of the state (resumeHoldLocked).
-func (a *App) ReleaseOrphans(ctx context.Context) (Revisions, error) {
-	return a.op(ctx, "ReleaseOrphans", func() (Revisions, error) {
-		now := a.clock.Now()
-		inv := a.inventoryLocked()
-		targets := slices.SortedFunc(maps.Keys(inv.held), func(x, y ports.Target) int {
-			return strings.Compare(x.Provider+"/"+x.Account+"/"+x.Region, y.Provider+"/"+y.Account+"/"+y.Region)
-		})
-		var waiting []string
-		for _, t := range targets {
-			waiting = append(waiting, inv.held[t].waiting...)
-		}
-		// What another term held (stored) and earlier releases not yet
-		// terminated (the cap) stay released.
-		ids := slices.Concat(waiting, a.holdSaved.Waiting, a.releasedIDs)
-		hold, at, released := a.hold, a.releasedAt, a.releasedIDs
-		a.hold = startupHold{}
-		a.releasedAt = now
-		a.setReleasedLocked(ids)
-		if err := a.saveHoldLocked(ctx); err != nil {
-			a.hold, a.releasedAt = hold, at
-			a.setReleasedLocked(released)
-			return Revisions{}, err
-		}
-		a.log.Warn("orphan VMs released by an operator: those held back now are terminated from the next reconciler pass on",
-			"held", len(waiting), "released", len(a.releasedIDs), "max_per_pass", a.opts.MaxOrphanTerminations)
-		return Revisions{}, nil
-	})
-}
-
-// setReleasedLocked sets the cloud ids a release confirmed: ids without
-// duplicates, the first maxReleasedIDs.
-func (a *App) setReleasedLocked(ids []string) {
-	a.released, a.releasedIDs = map[string]bool{}, nil
-	for _, id := range ids {
-		if len(a.releasedIDs) == maxReleasedIDs {
-			break
-		}
-		if id != "" && !a.released[id] {
-			a.released[id] = true
-			a.releasedIDs = append(a.releasedIDs, id)
-		}
-	}
-}
-
-// noteInstanceRecordLocked stores, once, that instance records exist
-// (hadRecords) when one is created: a loss of them before the next
-// reconciler pass must still be noticed at the next load.
-func (a *App) noteInstanceRecordLocked(ctx context.Context) {
-	if a.holds == nil || a.holdSaved.HadRecords {
-		return
-	}
-	a.persistHoldLocked(ctx)
-}
-
-// OrphanStatus is what the reconciler holds back (see the top of this
-// file), for metrics and the status summary.
-type OrphanStatus = ports.OrphanStatus
-
-// HeldOrphans returns what the latest comparisons held back; ok is false
-// while not leading.
-func (a *App) HeldOrphans() (OrphanStatus, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.loaded {
-		return OrphanStatus{}, false
-	}
-	return a.heldOrphansLocked(), true
-}
-
-func (a *App) heldOrphansLocked() OrphanStatus {
-	var s OrphanStatus
-	if since, ok := a.startupHoldLocked(a.clock.Now()); ok {
-		s.HoldSince, s.HoldUntil = since, a.hold.until
-	}
-	if a.inventory == nil {
-		return s
-	}
-	targets := slices.SortedFunc(maps.Keys(a.inventory.held), func(x, y ports.Target) int {
-		return strings.Compare(x.Provider+"/"+x.Account+"/"+x.Region, y.Provider+"/"+y.Account+"/"+y.Region)
-	})
-	for _, t := range targets {
-		h := a.inventory.held[t]
-		for r, n := range h.byReason {
-			if n == 0 {
-				continue
-			}
-			if s.Held == nil {
-				s.Held = map[string]int{}
-			}
-			s.Held[r] += n
-		}
-		s.Waiting = append(s.Waiting, h.waiting...)
-	}
-	s.Waiting = s.Waiting[:min(len(s.Waiting), maxListedIDs)]
-	return s
+	return rc.inventory
 }

@@ -1,21 +1,18 @@
 package app
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
-	"time"
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 
 	"github.com/nodesmith/nodesmith/libs/logging"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
 // At-most-once operations. The gateway sends the same request id on every
@@ -51,112 +48,26 @@ import (
 // is idempotent by itself or answered by the in-memory log within a
 // leader's term.
 
-// requestLog is a bounded map of request id -> outcome with a time to live.
-// An operation still running is in the log too, so a concurrent repeat waits
-// for its outcome rather than running alongside it.
-type requestLog struct {
-	ttl time.Duration
-	max int
-
-	mu      sync.Mutex
-	entries map[string]*list.Element // of *requestEntry
-	order   *list.List               // oldest first
+// requests is the requests component: the outcomes of operations by
+// request id (in memory, and recorded on the groups they changed, so a
+// repeat is answered after a restart), and the releases of instances an
+// applied request still owes.
+type requests struct {
+	*cache
+	// cat is the catalog's cache: a repeat reports its revision.
+	cat *catalogState
+	// recent remembers operation outcomes by request id (nil: disabled).
+	recent *requestLog
+	// releasesDue: an applied request may have instances left to release.
+	releasesDue bool
 }
 
-type requestEntry struct {
-	id          string
-	fingerprint string
-	at          time.Time
-	// done is closed when the outcome is known; revs and err are set
-	// before.
-	done chan struct{}
-	revs Revisions
-	err  error
-	// kept: the outcome is final and answers repeats; otherwise the entry
-	// was dropped (the operation may be tried again).
-	kept bool
-}
-
-func newRequestLog(ttl time.Duration, max int) *requestLog {
-	return &requestLog{ttl: ttl, max: max, entries: map[string]*list.Element{}, order: list.New()}
-}
-
-// begin returns the entry of id: an existing live one (owner false), or a
-// new one the caller now owns and must finish.
-func (l *requestLog) begin(id, fingerprint string, now time.Time) (e *requestEntry, owner bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.expireLocked(now)
-	if el, ok := l.entries[id]; ok {
-		return el.Value.(*requestEntry), false
+func newRequests(c *cache) *requests {
+	r := &requests{cache: c}
+	if c.opts.RequestTTL > 0 {
+		r.recent = newRequestLog(c.opts.RequestTTL, max(c.opts.RequestLogSize, 1))
 	}
-	// Make room: drop the oldest finished outcomes. Running operations are
-	// never evicted (there are at most a few: one per concurrent request).
-	for el := l.order.Front(); el != nil && l.order.Len() >= l.max; {
-		next := el.Next()
-		if re := el.Value.(*requestEntry); re.kept {
-			l.order.Remove(el)
-			delete(l.entries, re.id)
-		}
-		el = next
-	}
-	e = &requestEntry{id: id, fingerprint: fingerprint, at: now, done: make(chan struct{})}
-	l.entries[id] = l.order.PushBack(e)
-	return e, true
-}
-
-// finish records the outcome of an owned entry: kept when final, dropped
-// when the operation may be tried again.
-func (l *requestLog) finish(e *requestEntry, revs Revisions, err error, keep bool, now time.Time) {
-	l.mu.Lock()
-	e.revs, e.err, e.kept = revs, err, keep
-	// The window starts when the outcome is known: a slow operation's
-	// retries keep being answered for the full window after it.
-	e.at = now
-	if el, ok := l.entries[e.id]; ok && el.Value.(*requestEntry) == e {
-		if keep {
-			l.order.MoveToBack(el)
-		} else {
-			l.order.Remove(el)
-			delete(l.entries, e.id)
-		}
-	}
-	l.mu.Unlock()
-	close(e.done)
-}
-
-// expireLocked drops outcomes older than the window. Finished entries are
-// in the order of their outcome's time (finish moves them to the back), so
-// it stops at the first one still in the window; running ones are skipped.
-func (l *requestLog) expireLocked(now time.Time) {
-	for el := l.order.Front(); el != nil; {
-		next := el.Next()
-		re := el.Value.(*requestEntry)
-		if re.kept {
-			if now.Sub(re.at) < l.ttl {
-				return
-			}
-			l.order.Remove(el)
-			delete(l.entries, re.id)
-		}
-		el = next
-	}
-}
-
-// final reports whether an outcome answers every repeat of the request.
-// Success and refusals (invalid, not found, out of range, failed
-// precondition, already exists) are final. Unavailable and Aborted are not:
-// nothing was applied (an operation that failed midway restored the target
-// before answering), and the caller's retry must be able to succeed.
-func final(err error) bool {
-	if err == nil {
-		return true
-	}
-	switch domain.CodeOf(err) {
-	case contract.CodeUnavailable, contract.CodeAborted, contract.CodeUnknown:
-		return false
-	}
-	return true
+	return r
 }
 
 // Once runs the operation f at most once per requestID and answers a repeat
@@ -169,15 +80,15 @@ func final(err error) bool {
 // f's context carries the request: the operation's group write records it
 // in the group (see above), so a repeat that reaches another leader, or
 // this one after a restart, is answered as applied too.
-func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (Revisions, error)) (Revisions, error) {
-	if requestID == "" || a.requests == nil {
+func (rq *requests) Once(ctx context.Context, requestID, fingerprint string, f func(ctx context.Context) (Revisions, error)) (Revisions, error) {
+	if requestID == "" || rq.recent == nil {
 		return f(ctx)
 	}
 	for {
-		e, owner := a.requests.begin(requestID, fingerprint, a.clock.Now())
+		e, owner := rq.recent.begin(requestID, fingerprint, rq.clock.Now())
 		if owner {
 			revs, err := f(withRequest(ctx, &opRequest{id: requestID, fingerprint: fingerprint}))
-			a.requests.finish(e, revs, err, final(err), a.clock.Now())
+			rq.recent.finish(e, revs, err, final(err), rq.clock.Now())
 			return revs, err
 		}
 		if e.fingerprint != fingerprint {
@@ -190,8 +101,8 @@ func (a *App) Once(ctx context.Context, requestID, fingerprint string, f func(ct
 				Msg: "waiting for the first attempt of request " + requestID, Err: ctx.Err()}
 		}
 		if e.kept {
-			a.obs.Replayed()
-			a.log.Info("repeated request answered with its first outcome", "request_id", requestID,
+			rq.obs.Replayed()
+			rq.log.Info("repeated request answered with its first outcome", "request_id", requestID,
 				"code", domain.CodeOf(e.err).String())
 			return e.revs, e.err
 		}
@@ -239,26 +150,6 @@ func noteRelease(ctx context.Context, ins []domain.Instance, force bool) {
 	}
 }
 
-// appliedForWriteLocked returns the applied requests a group write stores
-// over cur: cur with the context's request recorded, expired and surplus
-// records dropped. Without a request, cur is carried over unchanged, so
-// writes that rebuild a group from its definition (configuration,
-// PutGroup, catalog) keep the records.
-func (a *App) appliedForWriteLocked(ctx context.Context, cur []domain.AppliedRequest) []domain.AppliedRequest {
-	r := requestOf(ctx)
-	if r == nil || a.requests == nil {
-		return cur
-	}
-	now := a.clock.Now()
-	rec := domain.AppliedRequest{ID: r.id, Fingerprint: storedFingerprint(r.fingerprint), At: now, Release: slices.Clone(r.release), Force: r.force}
-	r.recorded = true
-	limit := a.opts.RequestsPerGroup
-	if limit <= 0 {
-		limit = defaultRequestsPerGroup
-	}
-	return domain.WithApplied(cur, rec, now, a.opts.RequestTTL, limit)
-}
-
 // defaultRequestsPerGroup bounds a group's applied requests unless
 // Options say otherwise: about 7 KiB in the group record, and more than
 // the operations Cluster Autoscaler sends a group within a request window.
@@ -279,77 +170,43 @@ func requestRecorded(ctx context.Context) bool {
 // release; another fingerprint is refused. It runs before every
 // compare-and-set attempt, so a record another leader wrote in the
 // meantime (the conflict refreshed the cache) is found too.
-func (a *App) repeatLocked(ctx context.Context) (revs Revisions, done bool, err error) {
+func (rq *requests) repeatLocked(ctx context.Context) (revs Revisions, done bool, err error) {
 	r := requestOf(ctx)
-	if r == nil || a.requests == nil {
+	if r == nil || rq.recent == nil {
 		return Revisions{}, false, nil
 	}
 	r.release, r.force, r.recorded = nil, false, false
-	g, rec, ok := a.findAppliedLocked(r.id)
+	g, rec, ok := rq.findAppliedLocked(r.id)
 	if !ok {
 		return Revisions{}, false, nil
 	}
 	if rec.Fingerprint != storedFingerprint(r.fingerprint) {
 		return Revisions{}, true, reusedID(r.id)
 	}
-	if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
+	if err := rq.finishReleaseLocked(ctx, g, rec); err != nil {
 		return Revisions{}, true, &domain.Error{Code: contract.CodeUnavailable,
 			Msg: "releasing the instances of request " + r.id, Err: opaque(err)}
 	}
 	revs.group(g.rev)
-	for _, in := range a.insts {
+	for _, in := range rq.insts {
 		revs.inst(in.rev)
 	}
-	for _, e := range a.cat.entries {
+	for _, e := range rq.cat.entries {
 		revs.Catalog = max(revs.Catalog, e.rev)
 	}
-	a.obs.Replayed()
-	logging.WithTrace(ctx, a.log).Info("repeated request found applied in its group record: not applied again",
+	rq.obs.Replayed()
+	logging.WithTrace(ctx, rq.log).Info("repeated request found applied in its group record: not applied again",
 		"request_id", r.id, "group", g.g.ID, "applied_at", rec.At)
 	return revs, true, nil
-}
-
-// findAppliedLocked returns the group recording request id, unexpired.
-func (a *App) findAppliedLocked(id string) (*groupRec, domain.AppliedRequest, bool) {
-	now := a.clock.Now()
-	for gid := range a.appliedIn[id] {
-		g := a.groups[gid]
-		if rec, ok := domain.FindApplied(g.g.Applied, id, now, a.opts.RequestTTL); ok {
-			return g, rec, true
-		}
-	}
-	return nil, domain.AppliedRequest{}, false
-}
-
-// reindexAppliedLocked replaces the applied requests old of a group by
-// cur in a.appliedIn. The entries of the ids the group keeps are reused:
-// a write usually adds one record and drops one.
-func (a *App) reindexAppliedLocked(group string, old, cur []domain.AppliedRequest) {
-	for _, r := range old {
-		delete(a.appliedIn[r.ID], group)
-	}
-	for _, r := range cur {
-		in := a.appliedIn[r.ID]
-		if in == nil {
-			in = map[string]struct{}{}
-			a.appliedIn[r.ID] = in
-		}
-		in[group] = struct{}{}
-	}
-	for _, r := range old {
-		if len(a.appliedIn[r.ID]) == 0 {
-			delete(a.appliedIn, r.ID)
-		}
-	}
 }
 
 // finishReleaseLocked releases the instances rec names that are still live
 // (their writes did not follow the group write): a Pending one is
 // cancelled, any other deleted.
-func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.AppliedRequest) error {
+func (rq *requests) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.AppliedRequest) error {
 	var errs []error
 	for _, id := range rec.Release {
-		r, ok := a.insts[id]
+		r, ok := rq.insts[id]
 		if !ok || r.inst.Group != g.g.ID || !r.inst.Live() {
 			continue
 		}
@@ -358,16 +215,16 @@ func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.A
 		if r.inst.State == domain.StatePending {
 			ev = domain.Cancel{Reason: reason}
 		}
-		if _, _, err := a.applyLocked(ctx, id, ev); err != nil {
+		if _, _, err := rq.applyLocked(ctx, id, ev); err != nil {
 			if errors.Is(err, domain.ErrInvalidTransition) {
 				// Not releasable by this event: retrying cannot help.
-				a.log.Warn("an instance an applied request names cannot be released", "instance", id, "request_id", rec.ID, "err", err)
+				rq.log.Warn("an instance an applied request names cannot be released", "instance", id, "request_id", rec.ID, "err", err)
 				continue
 			}
 			errs = append(errs, fmt.Errorf("releasing %s: %w", id, err))
 			continue
 		}
-		a.log.Info("released an instance an applied request named", "instance", id, "group", g.g.ID, "request_id", rec.ID)
+		rq.log.Info("released an instance an applied request named", "instance", id, "group", g.g.ID, "request_id", rec.ID)
 	}
 	return errors.Join(errs...)
 }
@@ -375,21 +232,21 @@ func (a *App) finishReleaseLocked(ctx context.Context, g *groupRec, rec domain.A
 // finishReleasesLocked finishes the releases of every group's applied
 // requests, when one may be unfinished: after a load (the last leader may
 // have died between the writes) and after an operation failed.
-func (a *App) finishReleasesLocked(ctx context.Context) {
-	if !a.releasesDue {
+func (rq *requests) finishReleasesLocked(ctx context.Context) {
+	if !rq.releasesDue {
 		return
 	}
-	a.releasesDue = false
-	now := a.clock.Now()
-	for _, id := range a.sortedGroupIDsLocked() {
-		g := a.groups[id]
+	rq.releasesDue = false
+	now := rq.clock.Now()
+	for _, id := range rq.sortedGroupIDsLocked() {
+		g := rq.groups[id]
 		for _, rec := range g.g.Applied {
-			if len(rec.Release) == 0 || rec.Expired(now, a.opts.RequestTTL) {
+			if len(rec.Release) == 0 || rec.Expired(now, rq.opts.RequestTTL) {
 				continue
 			}
-			if err := a.finishReleaseLocked(ctx, g, rec); err != nil {
-				a.log.Warn("releasing the instances of an applied request; retrying next pass", "group", id, "request_id", rec.ID, "err", err)
-				a.releasesDue = true
+			if err := rq.finishReleaseLocked(ctx, g, rec); err != nil {
+				rq.log.Warn("releasing the instances of an applied request; retrying next pass", "group", id, "request_id", rec.ID, "err", err)
+				rq.releasesDue = true
 			}
 		}
 	}
@@ -406,3 +263,53 @@ func storedFingerprint(fp string) string {
 func reusedID(id string) error {
 	return domain.Errorf(contract.CodeInvalidArgument, "request id %q was already used for a different operation", id)
 }
+
+// op runs f under the lock with compare-and-set retries: a conflict means
+// another writer won (the cache was refreshed), so f is recomputed. It
+// reports the outcome to the observer and wakes the dispatcher.
+func (rq *requests) op(ctx context.Context, name string, f func() (Revisions, error)) (Revisions, error) {
+	rq.mu.Lock()
+	revs, err := func() (Revisions, error) {
+		if !rq.loaded {
+			return Revisions{}, ErrNotLeader
+		}
+		var err error
+		for range rq.opts.CASRetries {
+			if revs, done, err := rq.repeatLocked(ctx); done {
+				return revs, err
+			}
+			var revs Revisions
+			revs, err = f()
+			if !errors.Is(err, ports.ErrConflict) {
+				return revs, err
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return Revisions{}, &domain.Error{Code: contract.CodeAborted, Msg: name + ": concurrent writes kept conflicting", Err: err}
+	}()
+	if err != nil {
+		// A failure may have come between a group write and the instance
+		// writes that complete it.
+		rq.releasesDue = true
+	}
+	rq.mu.Unlock()
+	code := domain.CodeOf(err)
+	if err != nil && code == contract.CodeUnknown {
+		// Anything not classified is the store or the network.
+		err = &domain.Error{Code: contract.CodeUnavailable, Msg: name, Err: err}
+		code = contract.CodeUnavailable
+	}
+	rq.obs.Op(name, code)
+	if err != nil {
+		rq.log.Info("operation refused", "op", name, "code", code.String(), "err", err)
+	}
+	rq.Wake()
+	return revs, err
+}
+
+// opaque keeps err's message but drops its chain: a partly applied
+// operation must not look like a plain conflict to op's retry loop (which
+// would run it again), nor report an inner error's code as its own.
+func opaque(err error) error { return errors.New(err.Error()) }

@@ -26,6 +26,11 @@ type Sealer interface {
 	ResealCredentials(account string, blob []byte, keyID string) ([]byte, string, bool, error)
 }
 
+// seals seals secret values with the Sealer (nil: such values are refused).
+type seals struct {
+	sealer Sealer
+}
+
 var errNoSealer = errors.New("hook environment values and secret parameters are stored sealed, and lifecycle has no sealing key: set --secrets-key-file (the key ring the gateway, the cloud adapters and the hook runners share)")
 
 // sealValuesLocked seals every plaintext value of m for purpose. A
@@ -34,7 +39,7 @@ var errNoSealer = errors.New("hook environment values and secret parameters are 
 // unchanged file does not rewrite records (sealing is randomized); a token
 // under an older key of the ring is re-sealed. It returns how many values
 // were (re-)sealed.
-func (a *App) sealValuesLocked(purpose string, m, prev map[string]string) (map[string]string, int, error) {
+func (sl *seals) sealValuesLocked(purpose string, m, prev map[string]string) (map[string]string, int, error) {
 	if len(m) == 0 {
 		return m, 0, nil
 	}
@@ -43,11 +48,11 @@ func (a *App) sealValuesLocked(purpose string, m, prev map[string]string) (map[s
 	for _, name := range slices.Sorted(maps.Keys(m)) {
 		v := m[name]
 		if sealed.IsToken(v) {
-			if a.sealer == nil {
+			if sl.sealer == nil {
 				out[name] = v
 				continue
 			}
-			t, changed, err := a.sealer.Reseal(purpose, name, v)
+			t, changed, err := sl.sealer.Reseal(purpose, name, v)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -57,16 +62,16 @@ func (a *App) sealValuesLocked(purpose string, m, prev map[string]string) (map[s
 			out[name] = t
 			continue
 		}
-		if a.sealer == nil {
+		if sl.sealer == nil {
 			return nil, 0, fmt.Errorf("%s %q: %w", purpose, name, errNoSealer)
 		}
-		if p, ok := prev[name]; ok && sealed.TokenKeyID(p) == a.sealer.ID() {
-			if pv, err := a.sealer.OpenString(purpose, name, p); err == nil && pv == v {
+		if p, ok := prev[name]; ok && sealed.TokenKeyID(p) == sl.sealer.ID() {
+			if pv, err := sl.sealer.OpenString(purpose, name, p); err == nil && pv == v {
 				out[name] = p
 				continue
 			}
 		}
-		t, err := a.sealer.SealString(purpose, name, v)
+		t, err := sl.sealer.SealString(purpose, name, v)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -76,16 +81,16 @@ func (a *App) sealValuesLocked(purpose string, m, prev map[string]string) (map[s
 	return out, n, nil
 }
 
-func (a *App) sealTemplateLocked(t, prev *domain.InstanceTemplate) (int, error) {
+func (sl *seals) sealTemplateLocked(t, prev *domain.InstanceTemplate) (int, error) {
 	var pe, pp map[string]string
 	if prev != nil {
 		pe, pp = prev.HookEnv, prev.SecretParameters
 	}
-	env, n1, err := a.sealValuesLocked(sealed.PurposeHookEnv, t.HookEnv, pe)
+	env, n1, err := sl.sealValuesLocked(sealed.PurposeHookEnv, t.HookEnv, pe)
 	if err != nil {
 		return 0, fmt.Errorf("template %s hookEnv: %w", t.Name, err)
 	}
-	params, n2, err := a.sealValuesLocked(sealed.PurposeTemplateParameter, t.SecretParameters, pp)
+	params, n2, err := sl.sealValuesLocked(sealed.PurposeTemplateParameter, t.SecretParameters, pp)
 	if err != nil {
 		return 0, fmt.Errorf("template %s secretParameters: %w", t.Name, err)
 	}
@@ -93,7 +98,7 @@ func (a *App) sealTemplateLocked(t, prev *domain.InstanceTemplate) (int, error) 
 	return n1 + n2, nil
 }
 
-func (a *App) sealHookLocked(h **domain.HookSpec, prev *domain.HookSpec) (int, error) {
+func (sl *seals) sealHookLocked(h **domain.HookSpec, prev *domain.HookSpec) (int, error) {
 	if *h == nil {
 		return 0, nil
 	}
@@ -102,7 +107,7 @@ func (a *App) sealHookLocked(h **domain.HookSpec, prev *domain.HookSpec) (int, e
 	if prev != nil {
 		pe = prev.Env
 	}
-	env, n, err := a.sealValuesLocked(sealed.PurposeHookEnv, c.Env, pe)
+	env, n, err := sl.sealValuesLocked(sealed.PurposeHookEnv, c.Env, pe)
 	if err != nil {
 		return 0, fmt.Errorf("hook %s env: %w", c.Name, err)
 	}
@@ -113,23 +118,23 @@ func (a *App) sealHookLocked(h **domain.HookSpec, prev *domain.HookSpec) (int, e
 
 // sealGroupLocked seals g's template and hooks in place; prev is the
 // stored version (nil if none).
-func (a *App) sealGroupLocked(g *domain.NodeGroup, prev *domain.NodeGroup) (int, error) {
+func (sl *seals) sealGroupLocked(g *domain.NodeGroup, prev *domain.NodeGroup) (int, error) {
 	var pt *domain.InstanceTemplate
 	var pa, pb *domain.HookSpec
 	if prev != nil {
 		pt, pa, pb = &prev.Template, prev.Hooks.AfterCreated, prev.Hooks.BeforeDelete
 	}
 	t := g.Template
-	n, err := a.sealTemplateLocked(&t, pt)
+	n, err := sl.sealTemplateLocked(&t, pt)
 	if err != nil {
 		return 0, err
 	}
 	g.Template = t
-	n1, err := a.sealHookLocked(&g.Hooks.AfterCreated, pa)
+	n1, err := sl.sealHookLocked(&g.Hooks.AfterCreated, pa)
 	if err != nil {
 		return 0, err
 	}
-	n2, err := a.sealHookLocked(&g.Hooks.BeforeDelete, pb)
+	n2, err := sl.sealHookLocked(&g.Hooks.BeforeDelete, pb)
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +142,7 @@ func (a *App) sealGroupLocked(g *domain.NodeGroup, prev *domain.NodeGroup) (int,
 }
 
 // sealEntryLocked seals a catalog entry in place; prev is the stored one.
-func (a *App) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry) (int, error) {
+func (sl *seals) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry) (int, error) {
 	switch {
 	case e.Template != nil:
 		var pt *domain.InstanceTemplate
@@ -145,7 +150,7 @@ func (a *App) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry)
 			pt = prev.Template
 		}
 		t := *e.Template
-		n, err := a.sealTemplateLocked(&t, pt)
+		n, err := sl.sealTemplateLocked(&t, pt)
 		e.Template = &t
 		return n, err
 	case e.Hook != nil:
@@ -153,12 +158,12 @@ func (a *App) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry)
 		if prev != nil {
 			ph = prev.Hook
 		}
-		return a.sealHookLocked(&e.Hook, ph)
-	case e.Account != nil && len(e.Account.SealedCredentials) > 0 && a.sealer != nil:
+		return sl.sealHookLocked(&e.Hook, ph)
+	case e.Account != nil && len(e.Account.SealedCredentials) > 0 && sl.sealer != nil:
 		// Credentials the gateway sealed: moved to the newest key too, so
 		// the older keys can go (lifecycle opens them only here).
 		acct := *e.Account
-		blob, id, changed, err := a.sealer.ResealCredentials(acct.Name, acct.SealedCredentials, acct.KeyID)
+		blob, id, changed, err := sl.sealer.ResealCredentials(acct.Name, acct.SealedCredentials, acct.KeyID)
 		if err != nil {
 			return 0, err
 		}
@@ -178,22 +183,22 @@ func (a *App) sealEntryLocked(e *domain.CatalogEntry, prev *domain.CatalogEntry)
 // catalog convergence pass (at start with leadership, then periodically),
 // and logs once when every stored value is under the newest key: the
 // signal of the rotation procedure (README, "Rotating the sealing key").
-func (a *App) resealLocked(ctx context.Context, revs *Revisions) error {
-	if a.sealer == nil {
+func (ct *catalog) resealLocked(ctx context.Context, revs *Revisions) error {
+	if ct.sealer == nil {
 		return nil
 	}
 	var errs []error
 	resealed := 0
-	refs := slices.SortedFunc(maps.Keys(a.cat.entries), func(x, y domain.CatalogRef) int {
+	refs := slices.SortedFunc(maps.Keys(ct.cat.entries), func(x, y domain.CatalogRef) int {
 		if x.Kind != y.Kind {
 			return int(x.Kind) - int(y.Kind)
 		}
 		return strings.Compare(x.Name, y.Name)
 	})
 	for _, ref := range refs {
-		rec := a.cat.entries[ref]
+		rec := ct.cat.entries[ref]
 		next := cloneEntry(rec.e)
-		n, err := a.sealEntryLocked(&next, nil)
+		n, err := ct.sealEntryLocked(&next, nil)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
 			continue
@@ -201,19 +206,19 @@ func (a *App) resealLocked(ctx context.Context, revs *Revisions) error {
 		if n == 0 {
 			continue
 		}
-		if _, err := a.writeCatalogLocked(ctx, rec, next); err != nil {
+		if _, err := ct.writeCatalogLocked(ctx, rec, next); err != nil {
 			errs = append(errs, fmt.Errorf("re-sealing %s: %w", ref, err))
 			if errors.Is(err, ports.ErrConflict) {
-				a.refreshCatalogLocked(ctx, ref)
+				ct.refreshCatalogLocked(ctx, ref)
 			}
 			continue
 		}
 		resealed += n
 	}
-	for _, id := range a.sortedGroupIDsLocked() {
-		rec := a.groups[id]
+	for _, id := range ct.sortedGroupIDsLocked() {
+		rec := ct.groups[id]
 		next := rec.g
-		n, err := a.sealGroupLocked(&next, nil)
+		n, err := ct.sealGroupLocked(&next, nil)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("group %s: %w", id, err))
 			continue
@@ -221,11 +226,11 @@ func (a *App) resealLocked(ctx context.Context, revs *Revisions) error {
 		if n == 0 {
 			continue
 		}
-		rev, err := a.writeGroupLocked(ctx, rec, next)
+		rev, err := ct.writeGroupLocked(ctx, rec, next)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("re-sealing group %s: %w", id, err))
 			if errors.Is(err, ports.ErrConflict) {
-				a.refreshGroupLocked(ctx, id)
+				ct.refreshGroupLocked(ctx, id)
 			}
 			continue
 		}
@@ -233,17 +238,17 @@ func (a *App) resealLocked(ctx context.Context, revs *Revisions) error {
 		resealed += n
 	}
 	if resealed > 0 {
-		a.log.Info("re-sealed stored secret values under the newest sealing key", "values", resealed, "key_id", a.sealer.ID())
+		ct.log.Info("re-sealed stored secret values under the newest sealing key", "values", resealed, "key_id", ct.sealer.ID())
 	}
 	err := errors.Join(errs...)
-	state := "current:" + a.sealer.ID()
+	state := "current:" + ct.sealer.ID()
 	if err != nil {
 		state = "pending"
 	}
-	if state != a.sealedState {
-		a.sealedState = state
+	if state != ct.sealedState {
+		ct.sealedState = state
 		if err == nil {
-			a.log.Info("every stored sealed value is under the newest sealing key; older keys can be removed from the key ring", "key_id", a.sealer.ID())
+			ct.log.Info("every stored sealed value is under the newest sealing key; older keys can be removed from the key ring", "key_id", ct.sealer.ID())
 		}
 	}
 	return err

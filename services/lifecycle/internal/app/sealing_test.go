@@ -85,7 +85,7 @@ func TestRotation(t *testing.T) {
 		t.Helper()
 		opts := app.DefaultOptions()
 		opts.ReconcileInterval = 0
-		a := app.New(opts, app.Deps{Store: store, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
+		a := app.New(opts, app.Deps{Store: store, Catalog: store, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)), Sealer: ring})
 		a.SetConfigCatalog(fileCatalog)
 		if err := a.SetConfig(ctx, []domain.NodeGroup{g}); err != nil {
@@ -179,7 +179,8 @@ func TestRotation(t *testing.T) {
 }
 
 func TestPlaintextSecretsNeedASealer(t *testing.T) {
-	a := app.New(app.DefaultOptions(), app.Deps{Store: memory.NewStore(), Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
+	store := memory.NewStore()
+	a := app.New(app.DefaultOptions(), app.Deps{Store: store, Catalog: store, Commands: &memory.Commands{}, Clock: memory.NewClock(t0),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	g := group("workers", 0, 5, 0)
 	g.Hooks.AfterCreated.Env = map[string]string{"JOIN_TOKEN": "gamma-secret"}

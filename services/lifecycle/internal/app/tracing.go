@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -29,27 +28,14 @@ type nopSpan struct{}
 func (nopSpan) SetAttributes(...ports.Attribute) {}
 func (nopSpan) End(error)                        {}
 
-// stampTraceLocked records ctx's trace context on an instance an operation
-// just created or released, so its later commands join that trace. Other
-// changes keep the context the instance has.
-func (a *App) stampTraceLocked(ctx context.Context, old domain.Instance, in domain.Instance) domain.Instance {
-	if !in.Released || old.Released {
-		return in
-	}
-	if c := a.tracer.Carrier(ctx); c != nil {
-		in.TraceContext = c
-	}
-	return in
-}
-
 // traceParentsLocked returns, per outbox item, the trace contexts of the
 // instances it covers (in instance id order, without repeats).
-func (a *App) traceParentsLocked(items []outboxItem) [][]map[string]string {
+func (sc *scheduler) traceParentsLocked(items []outboxItem) [][]map[string]string {
 	out := make([][]map[string]string, len(items))
 	for i, it := range items {
 		seen := map[string]bool{}
 		for _, id := range slices.Sorted(maps.Keys(it.covers)) {
-			r, ok := a.insts[id]
+			r, ok := sc.insts[id]
 			if !ok || len(r.inst.TraceContext) == 0 {
 				continue
 			}
@@ -66,8 +52,8 @@ func (a *App) traceParentsLocked(items []outboxItem) [][]map[string]string {
 
 // publishTraced publishes one outbox item in a span whose parent is the
 // trace of the first instance it covers (the others are linked).
-func (a *App) publishTraced(ctx context.Context, it outboxItem, parents []map[string]string) error {
-	ctx, span := a.tracer.Start(ctx, "dispatch "+it.kind.String(), ports.SpanOptions{
+func (sc *scheduler) publishTraced(ctx context.Context, it outboxItem, parents []map[string]string) error {
+	ctx, span := sc.tracer.Start(ctx, "dispatch "+it.kind.String(), ports.SpanOptions{
 		Parents: parents,
 		Attributes: []ports.Attribute{
 			{Key: "nodesmith.command", Value: it.kind.String()},

@@ -2,7 +2,6 @@ package domain
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 )
@@ -14,39 +13,16 @@ import (
 // error nobody classified.
 type Code = contract.Code
 
-// Error is a domain error with a code.
-type Error struct {
-	Code Code
-	Msg  string
-	Err  error
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Msg + ": " + e.Err.Error()
-	}
-	return e.Msg
-}
-
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a domain error with a code (libs/contract: the gateway's is the
+// same type).
+type Error = contract.Error
 
 // Errorf returns an *Error with code c.
-func Errorf(c Code, format string, args ...any) error {
-	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
-}
+func Errorf(c Code, format string, args ...any) error { return contract.Errorf(c, format, args...) }
 
 // CodeOf returns err's code: OK for nil, the code of the first *Error in its
-// chain, or Unknown.
-func CodeOf(err error) Code {
-	if err == nil {
-		return contract.CodeOK
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return contract.CodeUnknown
-}
+// chain, DeadlineExceeded or Canceled for a context's errors, or Unknown.
+func CodeOf(err error) Code { return contract.CodeOf(err) }
 
 // ErrInvalidTransition is returned (wrapped) by Apply for an event that has
 // no meaning in the instance's state.

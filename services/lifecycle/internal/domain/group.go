@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
 // Source says who owns a node group's definition.
@@ -131,44 +133,20 @@ type Parallelism struct {
 	Delete int
 }
 
-// MaxGroupIDLength keeps instance ids ("<prefix>-<10 chars>") and KV keys
-// short; a DNS-1123 label allows 63.
-const MaxGroupIDLength = 40
+// MaxGroupIDLength, ValidGroupID and ValidName are the shared naming rules
+// (libs/contract): the YAML file, the REST API and lifecycle agree.
+const MaxGroupIDLength = contract.MaxGroupIDLength
 
 var (
 	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	// Names of templates and accounts appear in logs, commands and tags.
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // ValidGroupID reports why id cannot name a node group, or "" when it can.
-// Group ids are DNS-1123 labels so they fit in instance ids, node names and
-// NATS KV keys (which must not contain dots here: the key is "<group>.<id>").
-func ValidGroupID(id string) string {
-	switch {
-	case id == "":
-		return "must not be empty"
-	case len(id) > MaxGroupIDLength:
-		return fmt.Sprintf("must be at most %d characters, got %d", MaxGroupIDLength, len(id))
-	case !dns1123Label.MatchString(id):
-		return fmt.Sprintf("%q must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit", id)
-	}
-	return ""
-}
+func ValidGroupID(id string) string { return contract.ValidGroupID(id) }
 
-// ValidName reports why s cannot name a template or account, or "".
-func ValidName(s string) string {
-	switch {
-	case s == "":
-		return "must not be empty"
-	case len(s) > 63:
-		return fmt.Sprintf("must be at most 63 characters, got %d", len(s))
-	case !nameRE.MatchString(s):
-		return fmt.Sprintf("%q may contain only letters, digits, '-', '_' and '.', starting and ending with a letter or digit", s)
-	}
-	return ""
-}
+// ValidName reports why s cannot name a template, hook or account, or "".
+func ValidName(s string) string { return contract.ValidName(s) }
 
 // FieldError is one problem with one field, addressed by a path relative to
 // the validated object (e.g. "minSize", "nodeTemplate.taints[0].effect").

@@ -250,7 +250,7 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 		e := *in.LastError
 		in.LastError = &e
 	}
-	m := &machine{env: env, in: in}
+	m := &machine{env: env, in: in, event: ev.eventName()}
 	var err error
 	switch e := ev.(type) {
 	case StartCreate:
@@ -288,6 +288,9 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 	default:
 		err = fmt.Errorf("unknown event %T", ev)
 	}
+	if err == nil {
+		err = m.undeclared
+	}
 	if err != nil {
 		return Result{Instance: inst}, fmt.Errorf("%s in state %s: %w", ev.eventName(), inst.State, err)
 	}
@@ -317,14 +320,17 @@ func Apply(inst Instance, ev Event, env Env) (Result, error) {
 }
 
 type machine struct {
-	env     Env
-	in      Instance
-	changed bool
-	issued  bool
-	failed  bool
-	ignored string
-	moves   []Move
-	effects []Effect
+	env   Env
+	event string
+	// undeclared is the first move made that Transitions lacks.
+	undeclared error
+	in         Instance
+	changed    bool
+	issued     bool
+	failed     bool
+	ignored    string
+	moves      []Move
+	effects    []Effect
 }
 
 func invalid(format string, args ...any) error {
@@ -346,6 +352,9 @@ func (m *machine) staleReason(attempt uint32) error {
 func (m *machine) move(to State, reason string) {
 	now := m.env.Now
 	from := m.in.State
+	if m.undeclared == nil && !Declared(from, to, m.event) {
+		m.undeclared = undeclared(from, to, m.event)
+	}
 	m.moves = append(m.moves, Move{From: from, To: to, Reason: reason, InState: now.Sub(m.in.StateSince)})
 	m.in.History = append(m.in.History, Transition{From: from, To: to, Reason: reason, At: now})
 	if limit := m.env.Policy.HistoryLimit; limit > 0 && len(m.in.History) > limit {

@@ -63,25 +63,16 @@ func (s State) Valid() bool { return s >= StatePending && s <= StateDeleted }
 // which an instance counts toward its group's target unless released.
 func (s State) beforeDeletion() bool { return s >= StatePending && s <= StateRunning }
 
-// HookKind names a hook.
-type HookKind int
+// HookKind names a hook (libs/contract); values equal
+// nodesmith.hook.v1.HookKind.
+type HookKind = contract.HookKind
 
-// Hook kinds; values equal nodesmith.hook.v1.HookKind.
+// Hook kinds.
 const (
-	HookUnknown HookKind = iota
-	HookAfterCreated
-	HookBeforeDelete
+	HookUnknown      = contract.HookUnspecified
+	HookAfterCreated = contract.HookAfterCreated
+	HookBeforeDelete = contract.HookBeforeDelete
 )
-
-func (k HookKind) String() string {
-	switch k {
-	case HookAfterCreated:
-		return "after_created"
-	case HookBeforeDelete:
-		return "before_delete"
-	}
-	return "unknown"
-}
 
 // CloudState is a provider-neutral VM state; values equal
 // nodesmith.cloud.v1.CloudState.

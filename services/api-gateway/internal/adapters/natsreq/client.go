@@ -186,7 +186,7 @@ func decodeReply(data []byte) (ports.Revisions, error) {
 		if msg == "" {
 			msg = fmt.Sprintf("lifecycle rejected the operation (%s)", code)
 		}
-		return ports.Revisions{}, &domain.Error{Code: code, Message: msg}
+		return ports.Revisions{}, &domain.Error{Code: code, Msg: msg}
 	}
 	return ports.Revisions{Groups: r.GetGroupsRevision(), Instances: r.GetInstancesRevision(), Catalog: r.GetCatalogRevision(),
 		Adopted: adoptOutcomes(r.GetAdopted())}, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -42,14 +41,11 @@ func cloudNames(provider string) string {
 	return fmt.Sprintf(" (the %s %s and %s)", p.Title, p.Credentials.KeyID, p.Credentials.Secret)
 }
 
-var catalogName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-
 // catalogNameParam returns the {name} path parameter if it is a valid name.
 func catalogNameParam(r *http.Request) (string, error) {
 	name := chi.URLParam(r, "name")
-	if len(name) > 63 || !catalogName.MatchString(name) || strings.Contains(name, "..") {
-		return "", newError(http.StatusBadRequest, contract.CodeInvalidArgument,
-			fmt.Sprintf("invalid name %q: at most 63 letters, digits, '-', '_' and '.' (not two in a row), starting and ending with a letter or digit", name)).with("field", "name")
+	if p := contract.ValidName(name); p != "" {
+		return "", newError(http.StatusBadRequest, contract.CodeInvalidArgument, "invalid name: "+p).with("field", "name")
 	}
 	return name, nil
 }

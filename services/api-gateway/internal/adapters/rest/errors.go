@@ -43,7 +43,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.As(err, &ae):
 	case errors.As(err, &de):
-		ae = &apiError{status: httpStatus(de.Code), code: de.Code, message: de.Message}
+		ae = &apiError{status: httpStatus(de.Code), code: de.Code, message: de.Error()}
 	default:
 		code := domain.CodeOf(err)
 		if code == contract.CodeUnknown {

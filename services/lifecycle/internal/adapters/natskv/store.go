@@ -94,7 +94,7 @@ func mapErr(op, key string, err error) error {
 //
 // Keys skip accepts are left out (the reserved keys of the groups bucket).
 func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, skip func(key string) bool, decode func(value []byte, rev uint64) (V, error)) ([]V, error) {
-	latest, err := watchAll(ctx, kv, skip, decode)
+	latest, gone, err := watchAll(ctx, kv, skip, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +104,12 @@ func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	}
 	for _, k := range keys {
 		if _, ok := latest[k]; ok || skip(k) {
+			continue
+		}
+		if _, ok := gone[k]; ok {
+			// The watch delivered the key's removal marker: nothing to
+			// read. (Lifecycle never re-creates a removed key: instance
+			// and group ids are new each time.)
 			continue
 		}
 		e, err := kv.Get(ctx, k)
@@ -148,29 +154,38 @@ func decodeEntry[V any](e jetstream.KeyValueEntry, decode func([]byte, uint64) (
 
 // watchAll reads the bucket's values with a watcher until it says the
 // initial values are delivered, keeping the latest value of each key,
-// decoded.
-func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, skip func(string) bool, decode func([]byte, uint64) (V, error)) (map[string]decoded[V], error) {
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+// decoded, and the keys whose last message is a removal marker (gone). A
+// bucket soon after a large scale-down holds a marker per removed record
+// until the marker TTL passes: knowing them saves list a read per marker.
+func watchAll[V any](ctx context.Context, kv jetstream.KeyValue, skip func(string) bool, decode func([]byte, uint64) (V, error)) (latest map[string]decoded[V], gone map[string]struct{}, err error) {
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
+		return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), err)
 	}
 	defer func() { _ = w.Stop() }()
-	latest := map[string]decoded[V]{}
+	latest, gone = map[string]decoded[V]{}, map[string]struct{}{}
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("listing %s: %w", kv.Bucket(), ctx.Err())
+			return nil, nil, fmt.Errorf("listing %s: %w", kv.Bucket(), ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("listing %s: watcher closed", kv.Bucket())
+				return nil, nil, fmt.Errorf("listing %s: watcher closed", kv.Bucket())
 			}
 			if e == nil {
-				return latest, nil
+				return latest, gone, nil
 			}
-			if skip(e.Key()) {
+			k := e.Key()
+			if skip(k) {
 				continue
 			}
-			latest[e.Key()] = decodeEntry(e, decode)
+			if op := e.Operation(); op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge {
+				delete(latest, k)
+				gone[k] = struct{}{}
+				continue
+			}
+			delete(gone, k)
+			latest[k] = decodeEntry(e, decode)
 		}
 	}
 }

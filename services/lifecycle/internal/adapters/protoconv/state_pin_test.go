@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode"
 
+	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -40,5 +41,20 @@ func TestStatePinnedToProto(t *testing.T) {
 		if !s.Valid() || upperSnake(s.String()) != want {
 			t.Errorf("proto %s (%d) is domain %s", name, v, s)
 		}
+	}
+}
+
+// TestHookKindPinnedToProto: hook kinds cross the bus by number; every
+// proto value is the shared kind of the same name (libs/contract), and
+// that name is what metrics, logs and message ids say.
+func TestHookKindPinnedToProto(t *testing.T) {
+	for v, name := range hookv1.HookKind_name {
+		want := strings.ToLower(strings.TrimPrefix(name, "HOOK_KIND_"))
+		if got := domain.HookKind(v).String(); got != want {
+			t.Errorf("proto %s (%d) is %q in libs/contract, want %q", name, v, got, want)
+		}
+	}
+	if got := domain.HookKind(len(hookv1.HookKind_name)).String(); got != "unspecified" {
+		t.Errorf("a kind the proto lacks must read as unspecified, got %q", got)
 	}
 }
