@@ -96,7 +96,7 @@ func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud
 			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
 			return nil
 		}
-		if err := s.sleep(ctx, s.o.PollAfter(s.o.Now().Sub(lastChange))); err != nil {
+		if err := s.sleep(ctx, s.o.UntilNextRound(s.o.Now(), lastChange)); err != nil {
 			return err
 		}
 	}

@@ -651,3 +651,25 @@ func TestWatchPollsFastWhileVMsAreLikelyToChange(t *testing.T) {
 		})
 	}
 }
+
+// Watches started apart poll at the same instants: rounds fall on
+// multiples of the pause on the wall clock.
+func TestWatchRoundsAreAlignedToTheClock(t *testing.T) {
+	o := app.Options{PollInterval: 3 * time.Second, FastPollInterval: time.Second, FastPollFor: time.Minute}
+	base := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	for _, tc := range []struct {
+		name            string
+		now, lastChange time.Time
+		want            time.Duration
+	}{
+		{"fast, just after a round", base.Add(300 * time.Millisecond), base, 700 * time.Millisecond},
+		{"fast, on a round", base.Add(time.Second), base, time.Second},
+		{"slow: 130.5 s past the minute, next multiple of 3 s at 132 s", base.Add(2*time.Minute + 500*time.Millisecond), base, 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := o.UntilNextRound(tc.now, tc.lastChange); got != tc.want {
+				t.Errorf("UntilNextRound = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
