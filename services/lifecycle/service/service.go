@@ -207,7 +207,8 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 
 	// Everything that writes state or answers operations runs only while
 	// leading: a follower neither dispatches nor subscribes to operations,
-	// and a new term reloads the state from KV.
+	// and a new term loads the state from KV (a warm standby only what
+	// changed since it last looked: RunStandby).
 	lead := func(ctx context.Context) error {
 		log.Info("leading: loading state")
 		svcMetrics.SetLeading(true)
@@ -251,6 +252,9 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 		g.Go("health server", run.HTTP(srv, l, 5*time.Second))
 	}
 	g.Go("leader", func(ctx context.Context) error { return ext.leader.Run(ctx, lead) })
+	// While not leading, the replica keeps the instance records current,
+	// so that a promotion reads only what changed.
+	g.Go("standby", a.RunStandby)
 	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
 		g.Go("config reload", func(ctx context.Context) error {
 			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, log)

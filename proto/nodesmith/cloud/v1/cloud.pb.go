@@ -999,12 +999,18 @@ func (x *CreateFailed) GetError() *CloudError {
 
 // InstanceObserved reports a VM's state as the cloud sees it.
 type InstanceObserved struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Instance      *InstanceRef           `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
-	State         CloudState             `protobuf:"varint,2,opt,name=state,proto3,enum=nodesmith.cloud.v1.CloudState" json:"state,omitempty"`
-	PrivateIp     string                 `protobuf:"bytes,3,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	Zone          string                 `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Instance   *InstanceRef           `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	State      CloudState             `protobuf:"varint,2,opt,name=state,proto3,enum=nodesmith.cloud.v1.CloudState" json:"state,omitempty"`
+	PrivateIp  string                 `protobuf:"bytes,3,opt,name=private_ip,json=privateIp,proto3" json:"private_ip,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	Zone       string                 `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
+	// For a CLOUD_STATE_LAUNCH_FAILED VM whose cloud says why (Tencent's
+	// LatestOperationErrorMsg), that reason: kind ERROR_KIND_CAPACITY when
+	// the zone or instance type ran out of stock (reported to CA as
+	// OutOfResources); the message names the zone and instance type. Unset
+	// otherwise.
+	LaunchError   *CloudError `protobuf:"bytes,6,opt,name=launch_error,json=launchError,proto3" json:"launch_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1072,6 +1078,13 @@ func (x *InstanceObserved) GetZone() string {
 		return x.Zone
 	}
 	return ""
+}
+
+func (x *InstanceObserved) GetLaunchError() *CloudError {
+	if x != nil {
+		return x.LaunchError
+	}
+	return nil
 }
 
 // InstancesTerminated reports VMs that are terminating or gone.
@@ -1737,7 +1750,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\fCreateFailed\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12=\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x124\n" +
-	"\x05error\x18\x03 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xf5\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error\"\xb8\x02\n" +
 	"\x10InstanceObserved\x12;\n" +
 	"\binstance\x18\x01 \x01(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\binstance\x124\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1e.nodesmith.cloud.v1.CloudStateR\x05state\x12\x1d\n" +
@@ -1745,7 +1758,8 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"private_ip\x18\x03 \x01(\tR\tprivateIp\x12;\n" +
 	"\vobserved_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x12\x12\n" +
-	"\x04zone\x18\x05 \x01(\tR\x04zone\"T\n" +
+	"\x04zone\x18\x05 \x01(\tR\x04zone\x12A\n" +
+	"\flaunch_error\x18\x06 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\vlaunchError\"T\n" +
 	"\x13InstancesTerminated\x12=\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x86\x01\n" +
 	"\x0fTerminateFailed\x12=\n" +
@@ -1875,32 +1889,33 @@ var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	3,  // 19: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
 	1,  // 20: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
 	22, // 21: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
-	3,  // 22: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 23: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	10, // 24: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	1,  // 25: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
-	22, // 26: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 27: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
-	16, // 28: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
-	10, // 29: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 30: nodesmith.cloud.v1.TagResult.instance:type_name -> nodesmith.cloud.v1.InstanceRef
-	1,  // 31: nodesmith.cloud.v1.TagResult.state:type_name -> nodesmith.cloud.v1.CloudState
-	10, // 32: nodesmith.cloud.v1.TagResult.error:type_name -> nodesmith.cloud.v1.CloudError
-	2,  // 33: nodesmith.cloud.v1.InstancesTagged.target:type_name -> nodesmith.cloud.v1.Target
-	18, // 34: nodesmith.cloud.v1.InstancesTagged.results:type_name -> nodesmith.cloud.v1.TagResult
-	10, // 35: nodesmith.cloud.v1.InstancesTagged.error:type_name -> nodesmith.cloud.v1.CloudError
-	19, // 36: nodesmith.cloud.v1.Event.tagged:type_name -> nodesmith.cloud.v1.InstancesTagged
-	11, // 37: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
-	12, // 38: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
-	13, // 39: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
-	14, // 40: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
-	15, // 41: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
-	17, // 42: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	10, // 22: nodesmith.cloud.v1.InstanceObserved.launch_error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 23: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 24: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	10, // 25: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	1,  // 26: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
+	22, // 27: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 28: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
+	16, // 29: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
+	10, // 30: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 31: nodesmith.cloud.v1.TagResult.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 32: nodesmith.cloud.v1.TagResult.state:type_name -> nodesmith.cloud.v1.CloudState
+	10, // 33: nodesmith.cloud.v1.TagResult.error:type_name -> nodesmith.cloud.v1.CloudError
+	2,  // 34: nodesmith.cloud.v1.InstancesTagged.target:type_name -> nodesmith.cloud.v1.Target
+	18, // 35: nodesmith.cloud.v1.InstancesTagged.results:type_name -> nodesmith.cloud.v1.TagResult
+	10, // 36: nodesmith.cloud.v1.InstancesTagged.error:type_name -> nodesmith.cloud.v1.CloudError
+	19, // 37: nodesmith.cloud.v1.Event.tagged:type_name -> nodesmith.cloud.v1.InstancesTagged
+	11, // 38: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
+	12, // 39: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
+	13, // 40: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
+	14, // 41: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
+	15, // 42: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
+	17, // 43: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_cloud_v1_cloud_proto_init() }

@@ -10,10 +10,6 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 
-	"google.golang.org/protobuf/proto"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
@@ -43,7 +39,7 @@ type TemplateView struct {
 	// Template is the catalog's definition, or for an inline template the
 	// snapshot of the most recently updated group using it. Shared:
 	// callers must not modify it.
-	Template *statev1.InstanceTemplate
+	Template *domain.InstanceTemplate
 	// Groups are the ids of the groups using the template, sorted.
 	Groups []string
 	// Divergent reports that some group holds another version under this
@@ -82,7 +78,7 @@ type HookView struct {
 	// Spec is the catalog's definition or the newest group snapshot.
 	// Shared: callers must not modify it (and must never expose its
 	// script or environment).
-	Spec      *statev1.HookSpec
+	Spec      *domain.HookSpec
 	Groups    []string
 	Divergent bool
 	Source    string
@@ -113,7 +109,7 @@ func (s *Service) groupsNewestFirst() ([]GroupView, error) {
 	}
 	groups := s.rm.Groups()
 	slices.SortStableFunc(groups, func(a, b GroupView) int {
-		return b.Record.GetUpdatedAt().AsTime().Compare(a.Record.GetUpdatedAt().AsTime())
+		return b.Record.UpdatedAt.Compare(a.Record.UpdatedAt)
 	})
 	return groups, nil
 }
@@ -127,25 +123,25 @@ func (s *Service) Templates() ([]TemplateView, error) {
 	}
 	byName := map[string]*TemplateView{}
 	for _, c := range s.rm.Catalog(KindTemplates + ".") {
-		t := c.Entry.GetTemplate()
+		t := c.Entry.Template
 		if t == nil {
 			continue
 		}
-		byName[t.GetName()] = &TemplateView{Name: t.GetName(), Template: t, Source: c.Entry.GetSource(), Revision: c.Revision}
+		byName[t.Name] = &TemplateView{Name: t.Name, Template: t, Source: c.Entry.Source, Revision: c.Revision}
 	}
 	for _, g := range groups {
-		t := g.Record.GetInstanceTemplate()
-		if t.GetName() == "" {
+		t := g.Record.InstanceTemplate
+		if t == nil || t.Name == "" {
 			continue
 		}
-		v := byName[t.GetName()]
+		v := byName[t.Name]
 		if v == nil {
-			v = &TemplateView{Name: t.GetName(), Template: t}
-			byName[t.GetName()] = v
-		} else if !proto.Equal(v.Template, t) {
+			v = &TemplateView{Name: t.Name, Template: t}
+			byName[t.Name] = v
+		} else if !v.Template.Equal(t) {
 			v.Divergent = true
 		}
-		v.Groups = append(v.Groups, g.Record.GetId())
+		v.Groups = append(v.Groups, g.Record.ID)
 	}
 	out := make([]TemplateView, 0, len(byName))
 	for _, v := range byName {
@@ -180,38 +176,41 @@ func (s *Service) Accounts() ([]AccountView, error) {
 	byName := map[string]*AccountView{}
 	fixedRegions := map[string]bool{}
 	for _, c := range s.rm.Catalog(KindAccounts + ".") {
-		a := c.Entry.GetAccount()
+		a := c.Entry.Account
 		if a == nil {
 			continue
 		}
-		byName[a.GetName()] = &AccountView{
-			Name: a.GetName(), Provider: a.GetProvider(), Regions: slices.Clone(a.GetRegions()),
-			HasSealedCredentials: len(a.GetSealedCredentials()) > 0, KeyID: a.GetKeyId(),
-			Source: c.Entry.GetSource(), Revision: c.Revision,
+		byName[a.Name] = &AccountView{
+			Name: a.Name, Provider: a.Provider, Regions: slices.Clone(a.Regions),
+			HasSealedCredentials: len(a.SealedCredentials) > 0, KeyID: a.KeyID,
+			Source: c.Entry.Source, Revision: c.Revision,
 		}
-		fixedRegions[a.GetName()] = true
+		fixedRegions[a.Name] = true
 	}
 	for _, c := range s.rm.Catalog(KindTemplates + ".") {
-		t := c.Entry.GetTemplate()
-		if v := byName[t.GetAccount()]; v != nil {
-			v.Templates = appendNonEmpty(v.Templates, t.GetName())
+		t := c.Entry.Template
+		if t == nil {
+			continue
+		}
+		if v := byName[t.Account]; v != nil {
+			v.Templates = appendNonEmpty(v.Templates, t.Name)
 		}
 	}
 	for _, g := range groups {
-		t := g.Record.GetInstanceTemplate()
-		if t.GetAccount() == "" {
+		t := g.Record.InstanceTemplate
+		if t == nil || t.Account == "" {
 			continue
 		}
-		v := byName[t.GetAccount()]
+		v := byName[t.Account]
 		if v == nil {
-			v = &AccountView{Name: t.GetAccount(), Provider: t.GetProvider()}
-			byName[t.GetAccount()] = v
+			v = &AccountView{Name: t.Account, Provider: t.Provider}
+			byName[t.Account] = v
 		}
 		if !fixedRegions[v.Name] {
-			v.Regions = appendNonEmpty(v.Regions, t.GetRegion())
+			v.Regions = appendNonEmpty(v.Regions, t.Region)
 		}
-		v.Templates = appendNonEmpty(v.Templates, t.GetName())
-		v.Groups = append(v.Groups, g.Record.GetId())
+		v.Templates = appendNonEmpty(v.Templates, t.Name)
+		v.Groups = append(v.Groups, g.Record.ID)
 	}
 	out := make([]AccountView, 0, len(byName))
 	for _, v := range byName {
@@ -249,38 +248,38 @@ func (s *Service) Hooks() ([]HookView, error) {
 	type key struct{ phase, name string }
 	byKey := map[key]*HookView{}
 	for _, c := range s.rm.Catalog(KindHooks + ".") {
-		h := c.Entry.GetHook()
+		h := c.Entry.Hook
 		if h == nil {
 			continue
 		}
-		byKey[key{"", h.GetName()}] = &HookView{Name: h.GetName(), Spec: h, Source: c.Entry.GetSource(), Revision: c.Revision}
+		byKey[key{"", h.Name}] = &HookView{Name: h.Name, Spec: h, Source: c.Entry.Source, Revision: c.Revision}
 	}
 	for _, g := range groups {
 		for _, h := range []struct {
 			phase string
-			spec  *statev1.HookSpec
-		}{{PhaseAfterCreated, g.Record.GetHooks().GetAfterCreated()}, {PhaseBeforeDelete, g.Record.GetHooks().GetBeforeDelete()}} {
-			if h.spec.GetName() == "" {
+			spec  *domain.HookSpec
+		}{{PhaseAfterCreated, g.Record.Hook(true)}, {PhaseBeforeDelete, g.Record.Hook(false)}} {
+			if h.spec == nil || h.spec.Name == "" {
 				continue
 			}
-			if v := byKey[key{"", h.spec.GetName()}]; v != nil {
-				if !slices.Contains(v.Groups, g.Record.GetId()) {
-					v.Groups = append(v.Groups, g.Record.GetId())
+			if v := byKey[key{"", h.spec.Name}]; v != nil {
+				if !slices.Contains(v.Groups, g.Record.ID) {
+					v.Groups = append(v.Groups, g.Record.ID)
 				}
-				if !proto.Equal(v.Spec, h.spec) {
+				if !v.Spec.Equal(h.spec) {
 					v.Divergent = true
 				}
 				continue
 			}
-			k := key{h.phase, h.spec.GetName()}
+			k := key{h.phase, h.spec.Name}
 			v := byKey[k]
 			if v == nil {
 				v = &HookView{Name: k.name, Phase: k.phase, Spec: h.spec}
 				byKey[k] = v
-			} else if !proto.Equal(v.Spec, h.spec) {
+			} else if !v.Spec.Equal(h.spec) {
 				v.Divergent = true
 			}
-			v.Groups = append(v.Groups, g.Record.GetId())
+			v.Groups = append(v.Groups, g.Record.ID)
 		}
 	}
 	out := make([]HookView, 0, len(byKey))
@@ -316,14 +315,15 @@ func (s *Service) CatalogEntry(kind, name string) (CatalogView, bool) {
 
 var catalogKinds = map[string]bool{KindTemplates: true, KindAccounts: true, KindHooks: true}
 
-func entryKindName(e *statev1.CatalogEntry) (kind, name string) {
-	switch x := e.GetEntry().(type) {
-	case *statev1.CatalogEntry_Template:
-		return KindTemplates, x.Template.GetName()
-	case *statev1.CatalogEntry_Account:
-		return KindAccounts, x.Account.GetName()
-	case *statev1.CatalogEntry_Hook:
-		return KindHooks, x.Hook.GetName()
+func entryKindName(e *domain.CatalogEntry) (kind, name string) {
+	switch {
+	case e == nil:
+	case e.Template != nil:
+		return KindTemplates, e.Template.Name
+	case e.Account != nil:
+		return KindAccounts, e.Account.Name
+	case e.Hook != nil:
+		return KindHooks, e.Hook.Name
 	}
 	return "", ""
 }
@@ -331,7 +331,7 @@ func entryKindName(e *statev1.CatalogEntry) (kind, name string) {
 // PutCatalogEntry creates or replaces a catalog entry (operators), with
 // the semantics of PutGroup: expectedRevision zero only creates unless
 // upsert; otherwise the entry must still be at expectedRevision.
-func (s *Service) PutCatalogEntry(ctx context.Context, e *statev1.CatalogEntry, expectedRevision uint64, upsert bool) (view CatalogView, created bool, err error) {
+func (s *Service) PutCatalogEntry(ctx context.Context, e *domain.CatalogEntry, expectedRevision uint64, upsert bool) (view CatalogView, created bool, err error) {
 	kind, name := entryKindName(e)
 	if kind == "" {
 		return CatalogView{}, false, domain.Errorf(contract.CodeInvalidArgument, "the entry holds no template, account or hook")
@@ -399,8 +399,7 @@ func sortedSet(list []string) []string {
 // TransitionView is one state transition of an instance.
 type TransitionView struct {
 	Instance, Group string
-	// Transition is shared: callers must not modify it.
-	Transition *statev1.Transition
+	Transition      domain.Transition
 }
 
 // MaxTransitions bounds one RecentTransitions answer.
@@ -427,8 +426,8 @@ func (s *Service) RecentTransitions(group string, limit int) ([]TransitionView, 
 	// however many instances and history entries there are.
 	h := &transitionHeap{}
 	for _, v := range views {
-		for _, t := range v.Record.GetHistory() {
-			tv := TransitionView{Instance: v.Record.GetId(), Group: v.Group(), Transition: t}
+		for _, t := range v.Record.History {
+			tv := TransitionView{Instance: v.Record.ID, Group: v.Group(), Transition: t}
 			switch {
 			case h.Len() < limit:
 				heap.Push(h, tv)
@@ -448,13 +447,13 @@ func (s *Service) RecentTransitions(group string, limit int) ([]TransitionView, 
 // newer orders transitions by time, then (for a stable answer) by
 // instance id and target state.
 func newer(a, b TransitionView) bool {
-	if c := a.Transition.GetAt().AsTime().Compare(b.Transition.GetAt().AsTime()); c != 0 {
+	if c := a.Transition.At.Compare(b.Transition.At); c != 0 {
 		return c > 0
 	}
 	if c := strings.Compare(a.Instance, b.Instance); c != 0 {
 		return c > 0
 	}
-	return a.Transition.GetTo() > b.Transition.GetTo()
+	return a.Transition.To > b.Transition.To
 }
 
 // transitionHeap is a min-heap by newer: the oldest kept transition on top.

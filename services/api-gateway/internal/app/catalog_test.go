@@ -8,11 +8,6 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
@@ -24,21 +19,21 @@ import (
 func catalogFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := newFixture(t)
-	at := func(min int) *timestamppb.Timestamp {
-		return timestamppb.New(time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC))
+	at := func(min int) time.Time {
+		return time.Date(2026, 1, 1, 0, min, 0, 0, time.UTC)
 	}
-	join := &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t", Env: map[string]string{"T": "x"}, Timeout: durationpb.New(time.Minute)}
-	drain := &statev1.HookSpec{Name: "drain", Script: "kubectl drain", OnFailure: statev1.OnFailure_ON_FAILURE_BLOCK}
-	put := func(id string, updated int, tpl *statev1.InstanceTemplate, hooks *statev1.Hooks) {
-		f.rm.PutGroup(id, f.next(), &statev1.NodeGroup{Id: id, MaxSize: 5, InstanceTemplate: tpl, Hooks: hooks, UpdatedAt: at(updated)})
+	join := &domain.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t", Env: map[string]string{"T": "x"}, Timeout: time.Minute}
+	drain := &domain.HookSpec{Name: "drain", Script: "kubectl drain", OnFailure: domain.OnFailureBlock}
+	put := func(id string, updated int, tpl *domain.InstanceTemplate, hooks *domain.Hooks) {
+		f.rm.PutGroup(id, f.next(), &domain.NodeGroup{ID: id, MaxSize: 5, InstanceTemplate: tpl, Hooks: hooks, UpdatedAt: at(updated)})
 	}
-	put("web", 10, &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJson: `{"LoginSettings":{"Password":"p"}}`},
-		&statev1.Hooks{AfterCreated: join, BeforeDelete: drain})
-	put("web2", 5, &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.SMALL2"},
-		&statev1.Hooks{AfterCreated: join})
-	put("gpu", 7, &statev1.InstanceTemplate{Name: "large", Provider: "tencentcloud", Account: "prod", Region: "ap-shanghai", InstanceType: "GN7.LARGE20"}, nil)
-	put("adhoc", 1, &statev1.InstanceTemplate{Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou"},
-		&statev1.Hooks{AfterCreated: &statev1.HookSpec{Script: "true"}})
+	put("web", 10, &domain.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJSON: `{"LoginSettings":{"Password":"p"}}`},
+		&domain.Hooks{AfterCreated: join, BeforeDelete: drain})
+	put("web2", 5, &domain.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.SMALL2"},
+		&domain.Hooks{AfterCreated: join})
+	put("gpu", 7, &domain.InstanceTemplate{Name: "large", Provider: "tencentcloud", Account: "prod", Region: "ap-shanghai", InstanceType: "GN7.LARGE20"}, nil)
+	put("adhoc", 1, &domain.InstanceTemplate{Provider: "tencentcloud", Account: "dev", Region: "ap-guangzhou"},
+		&domain.Hooks{AfterCreated: &domain.HookSpec{Script: "true"}})
 	return f
 }
 
@@ -57,10 +52,10 @@ func TestTemplates(t *testing.T) {
 		t.Fatalf("Templates = %v, want %v", names, want)
 	}
 	// The newest group's snapshot represents the template.
-	if it := got[1].Template.GetInstanceType(); it != "S5.MEDIUM4" {
+	if it := got[1].Template.InstanceType; it != "S5.MEDIUM4" {
 		t.Errorf("small shows instance type %q, want web's (the newest) S5.MEDIUM4", it)
 	}
-	if v, err := f.svc.Template("large"); err != nil || v.Template.GetRegion() != "ap-shanghai" {
+	if v, err := f.svc.Template("large"); err != nil || v.Template.Region != "ap-shanghai" {
 		t.Errorf("Template(large) = %+v, %v", v, err)
 	}
 	if _, err := f.svc.Template("nope"); codeOf(err) != contract.CodeNotFound {
@@ -124,18 +119,18 @@ func TestRecentTransitions(t *testing.T) {
 	f.group("a", 0, 10, 0)
 	f.group("b", 0, 10, 0)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tr := func(sec int, to statev1.InstanceState) *statev1.Transition {
-		return &statev1.Transition{To: to, Reason: fmt.Sprint(sec), At: timestamppb.New(base.Add(time.Duration(sec) * time.Second))}
+	tr := func(sec int, to domain.InstanceState) domain.Transition {
+		return domain.Transition{To: to, Reason: fmt.Sprint(sec), At: base.Add(time.Duration(sec) * time.Second)}
 	}
 	// Interleaved histories: the answer merges them by time.
-	f.instance("a", "i-1", statev1.InstanceState_INSTANCE_STATE_RUNNING, func(in *statev1.Instance) {
-		in.History = []*statev1.Transition{tr(1, 2), tr(4, 3), tr(9, 5)}
+	f.instance("a", "i-1", domain.StateRunning, func(in *domain.Instance) {
+		in.History = []domain.Transition{tr(1, 2), tr(4, 3), tr(9, 5)}
 	})
-	f.instance("a", "i-2", statev1.InstanceState_INSTANCE_STATE_DELETED, func(in *statev1.Instance) {
-		in.History = []*statev1.Transition{tr(2, 2), tr(3, 8)}
+	f.instance("a", "i-2", domain.StateDeleted, func(in *domain.Instance) {
+		in.History = []domain.Transition{tr(2, 2), tr(3, 8)}
 	})
-	f.instance("b", "i-3", statev1.InstanceState_INSTANCE_STATE_CREATING, func(in *statev1.Instance) {
-		in.History = []*statev1.Transition{tr(5, 2), tr(7, 2)}
+	f.instance("b", "i-3", domain.StateCreating, func(in *domain.Instance) {
+		in.History = []domain.Transition{tr(5, 2), tr(7, 2)}
 	})
 	reasons := func(group string, limit int) []string {
 		t.Helper()
@@ -145,7 +140,7 @@ func TestRecentTransitions(t *testing.T) {
 		}
 		var out []string
 		for _, v := range got {
-			out = append(out, v.Instance+"@"+v.Transition.GetReason())
+			out = append(out, v.Instance+"@"+v.Transition.Reason)
 		}
 		return out
 	}
@@ -165,7 +160,7 @@ func TestRecentTransitions(t *testing.T) {
 func TestListInstancesByStates(t *testing.T) {
 	f := newFixture(t)
 	f.group("a", 0, 10, 0)
-	for i, st := range []statev1.InstanceState{1, 2, 5, 5, 8} {
+	for i, st := range []domain.InstanceState{1, 2, 5, 5, 8} {
 		f.instance("a", fmt.Sprintf("i-%d", i), st)
 	}
 	page, err := f.svc.ListInstances(app.InstanceQuery{States: []domain.InstanceState{domain.StatePending, domain.StateRunning}, Limit: 10})
@@ -185,13 +180,13 @@ func TestListInstancesByStates(t *testing.T) {
 // them, and a group holding another version marks the entry divergent.
 func TestCatalogEntriesComeFromTheCatalogBucket(t *testing.T) {
 	f := catalogFixture(t)
-	small := &statev1.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJson: `{"LoginSettings":{"Password":"p"}}`}
-	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "small"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: small}, Source: "api"})
-	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "unused"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: &statev1.InstanceTemplate{Name: "unused", Account: "team"}}, Source: "api"})
-	f.rm.PutCatalog(app.CatalogKey(app.KindAccounts, "team"), f.next(), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: &statev1.CloudAccount{
-		Name: "team", Provider: "tencentcloud", Regions: []string{"ap-shanghai", "ap-beijing"}, SealedCredentials: []byte{1}, KeyId: "k1"}}, Source: "api"})
+	small := &domain.InstanceTemplate{Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", InstanceType: "S5.MEDIUM4", ParametersJSON: `{"LoginSettings":{"Password":"p"}}`}
+	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "small"), f.next(), &domain.CatalogEntry{Template: small, Source: "api"})
+	f.rm.PutCatalog(app.CatalogKey(app.KindTemplates, "unused"), f.next(), &domain.CatalogEntry{Template: &domain.InstanceTemplate{Name: "unused", Account: "team"}, Source: "api"})
+	f.rm.PutCatalog(app.CatalogKey(app.KindAccounts, "team"), f.next(), &domain.CatalogEntry{Account: &domain.CloudAccount{
+		Name: "team", Provider: "tencentcloud", Regions: []string{"ap-shanghai", "ap-beijing"}, SealedCredentials: []byte{1}, KeyID: "k1"}, Source: "api"})
 	hookRev := f.next()
-	f.rm.PutCatalog(app.CatalogKey(app.KindHooks, "join"), hookRev, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "join", Script: "other"}}, Source: "config"})
+	f.rm.PutCatalog(app.CatalogKey(app.KindHooks, "join"), hookRev, &domain.CatalogEntry{Hook: &domain.HookSpec{Name: "join", Script: "other"}, Source: "config"})
 
 	tpls, err := f.svc.Templates()
 	if err != nil {
@@ -223,7 +218,7 @@ func TestCatalogEntriesComeFromTheCatalogBucket(t *testing.T) {
 
 func TestCatalogWritesCheckRevisionsFirst(t *testing.T) {
 	f := newFixture(t)
-	e := &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "h", Script: "x"}}}
+	e := &domain.CatalogEntry{Hook: &domain.HookSpec{Name: "h", Script: "x"}}
 	f.rm.PutCatalog(app.CatalogKey(app.KindHooks, "h"), f.next(), e)
 	ctx := t.Context()
 	tests := []struct {
@@ -234,10 +229,10 @@ func TestCatalogWritesCheckRevisionsFirst(t *testing.T) {
 		{"create over existing", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 0, false); return err }(), contract.CodeAlreadyExists},
 		{"stale revision", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, e, 99, false); return err }(), contract.CodeAborted},
 		{"missing entry with revision", func() error {
-			_, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: &statev1.HookSpec{Name: "ghost"}}}, 3, false)
+			_, _, err := f.svc.PutCatalogEntry(ctx, &domain.CatalogEntry{Hook: &domain.HookSpec{Name: "ghost"}}, 3, false)
 			return err
 		}(), contract.CodeNotFound},
-		{"empty entry", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, &statev1.CatalogEntry{}, 0, false); return err }(), contract.CodeInvalidArgument},
+		{"empty entry", func() error { _, _, err := f.svc.PutCatalogEntry(ctx, &domain.CatalogEntry{}, 0, false); return err }(), contract.CodeInvalidArgument},
 		{"delete unknown kind", f.svc.DeleteCatalogEntry(ctx, "widgets", "h", 0), contract.CodeInvalidArgument},
 		{"delete missing", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "ghost", 0), contract.CodeNotFound},
 		{"delete stale", f.svc.DeleteCatalogEntry(ctx, app.KindHooks, "h", 99), contract.CodeAborted},

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // CatalogView is one entry of the catalog bucket (a named instance
@@ -14,12 +14,12 @@ import (
 // shared: callers must not modify it.
 type CatalogView struct {
 	Key      string
-	Entry    *statev1.CatalogEntry
+	Entry    *domain.CatalogEntry
 	Revision uint64
 }
 
 // PutCatalog applies a catalog record written at rev under key.
-func (m *ReadModel) PutCatalog(key string, rev uint64, rec *statev1.CatalogEntry) {
+func (m *ReadModel) PutCatalog(key string, rev uint64, rec *domain.CatalogEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.catalog[key]; ok && old.Revision > rev {

@@ -6,23 +6,8 @@ import (
 	"testing"
 	"time"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
-
-// The domain mirrors the record's state numbers; a renumbering in the
-// proto must fail here, not silently in production.
-func TestDomainStatesMatchRecordStates(t *testing.T) {
-	for n, name := range statev1.InstanceState_name {
-		if got := "INSTANCE_STATE_" + domain.InstanceState(n).String(); got != name {
-			t.Errorf("state %d: domain says %s, proto says %s", n, got, name)
-		}
-	}
-	if len(statev1.InstanceState_name) != len(domain.InstanceStates())+1 {
-		t.Errorf("proto has %d states, domain %d (+unspecified)", len(statev1.InstanceState_name), len(domain.InstanceStates()))
-	}
-}
 
 func TestReadModelResolvesNodes(t *testing.T) {
 	m := syncedModel()
@@ -30,7 +15,7 @@ func TestReadModelResolvesNodes(t *testing.T) {
 	m.PutGroup("gpu", 2, testGroup("gpu", 0, 4, 1))
 
 	running := testInstance("web", "i-1", stateRunning)
-	running.ProviderId, running.NodeName = "tencentcloud:///ap-guangzhou-3/ins-aaa", "10.0.0.1"
+	running.ProviderID, running.NodeName = "tencentcloud:///ap-guangzhou-3/ins-aaa", "10.0.0.1"
 	m.PutInstance("web.i-1", 1, running)
 	m.PutInstance("web.i-2", 2, testInstance("web", "i-2", statePending))
 	gpu := testInstance("gpu", "i-3", stateCreating)
@@ -54,7 +39,11 @@ func TestReadModelResolvesNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, ok := m.GroupForNode(tt.providerID, tt.node)
-			if got := g.Record.GetId(); got != tt.want || ok != (tt.want != "") {
+			got := ""
+			if ok {
+				got = g.Record.ID
+			}
+			if got != tt.want || ok != (tt.want != "") {
 				t.Errorf("GroupForNode(%q, %q) = %q, %v; want %q", tt.providerID, tt.node, got, ok, tt.want)
 			}
 		})
@@ -63,11 +52,11 @@ func TestReadModelResolvesNodes(t *testing.T) {
 	// CA may hold the placeholder of an instance that has since received
 	// its cloud id (it listed the group just before): still resolvable.
 	upd := testInstance("web", "i-2", stateCreating)
-	upd.ProviderId = "tencentcloud:///ap-guangzhou-3/ins-bbb"
+	upd.ProviderID = "tencentcloud:///ap-guangzhou-3/ins-bbb"
 	m.PutInstance("web.i-2", 4, upd)
 	for _, pid := range []string{"nodesmith:///web/i-2", "tencentcloud:///ap-guangzhou-3/ins-bbb"} {
-		if g, ok := m.GroupForNode(pid, ""); !ok || g.Record.GetId() != "web" {
-			t.Errorf("after the cloud id arrived, %q resolves to %q, %v", pid, g.Record.GetId(), ok)
+		if g, ok := m.GroupForNode(pid, ""); !ok || g.Record.ID != "web" {
+			t.Errorf("after the cloud id arrived, %q resolves to %q, %v", pid, g.Record.ID, ok)
 		}
 	}
 
@@ -83,7 +72,7 @@ func TestReadModelNodeNamePrefersLiveInstances(t *testing.T) {
 	m.PutGroup("old", 1, testGroup("old", 0, 10, 0))
 	m.PutGroup("new", 2, testGroup("new", 0, 10, 1))
 	gone := testInstance("old", "i-1", stateDeleted)
-	gone.NodeName, gone.ProviderId = "10.0.0.7", "tencentcloud:///ap-guangzhou/ins-old"
+	gone.NodeName, gone.ProviderID = "10.0.0.7", "tencentcloud:///ap-guangzhou/ins-old"
 	m.PutInstance("old.i-1", 1, gone)
 
 	// A DELETED record's name may belong to an unrelated node now.
@@ -94,7 +83,7 @@ func TestReadModelNodeNamePrefersLiveInstances(t *testing.T) {
 	// not ours any more (CA must see it as unmanaged).
 	for _, pid := range []string{"tencentcloud:///ap-guangzhou/ins-old", "nodesmith:///old/i-1"} {
 		if g, ok := m.GroupForNode(pid, pid); ok {
-			t.Fatalf("a DELETED instance's providerID %q resolved to %q", pid, g.Record.GetId())
+			t.Fatalf("a DELETED instance's providerID %q resolved to %q", pid, g.Record.ID)
 		}
 	}
 	if _, ok := m.InstanceForNode("tencentcloud:///ap-guangzhou/ins-old", ""); ok {
@@ -111,8 +100,8 @@ func TestReadModelNodeNamePrefersLiveInstances(t *testing.T) {
 	reuse := testInstance("new", "i-2", stateRunning)
 	reuse.NodeName = "10.0.0.7"
 	m.PutInstance("new.i-2", 2, reuse)
-	if g, _ := m.GroupForNode("", "10.0.0.7"); g.Record.GetId() != "new" {
-		t.Fatalf("reused node name resolves to %q, want new", g.Record.GetId())
+	if g, _ := m.GroupForNode("", "10.0.0.7"); g.Record.ID != "new" {
+		t.Fatalf("reused node name resolves to %q, want new", g.Record.ID)
 	}
 	m.DeleteInstance("new.i-2", 3)
 	if _, ok := m.GroupForNode("", "10.0.0.7"); ok {
@@ -127,8 +116,8 @@ func TestReadModelRevisionsAndStaleValues(t *testing.T) {
 	m := NewReadModel()
 	m.PutGroup("g", 5, testGroup("g", 0, 3, 2))
 	m.PutGroup("g", 4, testGroup("g", 0, 3, 1)) // replayed older value
-	if g, _ := m.Group("g"); g.Record.GetTargetSize() != 2 || g.Revision != 5 {
-		t.Fatalf("stale value applied: target %d rev %d", g.Record.GetTargetSize(), g.Revision)
+	if g, _ := m.Group("g"); g.Record.TargetSize != 2 || g.Revision != 5 {
+		t.Fatalf("stale value applied: target %d rev %d", g.Record.TargetSize, g.Revision)
 	}
 	m.Skip(BucketGroups, 9)
 	m.PutInstance("g.i", 3, testInstance("g", "i", statePending))
@@ -197,10 +186,10 @@ func TestReadModelWaitFor(t *testing.T) {
 
 func TestReadModelFillsIdentityFromKey(t *testing.T) {
 	m := syncedModel()
-	m.PutGroup("g", 1, &statev1.NodeGroup{MaxSize: 2})
-	m.PutInstance("g.i-9", 1, &statev1.Instance{State: statePending})
+	m.PutGroup("g", 1, &domain.NodeGroup{MaxSize: 2})
+	m.PutInstance("g.i-9", 1, &domain.Instance{State: statePending})
 	g, ok := m.Group("g")
-	if !ok || g.Record.GetId() != "g" {
+	if !ok || g.Record.ID != "g" {
 		t.Fatalf("group id not filled from key: %+v", g.Record)
 	}
 	v, ok := m.Instance("i-9")

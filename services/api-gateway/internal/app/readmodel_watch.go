@@ -124,7 +124,7 @@ func (m *ReadModel) snapshotLocked(group string) []GroupSnapshot {
 		}
 	}
 	slices.SortFunc(out, func(a, b GroupSnapshot) int {
-		return strings.Compare(a.Group.Record.GetId(), b.Group.Record.GetId())
+		return strings.Compare(a.Group.Record.ID, b.Group.Record.ID)
 	})
 	return out
 }

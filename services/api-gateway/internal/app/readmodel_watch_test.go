@@ -8,11 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
@@ -39,9 +34,9 @@ func noEvent(t *testing.T, w *Watch) {
 	}
 }
 
-func at(sec int64) *timestamppb.Timestamp { return timestamppb.New(time.Unix(sec, 0)) }
+func at(sec int64) time.Time { return time.Unix(sec, 0) }
 
-func withHistory(in *statev1.Instance, h ...*statev1.Transition) *statev1.Instance {
+func withHistory(in *domain.Instance, h ...domain.Transition) *domain.Instance {
 	in.History = h
 	return in
 }
@@ -56,14 +51,14 @@ func TestWatchDeliversChangesInOrder(t *testing.T) {
 
 	w, snap := m.Watch("", 16)
 	defer w.Close()
-	if len(snap) != 1 || snap[0].Group.Record.GetId() != "web" || snap[0].Counts[domain.StateRunning] != 1 {
+	if len(snap) != 1 || snap[0].Group.Record.ID != "web" || snap[0].Counts[domain.StateRunning] != 1 {
 		t.Fatalf("snapshot = %+v", snap)
 	}
 
-	created := &statev1.Transition{From: statev1.InstanceState_INSTANCE_STATE_UNSPECIFIED, To: statePending, Reason: "created", At: at(10)}
+	created := domain.Transition{From: domain.StateUnspecified, To: statePending, Reason: "created", At: at(10)}
 	m.PutInstance("web.i-2", 3, withHistory(testInstance("web", "i-2", statePending), created))
 	ev := next(t, w)
-	if ev.Kind != WatchTransition || ev.Transition.Instance != "i-2" || ev.Transition.Transition.GetTo() != statePending {
+	if ev.Kind != WatchTransition || ev.Transition.Instance != "i-2" || ev.Transition.Transition.To != statePending {
 		t.Fatalf("first event = %+v, want the creation transition", ev)
 	}
 	ev = next(t, w)
@@ -71,9 +66,9 @@ func TestWatchDeliversChangesInOrder(t *testing.T) {
 		t.Fatalf("second event = %+v, want web's counts", ev)
 	}
 
-	dispatched := &statev1.Transition{From: statePending, To: stateCreating, Reason: "dispatched", At: at(11)}
+	dispatched := domain.Transition{From: statePending, To: stateCreating, Reason: "dispatched", At: at(11)}
 	m.PutInstance("web.i-2", 4, withHistory(testInstance("web", "i-2", stateCreating), created, dispatched))
-	if ev = next(t, w); ev.Kind != WatchTransition || ev.Transition.Transition.GetReason() != "dispatched" {
+	if ev = next(t, w); ev.Kind != WatchTransition || ev.Transition.Transition.Reason != "dispatched" {
 		t.Fatalf("event = %+v, want the dispatch", ev)
 	}
 	if ev = next(t, w); ev.Kind != WatchGroup || ev.Counts[domain.StateCreating] != 1 || ev.Counts[domain.StatePending] != 0 {
@@ -87,7 +82,7 @@ func TestWatchDeliversChangesInOrder(t *testing.T) {
 	noEvent(t, w)
 
 	m.PutGroup("web", 6, testGroup("web", 0, 10, 3))
-	if ev = next(t, w); ev.Kind != WatchGroup || ev.Group.Record.GetTargetSize() != 3 || ev.Group.Revision != 6 || ev.Counts[domain.StateCreating] != 1 {
+	if ev = next(t, w); ev.Kind != WatchGroup || ev.Group.Record.TargetSize != 3 || ev.Group.Revision != 6 || ev.Counts[domain.StateCreating] != 1 {
 		t.Fatalf("event = %+v, want the new target", ev)
 	}
 	m.PutGroup("web", 6, testGroup("web", 0, 10, 3))
@@ -112,7 +107,7 @@ func TestWatchFiltersByGroup(t *testing.T) {
 	m.PutGroup("gpu", 2, testGroup("gpu", 0, 4, 0))
 	w, snap := m.Watch("gpu", 16)
 	defer w.Close()
-	if len(snap) != 1 || snap[0].Group.Record.GetId() != "gpu" {
+	if len(snap) != 1 || snap[0].Group.Record.ID != "gpu" {
 		t.Fatalf("snapshot = %+v", snap)
 	}
 	m.PutGroup("web", 3, testGroup("web", 0, 10, 2))
@@ -152,7 +147,7 @@ func TestWatchSlowSubscriberResyncs(t *testing.T) {
 		t.Fatal("Lost not signalled")
 	}
 	snap := w.Resync()
-	if len(snap) != 1 || snap[0].Group.Record.GetTargetSize() != 50 {
+	if len(snap) != 1 || snap[0].Group.Record.TargetSize != 50 {
 		t.Fatalf("resync snapshot = %+v, want target 50", snap)
 	}
 	noEvent(t, w) // the stale changes are gone
@@ -162,7 +157,7 @@ func TestWatchSlowSubscriberResyncs(t *testing.T) {
 	default:
 	}
 	m.PutGroup("web", 100, testGroup("web", 0, 100, 7))
-	if ev := next(t, w); ev.Group.Record.GetTargetSize() != 7 {
+	if ev := next(t, w); ev.Group.Record.TargetSize != 7 {
 		t.Fatalf("event after resync = %+v", ev)
 	}
 }
@@ -197,7 +192,7 @@ func TestWatchResyncsAfterPruneAndReset(t *testing.T) {
 	m.ResetBucket(BucketInstances)
 	// The new bucket's records arrive as a load, not as creations.
 	m.PutInstance("web.i-9", 1, withHistory(testInstance("web", "i-9", stateRunning),
-		&statev1.Transition{To: statePending, At: at(1)}, &statev1.Transition{From: statePending, To: stateRunning, At: at(2)}))
+		domain.Transition{To: statePending, At: at(1)}, domain.Transition{From: statePending, To: stateRunning, At: at(2)}))
 	noEvent(t, w)
 	m.MarkSynced(BucketInstances, map[string]struct{}{"web.i-9": {}})
 	select {
@@ -228,27 +223,27 @@ func TestWatchClose(t *testing.T) {
 }
 
 func TestAddedTransitions(t *testing.T) {
-	tr := func(sec int64, reason string) *statev1.Transition {
-		return &statev1.Transition{From: statePending, To: stateCreating, Reason: reason, At: at(sec)}
+	tr := func(sec int64, reason string) domain.Transition {
+		return domain.Transition{From: statePending, To: stateCreating, Reason: reason, At: at(sec)}
 	}
 	a, b, c, d := tr(1, "a"), tr(2, "b"), tr(3, "c"), tr(4, "d")
 	tests := []struct {
 		name          string
-		before, after []*statev1.Transition
+		before, after []domain.Transition
 		want          []string
 	}{
-		{"new instance", nil, []*statev1.Transition{a}, []string{"a"}},
-		{"appended", []*statev1.Transition{a}, []*statev1.Transition{a, b, c}, []string{"b", "c"}},
-		{"unchanged", []*statev1.Transition{a, b}, []*statev1.Transition{a, b}, nil},
-		{"trimmed at the front", []*statev1.Transition{a, b}, []*statev1.Transition{b, c}, []string{"c"}},
-		{"last old one trimmed away", []*statev1.Transition{a, b}, []*statev1.Transition{c, d}, []string{"c", "d"}},
-		{"an equal copy", []*statev1.Transition{a}, []*statev1.Transition{proto.Clone(a).(*statev1.Transition), b}, []string{"b"}},
+		{"new instance", nil, []domain.Transition{a}, []string{"a"}},
+		{"appended", []domain.Transition{a}, []domain.Transition{a, b, c}, []string{"b", "c"}},
+		{"unchanged", []domain.Transition{a, b}, []domain.Transition{a, b}, nil},
+		{"trimmed at the front", []domain.Transition{a, b}, []domain.Transition{b, c}, []string{"c"}},
+		{"last old one trimmed away", []domain.Transition{a, b}, []domain.Transition{c, d}, []string{"c", "d"}},
+		{"an equal copy", []domain.Transition{a}, []domain.Transition{a, b}, []string{"b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
 			for _, x := range addedTransitions(tt.before, tt.after) {
-				got = append(got, x.GetReason())
+				got = append(got, x.Reason)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
@@ -261,7 +256,7 @@ func TestAddedTransitions(t *testing.T) {
 // the sequence of puts, state changes, replays, deletes, prunes and resets.
 func TestGroupCountsFollowChanges(t *testing.T) {
 	m := syncedModel()
-	states := []statev1.InstanceState{statePending, stateCreating, stateRunning, stateDeleting, stateDeleted}
+	states := []domain.InstanceState{statePending, stateCreating, stateRunning, stateDeleting, stateDeleted}
 	rng := rand.New(rand.NewPCG(1, 2))
 	recount := func(group string) map[domain.InstanceState]int {
 		out := map[domain.InstanceState]int{}

@@ -11,10 +11,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 
-	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
@@ -128,7 +125,7 @@ func (s *Service) TargetSize(id string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return g.Record.GetTargetSize(), nil
+	return g.Record.TargetSize, nil
 }
 
 // Nodes returns every instance of the group CA must see: all states but
@@ -146,11 +143,14 @@ func (s *Service) Nodes(id string) ([]CAInstance, error) {
 			continue
 		}
 		ci := CAInstance{ID: v.ReportedID, State: st}
-		if v.Record.GetCreationFailed() {
-			le := v.Record.GetLastError()
-			ci.ErrorCode = cmp.Or(le.GetCode(), domain.CreationFailedCode)
-			ci.ErrorMessage = cmp.Or(le.GetMessage(), "instance creation failed")
-			ci.ErrorClass = domain.ErrorClass(le.GetClass())
+		if v.Record.CreationFailed {
+			var le domain.ErrorInfo
+			if v.Record.LastError != nil {
+				le = *v.Record.LastError
+			}
+			ci.ErrorCode = cmp.Or(le.Code, domain.CreationFailedCode)
+			ci.ErrorMessage = cmp.Or(le.Message, "instance creation failed")
+			ci.ErrorClass = domain.ErrorClass(le.Class)
 		}
 		out = append(out, ci)
 	}
@@ -170,35 +170,37 @@ func (s *Service) Options(id string, defaults domain.PartialOptions) (domain.Opt
 // GroupOptions is Options for a group already read: the answer for exactly
 // that revision of the group (the gRPC adapter keeps it per revision).
 func GroupOptions(g GroupView, defaults domain.PartialOptions) (domain.Options, error) {
-	opts, ok := domain.ResolveOptions(defaults, overridesOf(g.Record.GetAutoscalingOptions()))
+	opts, ok := domain.ResolveOptions(defaults, overridesOf(g.Record))
 	if !ok {
-		return domain.Options{}, domain.Errorf(contract.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", g.Record.GetId())
+		return domain.Options{}, domain.Errorf(contract.CodeUnimplemented, "node group %q has no autoscaling options and the request carries no defaults", g.Record.ID)
 	}
 	return opts, nil
 }
 
-func overridesOf(o *statev1.AutoscalingOptions) domain.PartialOptions {
-	if o == nil {
+func overridesOf(g *domain.NodeGroup) domain.PartialOptions {
+	if g.AutoscalingOptions == nil {
 		return domain.PartialOptions{}
 	}
-	var p domain.PartialOptions
-	p.ScaleDownUtilizationThreshold = o.ScaleDownUtilizationThreshold
-	p.ScaleDownGPUUtilizationThreshold = o.ScaleDownGpuUtilizationThreshold
-	p.ZeroOrMaxNodeScaling = o.ZeroOrMaxNodeScaling
-	p.IgnoreDaemonSetsUtilization = o.IgnoreDaemonsetsUtilization
-	p.ScaleDownUnneeded = durationOf(o.GetScaleDownUnneeded())
-	p.ScaleDownUnready = durationOf(o.GetScaleDownUnready())
-	p.MaxNodeProvision = durationOf(o.GetMaxNodeProvision())
-	return p
+	return *g.AutoscalingOptions
 }
 
-// durationOf converts a set Duration; nil stays nil ("not given").
-func durationOf(d *durationpb.Duration) *time.Duration {
-	if d == nil {
-		return nil
+// hourlyPrice is the price of a VM of g, zero when unknown.
+func hourlyPrice(g *domain.NodeGroup) float64 {
+	if g.InstanceTemplate == nil {
+		return 0
 	}
-	v := d.AsDuration()
-	return &v
+	return g.InstanceTemplate.HourlyPrice
+}
+
+// noNodeTemplate stands in for a group's missing node template.
+var noNodeTemplate = &domain.NodeTemplate{}
+
+// nodeTemplate is g's node template, an empty one if it has none.
+func nodeTemplate(g *domain.NodeGroup) *domain.NodeTemplate {
+	if g.NodeTemplate == nil {
+		return noNodeTemplate
+	}
+	return g.NodeTemplate
 }
 
 // NodePrice prices a node of a nodesmith group for the period. The node is
@@ -217,7 +219,7 @@ func (s *Service) NodePrice(node NodeRef, start, end time.Time) (float64, error)
 	if !ok {
 		return 0, domain.Errorf(contract.CodeNotFound, "node %q (providerID %q) is not managed by nodesmith", node.Name, node.ProviderID)
 	}
-	return domain.NodePrice(g.Record.GetInstanceTemplate().GetHourlyPrice(), start, end)
+	return domain.NodePrice(hourlyPrice(g.Record), start, end)
 }
 
 // PodPrice prices a pod requesting podMilliCPU for the period at the
@@ -228,11 +230,11 @@ func (s *Service) PodPrice(podMilliCPU int64, start, end time.Time) (float64, er
 	}
 	var offers []domain.CPUOffer
 	for _, g := range s.rm.Groups() {
-		price := g.Record.GetInstanceTemplate().GetHourlyPrice()
+		price := hourlyPrice(g.Record)
 		if price <= 0 {
 			continue
 		}
-		q, err := resource.ParseQuantity(g.Record.GetNodeTemplate().GetCapacity()["cpu"])
+		q, err := resource.ParseQuantity(nodeTemplate(g.Record).Capacity["cpu"])
 		if err != nil {
 			continue
 		}
@@ -252,7 +254,7 @@ func (s *Service) GPUTypes() ([]string, error) {
 	}
 	var types []string
 	for _, g := range s.rm.Groups() {
-		if t := g.Record.GetNodeTemplate().GetLabels()[s.cfg.GPULabel]; t != "" {
+		if t := nodeTemplate(g.Record).Labels[s.cfg.GPULabel]; t != "" {
 			types = append(types, t)
 		}
 	}
@@ -322,7 +324,7 @@ func (s *Service) DeleteNodes(ctx context.Context, id string, nodes []NodeRef) e
 			if ref.ProviderID == "" {
 				ref.ProviderID = v.ReportedID
 			}
-			ids = append(ids, v.Record.GetId())
+			ids = append(ids, v.Record.ID)
 		}
 		refs = append(refs, ref)
 	}
@@ -337,7 +339,7 @@ func (s *Service) SetTargetSize(ctx context.Context, id string, target int32) (G
 	if err != nil {
 		return GroupView{}, err
 	}
-	if err := domain.ValidateTargetSize(target, g.Record.GetMinSize(), g.Record.GetMaxSize()); err != nil {
+	if err := domain.ValidateTargetSize(target, g.Record.MinSize, g.Record.MaxSize); err != nil {
 		return GroupView{}, err
 	}
 	if _, err := s.do(ctx, ports.SetTargetSize{Group: id, TargetSize: target}, slog.String("group", id), slog.Int("target", int(target))); err != nil {
@@ -374,29 +376,29 @@ func (s *Service) Watch(group string, buffer int) (*Watch, []GroupSnapshot, erro
 // exists) unless upsert; otherwise it replaces the group only if its
 // revision is still expectedRevision (FailedPrecondition if not). The check
 // is made here first and authoritatively by lifecycle's compare-and-set.
-func (s *Service) PutGroup(ctx context.Context, g *statev1.NodeGroup, expectedRevision uint64, upsert bool) (view GroupView, created bool, err error) {
-	if err := domain.ValidateNewGroupID(g.GetId()); err != nil {
+func (s *Service) PutGroup(ctx context.Context, g *domain.NodeGroup, expectedRevision uint64, upsert bool) (view GroupView, created bool, err error) {
+	if err := domain.ValidateNewGroupID(g.ID); err != nil {
 		return GroupView{}, false, err
 	}
-	if err := domain.ValidateBounds(g.GetMinSize(), g.GetMaxSize(), g.GetTargetSize()); err != nil {
+	if err := domain.ValidateBounds(g.MinSize, g.MaxSize, g.TargetSize); err != nil {
 		return GroupView{}, false, err
 	}
 	if err := s.ready(); err != nil {
 		return GroupView{}, false, err
 	}
-	cur, exists := s.rm.Group(g.GetId())
+	cur, exists := s.rm.Group(g.ID)
 	switch {
 	case expectedRevision != 0 && !exists:
-		return GroupView{}, false, domain.Errorf(contract.CodeNotFound, "node group %q not found", g.GetId())
+		return GroupView{}, false, domain.Errorf(contract.CodeNotFound, "node group %q not found", g.ID)
 	case expectedRevision != 0 && cur.Revision != expectedRevision:
-		return GroupView{}, false, domain.Errorf(contract.CodeFailedPrecondition, "node group %q is at revision %d, not %d", g.GetId(), cur.Revision, expectedRevision)
+		return GroupView{}, false, domain.Errorf(contract.CodeFailedPrecondition, "node group %q is at revision %d, not %d", g.ID, cur.Revision, expectedRevision)
 	case expectedRevision == 0 && exists && !upsert:
-		return GroupView{}, false, domain.Errorf(contract.CodeAlreadyExists, "node group %q already exists", g.GetId())
+		return GroupView{}, false, domain.Errorf(contract.CodeAlreadyExists, "node group %q already exists", g.ID)
 	}
-	if _, err := s.do(ctx, ports.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert}, slog.String("group", g.GetId()), slog.Bool("create", !exists)); err != nil {
+	if _, err := s.do(ctx, ports.PutGroup{Group: g, ExpectedRevision: expectedRevision, Upsert: upsert}, slog.String("group", g.ID), slog.Bool("create", !exists)); err != nil {
 		return GroupView{}, false, err
 	}
-	view, err = s.Group(g.GetId())
+	view, err = s.Group(g.ID)
 	return view, !exists, err
 }
 
@@ -604,7 +606,7 @@ func (s *Service) Status() Status {
 	st := Status{Stats: s.rm.Stats()}
 	for _, g := range s.rm.Groups() {
 		gs := GroupStatus{Group: g}
-		gs.Counts, gs.CreationFailed = s.rm.GroupCounts(g.Record.GetId())
+		gs.Counts, gs.CreationFailed = s.rm.GroupCounts(g.Record.ID)
 		st.Groups = append(st.Groups, gs)
 	}
 	st.Totals = s.rm.Counts()

@@ -12,11 +12,6 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -42,18 +37,18 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) next() uint64 { f.rev++; return f.rev }
 
-func (f *fixture) group(id string, minSize, maxSize, target int32) *statev1.NodeGroup {
-	g := &statev1.NodeGroup{
-		Id: id, MinSize: minSize, MaxSize: maxSize, TargetSize: target,
-		InstanceTemplate: &statev1.InstanceTemplate{HourlyPrice: 0.4},
-		NodeTemplate:     &statev1.NodeTemplate{Capacity: map[string]string{"cpu": "4"}},
+func (f *fixture) group(id string, minSize, maxSize, target int32) *domain.NodeGroup {
+	g := &domain.NodeGroup{
+		ID: id, MinSize: minSize, MaxSize: maxSize, TargetSize: target,
+		InstanceTemplate: &domain.InstanceTemplate{HourlyPrice: 0.4},
+		NodeTemplate:     &domain.NodeTemplate{Capacity: map[string]string{"cpu": "4"}},
 	}
 	f.rm.PutGroup(id, f.next(), g)
 	return g
 }
 
-func (f *fixture) instance(group, id string, st statev1.InstanceState, mutate ...func(*statev1.Instance)) {
-	in := &statev1.Instance{Id: id, Group: group, State: st, ProviderId: providerid.Placeholder(group, id)}
+func (f *fixture) instance(group, id string, st domain.InstanceState, mutate ...func(*domain.Instance)) {
+	in := &domain.Instance{ID: id, Group: group, State: st, ProviderID: providerid.Placeholder(group, id)}
 	for _, m := range mutate {
 		m(in)
 	}
@@ -89,19 +84,19 @@ func TestReadsFailUntilSynced(t *testing.T) {
 func TestNodesReportsWhatCountsTowardTheTarget(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 4)
-	f.instance("g", "pending", statev1.InstanceState_INSTANCE_STATE_PENDING)
-	f.instance("g", "joined", statev1.InstanceState_INSTANCE_STATE_JOINED)
-	f.instance("g", "running", statev1.InstanceState_INSTANCE_STATE_RUNNING, func(in *statev1.Instance) {
-		in.ProviderId = "tencentcloud:///ap-1/ins-1"
+	f.instance("g", "pending", domain.StatePending)
+	f.instance("g", "joined", domain.StateJoined)
+	f.instance("g", "running", domain.StateRunning, func(in *domain.Instance) {
+		in.ProviderID = "tencentcloud:///ap-1/ins-1"
 	})
-	f.instance("g", "draining", statev1.InstanceState_INSTANCE_STATE_PENDING_DELETION)
-	f.instance("g", "deleted", statev1.InstanceState_INSTANCE_STATE_DELETED)
-	f.instance("g", "nostock", statev1.InstanceState_INSTANCE_STATE_CREATING, func(in *statev1.Instance) {
+	f.instance("g", "draining", domain.StatePendingDeletion)
+	f.instance("g", "deleted", domain.StateDeleted)
+	f.instance("g", "nostock", domain.StateCreating, func(in *domain.Instance) {
 		in.CreationFailed = true
-		in.LastError = &statev1.ErrorInfo{Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out", Class: 1}
+		in.LastError = &domain.ErrorInfo{Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out", Class: 1}
 	})
-	f.instance("g", "bad", statev1.InstanceState_INSTANCE_STATE_PENDING, func(in *statev1.Instance) { in.CreationFailed = true })
-	f.instance("other", "x", statev1.InstanceState_INSTANCE_STATE_RUNNING)
+	f.instance("g", "bad", domain.StatePending, func(in *domain.Instance) { in.CreationFailed = true })
+	f.instance("other", "x", domain.StateRunning)
 
 	got, err := f.svc.Nodes("g")
 	if err != nil {
@@ -147,7 +142,8 @@ func TestIncreaseSizeIsVisibleOnReturn(t *testing.T) {
 	f := newFixture(t)
 	g := f.group("g", 0, 10, 2)
 	f.applyLater(t, func(rev uint64) {
-		upd := proto.Clone(g).(*statev1.NodeGroup)
+		cp := *g
+		upd := &cp
 		upd.TargetSize = 5
 		f.rm.PutGroup("g", rev, upd)
 	})
@@ -175,7 +171,7 @@ func TestMutationsValidateBeforeCallingLifecycle(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 2)
 	f.group("h", 0, 10, 1)
-	f.instance("h", "i-h", statev1.InstanceState_INSTANCE_STATE_RUNNING)
+	f.instance("h", "i-h", domain.StateRunning)
 	ctx := context.Background()
 	tests := []struct {
 		name string
@@ -243,8 +239,8 @@ func TestMutationNotVisibleInTimeIsDeadlineExceeded(t *testing.T) {
 func TestDeleteNodesResolvesAndFillsProviderID(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 2)
-	f.instance("g", "i-1", statev1.InstanceState_INSTANCE_STATE_RUNNING, func(in *statev1.Instance) {
-		in.ProviderId, in.NodeName = "tencentcloud:///ap-1/ins-1", "node-1"
+	f.instance("g", "i-1", domain.StateRunning, func(in *domain.Instance) {
+		in.ProviderID, in.NodeName = "tencentcloud:///ap-1/ins-1", "node-1"
 	})
 	err := f.svc.DeleteNodes(context.Background(), "g", []app.NodeRef{
 		{Name: "node-1"}, // resolved by name: providerID filled in
@@ -268,7 +264,8 @@ func TestOptions(t *testing.T) {
 	f := newFixture(t)
 	f.group("plain", 0, 1, 0)
 	g := f.group("tuned", 0, 1, 0)
-	g.AutoscalingOptions = &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(time.Minute), MaxNodeProvision: durationpb.New(0)}
+	minute, zero := time.Minute, time.Duration(0)
+	g.AutoscalingOptions = &domain.PartialOptions{ScaleDownUnneeded: &minute, MaxNodeProvision: &zero}
 	f.rm.PutGroup("tuned", f.next(), g)
 
 	if _, err := f.svc.Options("plain", domain.PartialOptions{}); codeOf(err) != contract.CodeUnimplemented {
@@ -287,7 +284,7 @@ func TestOptions(t *testing.T) {
 func TestPricing(t *testing.T) {
 	f := newFixture(t)
 	f.group("g", 0, 10, 1)
-	f.instance("g", "i-1", statev1.InstanceState_INSTANCE_STATE_RUNNING)
+	f.instance("g", "i-1", domain.StateRunning)
 	start := time.Unix(1_700_000_000, 0)
 	end := start.Add(3 * time.Hour)
 	for _, n := range []app.NodeRef{
@@ -313,9 +310,9 @@ func TestListInstancesPages(t *testing.T) {
 	f.group("a", 0, 100, 0)
 	f.group("b", 0, 100, 0)
 	for i := range 7 {
-		f.instance("a", fmt.Sprintf("i-%d", i), statev1.InstanceState_INSTANCE_STATE_RUNNING)
+		f.instance("a", fmt.Sprintf("i-%d", i), domain.StateRunning)
 	}
-	f.instance("b", "i-x", statev1.InstanceState_INSTANCE_STATE_PENDING)
+	f.instance("b", "i-x", domain.StatePending)
 
 	var seen []string
 	q := app.InstanceQuery{Group: "a", Limit: 3}

@@ -6,7 +6,7 @@ package ports
 import (
 	"context"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Revisions are the KV revisions an operation wrote, per bucket; zero means
@@ -67,9 +67,9 @@ type SetTargetSize struct {
 }
 
 // PutGroup creates or replaces a group definition (see app.Service.PutGroup).
-// The group travels as its KV record.
+// The adapter carries the group as its KV record.
 type PutGroup struct {
-	Group            *statev1.NodeGroup
+	Group            *domain.NodeGroup
 	ExpectedRevision uint64
 	Upsert           bool
 }
@@ -114,10 +114,10 @@ type InstanceAction struct {
 	Action     InstanceActionKind
 }
 
-// PutCatalogEntry creates or replaces a catalog entry, travelling as its
-// KV record.
+// PutCatalogEntry creates or replaces a catalog entry (the adapter
+// carries it as its KV record).
 type PutCatalogEntry struct {
-	Entry            *statev1.CatalogEntry
+	Entry            *domain.CatalogEntry
 	ExpectedRevision uint64
 	Upsert           bool
 }

@@ -125,10 +125,19 @@ func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domai
 		ObservedAt: s.o.Now(),
 		Zone:       st.Zone,
 	}
+	if st.State == domain.StateLaunchFailed && st.LaunchError != nil {
+		le := st.LaunchError
+		ev.LaunchError = &domain.CloudError{Kind: le.Kind, Code: le.Code, Message: le.Message}
+	}
 	if err := s.events.Publish(ctx, observedID(ref.InstanceID, ref.Attempt, st.State), ev); err != nil {
 		return fmt.Errorf("publishing observation of instance %s: %w", ref.InstanceID, err)
 	}
-	s.log.Info("instance observed", "instance", ref.InstanceID, "group", ref.Group,
-		"cloud_id", ref.CloudID, "state", st.State.String(), "private_ip", st.PrivateIP)
+	if ev.LaunchError == nil {
+		s.log.Info("instance observed", "instance", ref.InstanceID, "group", ref.Group,
+			"cloud_id", ref.CloudID, "state", st.State.String(), "private_ip", st.PrivateIP)
+	} else {
+		s.log.Warn("instance failed to launch", "instance", ref.InstanceID, "group", ref.Group, "cloud_id", ref.CloudID,
+			"zone", st.Zone, "kind", ev.LaunchError.Kind.String(), "code", ev.LaunchError.Code, "reason", ev.LaunchError.Message)
+	}
 	return nil
 }

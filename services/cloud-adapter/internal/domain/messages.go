@@ -133,6 +133,10 @@ type InstanceObserved struct {
 	PrivateIP  string
 	ObservedAt time.Time
 	Zone       string
+	// LaunchError is, for a LAUNCH_FAILED VM whose cloud says why, that
+	// reason (Kind contract.ErrorKindCapacity for a stock-out); nil
+	// otherwise.
+	LaunchError *CloudError
 }
 
 // InstancesTerminated reports VMs terminating or gone.

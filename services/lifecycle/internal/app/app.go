@@ -83,6 +83,14 @@ type Options struct {
 	// RequestsPerGroup bounds the applied requests a group record keeps
 	// (requests.go); the oldest are dropped first. Zero means the default.
 	RequestsPerGroup int
+	// StandbyInterval is how often a replica that is not leading reads the
+	// instance records changed since it last looked (RunStandby), so that
+	// a promotion reads only the changes of the last interval.
+	StandbyInterval time.Duration
+	// MaxEventsPerPass bounds the deadlines and node changes one
+	// dispatcher pass applies (0: no bound); the rest wait for the next
+	// pass, which runs at once.
+	MaxEventsPerPass int
 }
 
 // DefaultOptions returns production defaults.
@@ -110,6 +118,8 @@ func DefaultOptions() Options {
 		RequestTTL:               10 * time.Minute,
 		RequestLogSize:           100_000,
 		RequestsPerGroup:         defaultRequestsPerGroup,
+		StandbyInterval:          2 * time.Second,
+		MaxEventsPerPass:         1000,
 	}
 }
 
@@ -214,9 +224,11 @@ func New(opts Options, d Deps) *App {
 	if opts.TickInterval <= 0 {
 		opts.TickInterval = time.Second
 	}
+	feed, _ := d.Store.(ports.InstanceFeed)
 	c := &cache{
 		opts:       opts,
 		store:      d.Store,
+		feed:       feed,
 		cmds:       d.Commands,
 		cluster:    d.Cluster,
 		clock:      d.Clock,
@@ -266,7 +278,8 @@ func randomString(n int) string {
 // (this replica is not the leader, or is still loading).
 var ErrNotLeader = &domain.Error{Code: contract.CodeUnavailable, Msg: "lifecycle is not leading (starting or lost leadership)"}
 
-// Start loads every record into memory and applies the file configuration.
+// Start loads every record into memory (a warm standby catches up from
+// what it holds: standby.go) and applies the file configuration.
 // It retries the load until ctx ends, so a store that is briefly unavailable
 // delays leadership rather than failing it.
 func (a *App) Start(ctx context.Context) error {
@@ -300,13 +313,27 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 func (a *App) load(ctx context.Context) error {
+	a.loadMu.Lock()
+	defer a.loadMu.Unlock()
 	gs, err := a.store.ListGroups(ctx)
 	if err != nil {
 		return fmt.Errorf("listing groups: %w", err)
 	}
-	is, err := a.store.ListInstances(ctx)
-	if err != nil {
-		return fmt.Errorf("listing instances: %w", err)
+	// A standby that kept the instance records reads what changed since;
+	// else (or should that fail) every record is read.
+	warm := a.catchUp(ctx)
+	if !warm {
+		pos, err := a.feedPos(ctx)
+		if err != nil {
+			return err
+		}
+		is, err := a.store.ListInstances(ctx)
+		if err != nil {
+			return fmt.Errorf("listing instances: %w", err)
+		}
+		a.mu.Lock()
+		a.setInstancesLocked(is, pos)
+		a.mu.Unlock()
 	}
 	cat, err := a.listCatalog(ctx)
 	if err != nil {
@@ -323,14 +350,10 @@ func (a *App) load(ctx context.Context) error {
 	for _, g := range gs {
 		a.setGroupLocked(g.Group, g.Revision)
 	}
-	a.insts = make(map[string]*instRec, len(is))
-	a.byProvider = make(map[string]string, len(is))
-	a.idx = newInstIndex()
 	a.lingerSince = map[string]time.Time{}
 	inFlight := 0
-	for _, v := range is {
-		a.setInstLocked(v.Instance, v.Revision)
-		if v.Instance.InFlight {
+	for _, r := range a.insts {
+		if r.inst.InFlight {
 			inFlight++
 		}
 	}
@@ -345,12 +368,15 @@ func (a *App) load(ctx context.Context) error {
 	// its instance writes.
 	a.releasesDue = true
 	a.loaded = true
-	a.log.Info("state loaded", "groups", len(gs), "instances", len(is), "in_flight", inFlight)
+	// The leader's writes change the records from here on: the standby
+	// copy is the cache until Stop.
+	a.warm = false
+	a.log.Info("state loaded", "groups", len(gs), "instances", len(a.insts), "in_flight", inFlight, "caught_up", warm)
 	// The stored hold and release go on, whoever leads; a start from no
 	// instance record (a fresh install, or lost state: tagged VMs already
 	// in the cloud may be this cluster's nodes rather than orphans) takes
 	// a new one unless it is the one the stored hold was taken on.
-	return a.resumeHoldLocked(ctx, stored, len(is) == 0)
+	return a.resumeHoldLocked(ctx, stored, len(a.insts) == 0)
 }
 
 // Stop forgets the cache (leadership lost): operations fail with

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/providerid"
@@ -18,8 +19,10 @@ import (
 // component shares. Its methods, and every component's methods named
 // ...Locked, run with mu held.
 type cache struct {
-	opts    Options
-	store   ports.Store
+	opts  Options
+	store ports.Store
+	// feed is the store's change feed, nil if it has none (standby.go).
+	feed    ports.InstanceFeed
 	cmds    ports.Commands
 	cluster ports.Cluster
 	clock   ports.Clock
@@ -32,8 +35,15 @@ type cache struct {
 	// created is called (mu held) after a new instance record is written.
 	created func(ctx context.Context)
 
+	// loadMu serialises loads: the leader's and the standby's (standby.go).
+	loadMu sync.Mutex
 	mu     sync.Mutex
 	loaded bool
+	// warm: while not loaded, insts (and its indexes) hold the store's
+	// instance records as of warmPos, read at warmAt (standby.go).
+	warm    bool
+	warmPos ports.FeedPos
+	warmAt  time.Time
 	// groups is changed only by setGroupLocked and dropGroupLocked (and
 	// resetGroupsLocked at load), which keep appliedIn.
 	groups map[string]*groupRec

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sort"
 	"sync"
 	"testing"
@@ -286,6 +287,99 @@ func TestCrashAtEveryWriteRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			scenario(w, a2, nil)
+			checkWorld(t, w, a2)
+		})
+	}
+}
+
+// As TestCrashAtEveryWriteRecovers, with the new process a warm standby:
+// it loaded the records before the old leader started its work and caught
+// up once midway, so the old leader's last writes (up to the crash) are
+// ones it has not seen. Promoted, it must see them all (no full list) and
+// finish the job.
+func TestCrashAtEveryWriteRecoversOnWarmStandby(t *testing.T) {
+	g := group("g", 0, 10, 0)
+	ctx := context.Background()
+	for n := 0; n <= 40; n++ {
+		t.Run(fmt.Sprintf("crash after %d writes", n), func(t *testing.T) {
+			w := newWorld(t)
+			cs := &crashStore{Store: w.store, left: n}
+			a1 := w.newApp(cs, crashCommands{Commands: w.stream, store: cs}, 1)
+			_ = a1.SetConfig(ctx, []domain.NodeGroup{g})
+			if err := a1.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a2 := w.newApp(w.store, crashCommands{Commands: w.stream}, 2)
+			if err := a2.SetConfig(ctx, []domain.NodeGroup{g}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a2.Follow(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if grp, _ := a1.Group("g"); grp.TargetSize < 3 {
+				if _, err := a1.IncreaseSize(ctx, "g", 3-grp.TargetSize); err == nil {
+					w.run(a1, cs)
+				}
+			}
+			if err := a2.Follow(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !cs.dead() {
+				for _, in := range a1.Instances("g") {
+					if in.State == domain.StateRunning {
+						if _, err := a1.DeleteNodes(ctx, "g", []app.NodeRef{{ProviderID: in.ProviderID}}); err == nil {
+							w.run(a1, cs)
+						}
+						break
+					}
+				}
+			}
+			a1.Stop()
+
+			lists := w.store.InstanceLists()
+			if err := a2.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.store.InstanceLists(); got != lists {
+				t.Fatalf("the promotion listed every instance")
+			}
+			stored, err := w.store.ListInstances(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cached := map[string]domain.Instance{}
+			for _, in := range a2.Instances("g") {
+				cached[in.ID] = in
+			}
+			if len(cached) != len(stored) {
+				t.Fatalf("promoted standby holds %d records, the store %d", len(cached), len(stored))
+			}
+			for _, v := range stored {
+				if c, ok := cached[v.Instance.ID]; !ok || !reflect.DeepEqual(c, v.Instance) {
+					t.Fatalf("%s: promoted standby holds %+v, the store %+v", v.Instance.ID, c, v.Instance)
+				}
+			}
+			if err := a2.CheckIndex(); err != nil {
+				t.Fatal(err)
+			}
+			grp, _ := a2.Group("g")
+			if grp.TargetSize < 3 && !released(a2) {
+				if _, err := a2.IncreaseSize(ctx, "g", 3-grp.TargetSize); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.run(a2, nil)
+			if !released(a2) {
+				for _, in := range a2.Instances("g") {
+					if in.State == domain.StateRunning {
+						if _, err := a2.DeleteNodes(ctx, "g", []app.NodeRef{{ProviderID: in.ProviderID}}); err != nil {
+							t.Fatal(err)
+						}
+						break
+					}
+				}
+			}
+			w.run(a2, nil)
 			checkWorld(t, w, a2)
 		})
 	}

@@ -59,6 +59,7 @@ func (sc *scheduler) Pass(ctx context.Context) {
 	sc.keepSizesLocked(ctx)
 	due, ready := sc.dueLocked(now)
 	nodeChanges, staleNodes := sc.nodes.nodeChangesLocked()
+	sc.boundEventsLocked(&due, nodeChanges)
 	adoptions := sc.nodes.adoptionsLocked()
 	sc.mu.Unlock()
 
@@ -95,6 +96,33 @@ func (sc *scheduler) Pass(ctx context.Context) {
 
 	sc.publishOutbox(ctx)
 	sc.purge(ctx)
+}
+
+// boundEventsLocked keeps at most MaxEventsPerPass of the deadlines and
+// node changes a pass applies (one store write each), the first due
+// first: a backlog (a new leader's first check of every Running instance
+// against the Nodes, a deadline shared by thousands) must not hold back
+// the creations, deletions and commands of the pass behind it for
+// minutes. The rest are found again by the next pass, run at once.
+func (sc *scheduler) boundEventsLocked(due *[]string, nodeChanges map[string]domain.Event) {
+	limit := sc.opts.MaxEventsPerPass
+	if limit <= 0 || len(*due)+len(nodeChanges) <= limit {
+		return
+	}
+	if len(*due) > limit {
+		*due = (*due)[:limit]
+	}
+	left := limit - len(*due)
+	for id := range nodeChanges {
+		if left > 0 {
+			left--
+			continue
+		}
+		delete(nodeChanges, id)
+	}
+	// The node changes left out are found by checking every instance.
+	sc.nodes.nodeRecheck = true
+	sc.Wake()
 }
 
 // keepSizesLocked makes each group's live count match its target: missing

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"maps"
 
@@ -58,3 +59,7 @@ func (a *App) CheckAppliedIndex() error {
 	}
 	return nil
 }
+
+// Follow runs one standby step (RunStandby's): a full list without a
+// standby copy, else a catch-up.
+func (a *App) Follow(ctx context.Context) error { return a.follow(ctx) }

@@ -252,3 +252,59 @@ func TestNodeOfADeletedInstanceIsDeleted(t *testing.T) {
 		t.Error("a Node that is not the instance's was deleted")
 	}
 }
+
+// A backlog of node changes (every Running instance's Node missing, as a
+// new leader's first check against an emptied cluster finds) is applied
+// MaxEventsPerPass at a time: the pass still starts and publishes the
+// creations behind it, and the next passes apply the rest.
+func TestNodeChangeBacklogDoesNotHoldBackCommands(t *testing.T) {
+	const running, limit = 8, 3
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 20, 0)}, withCluster(),
+		withOptions(func(o *app.Options) { o.MaxEventsPerPass = limit }))
+	h.ok(h.app.IncreaseSize(h.ctx, "g", running))
+	h.settle()
+	for _, in := range h.instances("g") {
+		h.cluster.Put(ports.Node{Name: in.ID, ProviderID: in.ProviderID, Ready: true})
+	}
+	for _, in := range h.instances("g") {
+		eventually(t, func() bool { n, _ := h.app.Node(in.ID); return n.Ready })
+	}
+	for range running {
+		h.app.Pass(h.ctx)
+	}
+	if got := h.byState("g")[domain.StateRunning]; got != running {
+		t.Fatalf("%d Running, want %d: %v", got, running, h.byState("g"))
+	}
+	for _, in := range h.instances("g") {
+		if err := h.cluster.DeleteNode(h.ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range h.instances("g") {
+		eventually(t, func() bool { _, ok := h.app.Node(in.ID); return !ok })
+	}
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 1))
+	creates := len(h.cmds.Snapshot().Creates)
+	lost := func() int {
+		n := 0
+		for _, in := range h.instances("g") {
+			if in.NodeLost() {
+				n++
+			}
+		}
+		return n
+	}
+	h.app.Pass(h.ctx)
+	if got := lost(); got != limit {
+		t.Fatalf("one pass marked %d instances' Node lost, want %d", got, limit)
+	}
+	if got := len(h.cmds.Snapshot().Creates); got != creates+1 {
+		t.Fatalf("the pass published %d creates, want 1", got-creates)
+	}
+	for range running / limit {
+		h.app.Pass(h.ctx)
+	}
+	if got := lost(); got != running {
+		t.Fatalf("after more passes %d instances' Node lost, want %d", got, running)
+	}
+}

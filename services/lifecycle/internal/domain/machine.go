@@ -34,6 +34,10 @@ type CloudObserved struct {
 	Attempt   uint32
 	State     CloudState
 	PrivateIP string
+	// LaunchError is, for CloudLaunchFailed, why the cloud says the VM
+	// failed to launch (Kind capacity for a stock-out); nil when it does
+	// not say.
+	LaunchError *CloudError
 }
 
 // CloudTerminated reports that the VM is terminating or gone.
@@ -400,6 +404,16 @@ func (m *machine) creationFailed(code, msg string, class int32) {
 	m.in.NextRetryAt = time.Time{}
 	m.setError(code, msg, class, false)
 	m.failed = true
+	m.note("creation failed: " + code + ": " + msg)
+}
+
+// note records in the history what happened to the instance without
+// moving it (an entry from and to its current state; not a move).
+func (m *machine) note(reason string) {
+	m.in.History = append(m.in.History, Transition{From: m.in.State, To: m.in.State, Reason: reason, At: m.env.Now})
+	if limit := m.env.Policy.HistoryLimit; limit > 0 && len(m.in.History) > limit {
+		m.in.History = slices.Clone(m.in.History[len(m.in.History)-limit:])
+	}
 }
 
 // backoff schedules a retry of the current step.
@@ -543,13 +557,34 @@ func (m *machine) observed(e CloudObserved) error {
 	case CloudPending, CloudUnknown:
 		return m.ignore("still launching")
 	case CloudLaunchFailed:
-		m.creationFailed("LaunchFailed", "the cloud reports that VM "+m.in.CloudID+" failed to launch", ClassOther)
+		m.launchFailed(e.LaunchError)
 	case CloudNotFound:
 		m.creationFailed("InstanceNotFound", "VM "+m.in.CloudID+" vanished while launching", ClassOther)
 	case CloudStopped, CloudTerminating:
 		m.creationFailed("Instance"+e.State.String(), "VM "+m.in.CloudID+" is "+e.State.String()+" while launching", ClassOther)
 	}
 	return nil
+}
+
+// launchFailed marks the creation of a VM that failed to launch as
+// failed: for want of capacity (the zone or instance type ran out of
+// stock after the create call) it is reported to CA as OutOfResources, so
+// CA tries another group, with the cloud's code and reason; otherwise as
+// Other. CA then deletes the instance, which terminates the VM.
+func (m *machine) launchFailed(le *CloudError) {
+	code, msg, class := "LaunchFailed", "the cloud reports that VM "+m.in.CloudID+" failed to launch", ClassOther
+	if le != nil {
+		if le.Code != "" {
+			code = le.Code
+		}
+		if le.Message != "" {
+			msg += ": " + le.Message
+		}
+		if le.Kind == contract.ErrorKindCapacity {
+			class = ClassOutOfResources
+		}
+	}
+	m.creationFailed(code, msg, class)
 }
 
 // afterCreated starts the after_created step of a Created instance.

@@ -439,6 +439,41 @@ func TestLaunchProblems(t *testing.T) {
 	}
 }
 
+// A VM that failed to launch for want of stock is reported as
+// OutOfResources with the cloud's code and reason (naming zone and type),
+// which the history keeps; any other reason stays class Other.
+func TestLaunchFailedForCapacity(t *testing.T) {
+	watching := fixture(StateCreating)
+	watching.CloudID, watching.Attempt = "ins-1", 2
+	reason := "launch failed in zone ap-guangzhou-3, instance type S5.MEDIUM4: ResourceInsufficient.SpecifiedInstanceType: sold out"
+	for _, tt := range []struct {
+		name  string
+		le    *CloudError
+		code  string
+		class int32
+	}{
+		{"capacity", &CloudError{Kind: contract.ErrorKindCapacity, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: reason}, "ResourceInsufficient.SpecifiedInstanceType", ClassOutOfResources},
+		{"capacity without a code", &CloudError{Kind: contract.ErrorKindCapacity, Message: reason}, "LaunchFailed", ClassOutOfResources},
+		{"another reason", &CloudError{Kind: contract.ErrorKindUnknown, Message: reason}, "LaunchFailed", ClassOther},
+	} {
+		res, err := Apply(watching, CloudObserved{Attempt: 2, State: CloudLaunchFailed, LaunchError: tt.le}, env(t0))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		n := res.Instance
+		if !res.CreationFailed || !n.CreationFailed || n.State != StateCreating || n.LastError.Code != tt.code || n.LastError.Class != tt.class {
+			t.Errorf("%s: failed %v state %s error %+v", tt.name, n.CreationFailed, n.State, n.LastError)
+		}
+		if !strings.Contains(n.LastError.Message, reason) {
+			t.Errorf("%s: error message %q lacks the cloud's reason", tt.name, n.LastError.Message)
+		}
+		last := n.History[len(n.History)-1]
+		if last.From != StateCreating || last.To != StateCreating || !strings.Contains(last.Reason, reason) || len(res.Moves) != 0 {
+			t.Errorf("%s: history ends %+v, moves %v: want a note of the failure, no move", tt.name, last, res.Moves)
+		}
+	}
+}
+
 func TestHookFailureRetriesThenFails(t *testing.T) {
 	e := env(t0)
 	in := fixture(StateCreated)

@@ -107,3 +107,41 @@ type HoldStore interface {
 	// when that store is deleted and recreated (state lost).
 	InstancesBucketID(ctx context.Context) (string, error)
 }
+
+// FeedPos is a position in the instance records' history: the store (a
+// recreated store is another one) and the revision read up to.
+type FeedPos struct {
+	Store string
+	Rev   uint64
+}
+
+// InstanceChanges are the instance records changed after a FeedPos.
+type InstanceChanges struct {
+	// Changed are the records written since, at their revision.
+	Changed []VersionedInstance
+	// Removed are the ids of the records removed since, with the revision
+	// of their removal.
+	Removed map[string]uint64
+	// Pos is where the next InstancesSince continues from.
+	Pos FeedPos
+}
+
+// ErrFeedGap: the changes since a FeedPos can no longer be known (the
+// store was recreated): list everything again.
+var ErrFeedGap = errors.New("changes since that position are no longer known")
+
+// InstanceFeed is an optional capability of a Store: what changed since a
+// position, so that a standby replica keeps the instance records it loaded
+// current, and a promotion reads only what changed rather than every record.
+type InstanceFeed interface {
+	// InstancesPos returns the current position; a ListInstances made
+	// after it, followed by InstancesSince(pos), misses no change.
+	InstancesPos(ctx context.Context) (FeedPos, error)
+	// InstancesSince returns the changes after pos, or ErrFeedGap. A
+	// change written while it runs may be returned now or by the next
+	// call (never by neither).
+	InstancesSince(ctx context.Context, pos FeedPos) (InstanceChanges, error)
+	// RemovalsKept is how long a removal stays known to InstancesSince
+	// (0: forever): a position older than that may miss removals.
+	RemovalsKept() time.Duration
+}

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Cluster Autoscaler asks the same questions about the same group over
@@ -31,7 +31,7 @@ var unmanagedAnswer = &pb.NodeGroupForNodeResponse{NodeGroup: &pb.NodeGroup{}}
 type groupAnswers struct {
 	// record is the revision they answer for: the read model replaces a
 	// group's record, never modifies it, so a new record is a new revision.
-	record  *statev1.NodeGroup
+	record  *domain.NodeGroup
 	forNode *pb.NodeGroupForNodeResponse
 	// options is GetOptions' answer to the defaults last asked with; one
 	// CA sends the same defaults every time.
@@ -98,7 +98,7 @@ type answers struct {
 // of returns the answers for g's revision, building them when g's record
 // is not the one they were built from.
 func (s *answers) of(g app.GroupView) *groupAnswers {
-	id := g.Record.GetId()
+	id := g.Record.ID
 	s.mu.RLock()
 	a := s.byGroup[id]
 	s.mu.RUnlock()

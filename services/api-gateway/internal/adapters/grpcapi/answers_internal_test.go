@@ -9,9 +9,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // A GetOptions answer is reused only for the same defaults: every field of
@@ -76,15 +76,15 @@ func TestDefaultsKeyCoversEveryField(t *testing.T) {
 // Answers of deleted groups are forgotten when another group changes.
 func TestAnswersForgetDeletedGroups(t *testing.T) {
 	rm := app.NewReadModel()
-	rm.PutGroup("a", 1, &statev1.NodeGroup{Id: "a", MaxSize: 1})
-	rm.PutGroup("b", 2, &statev1.NodeGroup{Id: "b", MaxSize: 1})
+	rm.PutGroup("a", 1, &domain.NodeGroup{ID: "a", MaxSize: 1})
+	rm.PutGroup("b", 2, &domain.NodeGroup{ID: "b", MaxSize: 1})
 	s := NewServer(app.NewService(rm, nil, app.Config{}, nil))
 	for _, id := range []string{"a", "b"} {
 		g, _ := rm.Group(id)
 		s.answers.of(g)
 	}
 	rm.DeleteGroup("a", 3)
-	rm.PutGroup("b", 4, &statev1.NodeGroup{Id: "b", MaxSize: 2})
+	rm.PutGroup("b", 4, &domain.NodeGroup{ID: "b", MaxSize: 2})
 	g, _ := rm.Group("b")
 	if a := s.answers.of(g); a.forNode.GetNodeGroup().GetMaxSize() != 2 {
 		t.Errorf("answers for b's new revision say max %d, want 2", a.forNode.GetNodeGroup().GetMaxSize())

@@ -9,11 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // The answers CA asks for again and again are built once per revision of
@@ -22,15 +21,15 @@ import (
 // new answer at once.
 func TestReadyAnswersFollowChanges(t *testing.T) {
 	ctx := context.Background()
-	group := func(max int32, unneeded time.Duration, cpu string) *statev1.NodeGroup {
-		return &statev1.NodeGroup{
-			Id: "web", MinSize: 1, MaxSize: max, TargetSize: 2,
-			AutoscalingOptions: &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(unneeded)},
-			NodeTemplate:       &statev1.NodeTemplate{Capacity: map[string]string{"cpu": cpu, "memory": "4Gi"}},
+	group := func(max int32, unneeded time.Duration, cpu string) *domain.NodeGroup {
+		return &domain.NodeGroup{
+			ID: "web", MinSize: 1, MaxSize: max, TargetSize: 2,
+			AutoscalingOptions: &domain.PartialOptions{ScaleDownUnneeded: new(unneeded)},
+			NodeTemplate:       &domain.NodeTemplate{Capacity: map[string]string{"cpu": cpu, "memory": "4Gi"}},
 		}
 	}
 	srv, rm := newServer(t, group(10, 2*time.Minute, "2"))
-	rm.PutInstance("web.i-1", 1, &statev1.Instance{Id: "i-1", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: "tencentcloud:///ins-1"})
+	rm.PutInstance("web.i-1", 1, &domain.Instance{ID: "i-1", Group: "web", State: domain.StateRunning, ProviderID: "tencentcloud:///ins-1"})
 	optsReq := &pb.NodeGroupAutoscalingOptionsRequest{Id: "web", Defaults: caDefaults}
 	nodeReq := &pb.NodeGroupForNodeRequest{Node: &pb.ExternalGrpcNode{ProviderID: "tencentcloud:///ins-1"}}
 	tplReq := &pb.NodeGroupTemplateNodeInfoRequest{Id: "web"}
@@ -108,7 +107,7 @@ func TestReadyAnswersFollowChanges(t *testing.T) {
 	}
 
 	// Neither the group nor CA gives options: Unimplemented, every time.
-	rm.PutGroup("web", 3, &statev1.NodeGroup{Id: "web", MaxSize: 20})
+	rm.PutGroup("web", 3, &domain.NodeGroup{ID: "web", MaxSize: 20})
 	for range 2 {
 		if _, err := srv.NodeGroupGetOptions(ctx, &pb.NodeGroupAutoscalingOptionsRequest{Id: "web"}); status.Code(err) != codes.Unimplemented {
 			t.Errorf("no options anywhere: %v, want Unimplemented", err)
@@ -128,10 +127,10 @@ func TestReadyAnswersFollowChanges(t *testing.T) {
 // answers are ready messages (BenchmarkNodeGroupGetOptions and
 // BenchmarkNodeGroupForNode measure their time).
 func TestReadyAnswersAllocateNothing(t *testing.T) {
-	srv, rm := newServer(t, &statev1.NodeGroup{Id: "web", MaxSize: 10,
-		AutoscalingOptions: &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(time.Minute)},
-		NodeTemplate:       &statev1.NodeTemplate{Capacity: map[string]string{"cpu": "2"}}})
-	rm.PutInstance("web.i-1", 1, &statev1.Instance{Id: "i-1", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: "tencentcloud:///ins-1", NodeName: "10.0.0.1"})
+	srv, rm := newServer(t, &domain.NodeGroup{ID: "web", MaxSize: 10,
+		AutoscalingOptions: &domain.PartialOptions{ScaleDownUnneeded: new(time.Minute)},
+		NodeTemplate:       &domain.NodeTemplate{Capacity: map[string]string{"cpu": "2"}}})
+	rm.PutInstance("web.i-1", 1, &domain.Instance{ID: "i-1", Group: "web", State: domain.StateRunning, ProviderID: "tencentcloud:///ins-1", NodeName: "10.0.0.1"})
 	ctx := context.Background()
 	optsReq := &pb.NodeGroupAutoscalingOptionsRequest{Id: "web", Defaults: caDefaults}
 	nodeReq := &pb.NodeGroupForNodeRequest{Node: &pb.ExternalGrpcNode{ProviderID: "tencentcloud:///ins-1", Name: "10.0.0.1"}}
@@ -167,8 +166,8 @@ func TestReadyAnswersAllocateNothing(t *testing.T) {
 // Readers and a writer at once (run with -race): every answer is one
 // revision's, whole.
 func TestReadyAnswersUnderGroupChanges(t *testing.T) {
-	group := func(rev int) *statev1.NodeGroup {
-		return &statev1.NodeGroup{Id: "web", MaxSize: int32(rev), AutoscalingOptions: &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(time.Duration(rev) * time.Minute)}}
+	group := func(rev int) *domain.NodeGroup {
+		return &domain.NodeGroup{ID: "web", MaxSize: int32(rev), AutoscalingOptions: &domain.PartialOptions{ScaleDownUnneeded: new(time.Duration(rev) * time.Minute)}}
 	}
 	srv, rm := newServer(t, group(1))
 	ctx := context.Background()

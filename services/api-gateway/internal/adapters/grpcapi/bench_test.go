@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/grpcapi"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 const (
@@ -28,20 +28,20 @@ const (
 // name, as CA does per loop).
 func bigModel(b *testing.B) (*grpcapi.Server, *app.ReadModel, []*pb.NodeGroupForNodeRequest) {
 	b.Helper()
-	var groups []*statev1.NodeGroup
+	var groups []*domain.NodeGroup
 	for g := range benchGroups {
-		groups = append(groups, &statev1.NodeGroup{Id: fmt.Sprintf("group-%02d", g), MaxSize: 5000, TargetSize: benchInstances / benchGroups,
-			InstanceTemplate:   &statev1.InstanceTemplate{Name: "tpl", Provider: "tencentcloud", Region: "ap-guangzhou", Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"},
-			AutoscalingOptions: &statev1.AutoscalingOptions{ScaleDownUnneeded: durationpb.New(time.Duration(g+1) * time.Minute)}})
+		groups = append(groups, &domain.NodeGroup{ID: fmt.Sprintf("group-%02d", g), MaxSize: 5000, TargetSize: benchInstances / benchGroups,
+			InstanceTemplate:   &domain.InstanceTemplate{Name: "tpl", Provider: "tencentcloud", Region: "ap-guangzhou", Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"},
+			AutoscalingOptions: &domain.PartialOptions{ScaleDownUnneeded: new(time.Duration(g+1) * time.Minute)}})
 	}
 	srv, rm := newServer(b, groups...)
 	reqs := make([]*pb.NodeGroupForNodeRequest, 0, benchInstances)
 	for i := range benchInstances {
-		g := groups[i%benchGroups].GetId()
+		g := groups[i%benchGroups].ID
 		id := fmt.Sprintf("i-%07d", i)
 		pid := fmt.Sprintf("tencentcloud:///ap-guangzhou-3/ins-%08x", i)
 		name := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-		rm.PutInstance(g+"."+id, uint64(i+1), &statev1.Instance{Id: id, Group: g, State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: pid, NodeName: name})
+		rm.PutInstance(g+"."+id, uint64(i+1), &domain.Instance{ID: id, Group: g, State: domain.StateRunning, ProviderID: pid, NodeName: name})
 		reqs = append(reqs, &pb.NodeGroupForNodeRequest{Node: &pb.ExternalGrpcNode{ProviderID: pid, Name: name}})
 	}
 	// Some unmanaged nodes (control plane), which CA asks about every time.
@@ -89,7 +89,7 @@ func BenchmarkNodeGroupForNodeUnderWrites(b *testing.B) {
 		for i := 0; !stop.Load(); i++ {
 			g := fmt.Sprintf("group-%02d", i%benchGroups)
 			id := fmt.Sprintf("i-%07d", i%benchInstances)
-			rm.PutInstance(g+"."+id, rev, &statev1.Instance{Id: id, Group: g, State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: "tencentcloud:///x/" + id})
+			rm.PutInstance(g+"."+id, rev, &domain.Instance{ID: id, Group: g, State: domain.StateRunning, ProviderID: "tencentcloud:///x/" + id})
 			rev++
 		}
 	}()

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // rpc decodes raw bytes as one method's request and calls the handler.
@@ -100,9 +100,9 @@ func rpcs(srv pb.CloudProviderServer) []rpc {
 // request message. Handlers may return any error; they must not panic.
 func FuzzCloudProviderRequests(f *testing.F) {
 	g := fullGroup()
-	g.Id = "g"
+	g.ID = "g"
 	srv, rm := newServer(f, g)
-	rm.PutInstance("g.i-1", 1, &statev1.Instance{Id: "i-1", Group: "g", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: "nodesmith:///g/i-1"})
+	rm.PutInstance("g.i-1", 1, &domain.Instance{ID: "i-1", Group: "g", State: domain.StateRunning, ProviderID: "nodesmith:///g/i-1"})
 	calls := rpcs(srv)
 	for i, c := range calls {
 		raw, err := proto.Marshal(c.seed)

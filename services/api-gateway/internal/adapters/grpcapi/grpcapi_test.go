@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/grpcapi"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
@@ -30,17 +29,17 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-func fullGroup() *statev1.NodeGroup {
-	return &statev1.NodeGroup{
-		Id: "GPU_pool.1", MinSize: 0, MaxSize: 8, TargetSize: 0,
-		InstanceTemplate: &statev1.InstanceTemplate{
+func fullGroup() *domain.NodeGroup {
+	return &domain.NodeGroup{
+		ID: "GPU_pool.1", MinSize: 0, MaxSize: 8, TargetSize: 0,
+		InstanceTemplate: &domain.InstanceTemplate{
 			Name: "gn7", Provider: "tencentcloud", Region: "ap-shanghai", Zone: "ap-shanghai-5",
 			InstanceType: "GN7.2XLARGE32", Arch: "arm64", HourlyPrice: 2.5,
 		},
-		NodeTemplate: &statev1.NodeTemplate{
+		NodeTemplate: &domain.NodeTemplate{
 			Labels:      map[string]string{"nodesmith.io/gpu-type": "nvidia-t4", "topology.kubernetes.io/zone": "override-zone", "kubernetes.io/hostname": "ignored"},
 			Annotations: map[string]string{"note": "x"},
-			Taints:      []*statev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}},
+			Taints:      []domain.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: "NoSchedule"}},
 			Capacity:    map[string]string{"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "100Gi"},
 			Allocatable: map[string]string{"cpu": "7800m", "memory": "30Gi"},
 		},
@@ -122,11 +121,11 @@ func TestTemplateNodeErrors(t *testing.T) {
 	negQty.NodeTemplate.Allocatable["memory"] = "-1Gi"
 	badTaint := fullGroup()
 	badTaint.NodeTemplate.Taints[0].Effect = "Sometimes"
-	minimal := &statev1.NodeGroup{Id: "m", NodeTemplate: &statev1.NodeTemplate{}}
+	minimal := &domain.NodeGroup{ID: "m", NodeTemplate: &domain.NodeTemplate{}}
 
 	tests := []struct {
 		name string
-		g    *statev1.NodeGroup
+		g    *domain.NodeGroup
 		code domain.Code
 	}{
 		{"no node template", noTemplate, contract.CodeUnimplemented},
@@ -240,11 +239,11 @@ func TestOptionsWireGenerations(t *testing.T) {
 }
 
 // newServer returns a Server over a synced read model holding groups.
-func newServer(t testing.TB, groups ...*statev1.NodeGroup) (*grpcapi.Server, *app.ReadModel) {
+func newServer(t testing.TB, groups ...*domain.NodeGroup) (*grpcapi.Server, *app.ReadModel) {
 	t.Helper()
 	rm := app.NewReadModel()
 	for i, g := range groups {
-		rm.PutGroup(g.GetId(), uint64(i+1), g)
+		rm.PutGroup(g.ID, uint64(i+1), g)
 	}
 	rm.MarkSynced(app.BucketGroups, nil)
 	rm.MarkSynced(app.BucketInstances, nil)

@@ -57,7 +57,7 @@ func toStatus(err error) error {
 }
 
 func nodeGroup(g app.GroupView) *pb.NodeGroup {
-	return &pb.NodeGroup{Id: g.Record.GetId(), MinSize: g.Record.GetMinSize(), MaxSize: g.Record.GetMaxSize(), Debug: g.Debug}
+	return &pb.NodeGroup{Id: g.Record.ID, MinSize: g.Record.MinSize, MaxSize: g.Record.MaxSize, Debug: g.Debug}
 }
 
 func nodeRef(n *pb.ExternalGrpcNode) app.NodeRef {

@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
@@ -30,15 +28,18 @@ const DefaultMaxPods = 110
 // template's own labels win, except hostname), taints, and a Ready
 // condition. It is Unimplemented for a group without a node template and
 // FailedPrecondition for a template CA could not use.
-func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
-	nt := g.GetNodeTemplate()
+func TemplateNode(g *domain.NodeGroup) (*corev1.Node, error) {
+	nt := g.NodeTemplate
 	if nt == nil {
-		return nil, domain.Errorf(contract.CodeUnimplemented, "node group %q has no node template", g.GetId())
+		return nil, domain.Errorf(contract.CodeUnimplemented, "node group %q has no node template", g.ID)
 	}
-	it := g.GetInstanceTemplate()
-	name := TemplateNodeName(g.GetId())
-	arch := cmp.Or(it.GetArch(), "amd64")
-	os := cmp.Or(it.GetOs(), "linux")
+	it := g.InstanceTemplate
+	if it == nil {
+		it = &domain.InstanceTemplate{}
+	}
+	name := TemplateNodeName(g.ID)
+	arch := cmp.Or(it.Arch, "amd64")
+	os := cmp.Or(it.OS, "linux")
 
 	labels := map[string]string{
 		corev1.LabelArchStable:    arch,
@@ -46,25 +47,25 @@ func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 		"beta.kubernetes.io/arch": arch,
 		"beta.kubernetes.io/os":   os,
 	}
-	if t := it.GetInstanceType(); t != "" {
+	if t := it.InstanceType; t != "" {
 		labels[corev1.LabelInstanceTypeStable] = t
 		labels[corev1.LabelInstanceType] = t
 	}
-	if z := it.GetZone(); z != "" {
+	if z := it.Zone; z != "" {
 		labels[corev1.LabelTopologyZone] = z
 		labels[corev1.LabelFailureDomainBetaZone] = z
 	}
-	if r := it.GetRegion(); r != "" {
+	if r := it.Region; r != "" {
 		labels[corev1.LabelTopologyRegion] = r
 		labels[corev1.LabelFailureDomainBetaRegion] = r
 	}
-	maps.Copy(labels, nt.GetLabels())
+	maps.Copy(labels, nt.Labels)
 	labels[corev1.LabelHostname] = name
-	labels[app.GroupLabel] = g.GetId()
+	labels[app.GroupLabel] = g.ID
 
-	capacity, err := quantities("capacity", nt.GetCapacity())
+	capacity, err := quantities("capacity", nt.Capacity)
 	if err != nil {
-		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
+		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.ID, err)
 	}
 	if _, ok := capacity[corev1.ResourcePods]; !ok {
 		capacity[corev1.ResourcePods] = *resource.NewQuantity(DefaultMaxPods, resource.DecimalSI)
@@ -72,29 +73,29 @@ func TemplateNode(g *statev1.NodeGroup) (*corev1.Node, error) {
 	// Allocatable defaults to capacity per resource: a template that only
 	// states capacity still yields a schedulable node.
 	allocatable := capacity.DeepCopy()
-	explicit, err := quantities("allocatable", nt.GetAllocatable())
+	explicit, err := quantities("allocatable", nt.Allocatable)
 	if err != nil {
-		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.GetId(), err)
+		return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: %v", g.ID, err)
 	}
 	maps.Copy(allocatable, explicit)
 
 	var taints []corev1.Taint
-	for _, t := range nt.GetTaints() {
-		effect := corev1.TaintEffect(t.GetEffect())
+	for _, t := range nt.Taints {
+		effect := corev1.TaintEffect(t.Effect)
 		switch effect {
 		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		default:
-			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint %q has invalid effect %q", g.GetId(), t.GetKey(), t.GetEffect())
+			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint %q has invalid effect %q", g.ID, t.Key, t.Effect)
 		}
-		if t.GetKey() == "" {
-			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint with an empty key", g.GetId())
+		if t.Key == "" {
+			return nil, domain.Errorf(contract.CodeFailedPrecondition, "node group %q: taint with an empty key", g.ID)
 		}
-		taints = append(taints, corev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: effect})
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: effect})
 	}
 
 	var annotations map[string]string
-	if len(nt.GetAnnotations()) > 0 {
-		annotations = maps.Clone(nt.GetAnnotations())
+	if len(nt.Annotations) > 0 {
+		annotations = maps.Clone(nt.Annotations)
 	}
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason}

@@ -18,16 +18,18 @@ import (
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Sink is what the watcher writes to; *app.ReadModel implements it.
 type Sink interface {
-	PutGroup(key string, rev uint64, rec *statev1.NodeGroup)
+	PutGroup(key string, rev uint64, rec *domain.NodeGroup)
 	DeleteGroup(key string, rev uint64)
-	PutInstance(key string, rev uint64, rec *statev1.Instance)
+	PutInstance(key string, rev uint64, rec *domain.Instance)
 	DeleteInstance(key string, rev uint64)
-	PutCatalog(key string, rev uint64, rec *statev1.CatalogEntry)
+	PutCatalog(key string, rev uint64, rec *domain.CatalogEntry)
 	DeleteCatalog(key string, rev uint64)
 	Skip(b app.Bucket, rev uint64)
 	MarkSynced(b app.Bucket, seen map[string]struct{})
@@ -148,17 +150,17 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 	case app.BucketGroups:
 		rec := &statev1.NodeGroup{}
 		if err = proto.Unmarshal(e.Value(), rec); err == nil {
-			w.sink.PutGroup(key, rev, rec)
+			w.sink.PutGroup(key, rev, stateconv.Group(rec))
 		}
 	case app.BucketInstances:
 		rec := &statev1.Instance{}
 		if err = proto.Unmarshal(e.Value(), rec); err == nil {
-			w.sink.PutInstance(key, rev, rec)
+			w.sink.PutInstance(key, rev, stateconv.Instance(rec))
 		}
 	case app.BucketCatalog:
 		rec := &statev1.CatalogEntry{}
 		if err = proto.Unmarshal(e.Value(), rec); err == nil {
-			w.sink.PutCatalog(key, rev, rec)
+			w.sink.PutCatalog(key, rev, stateconv.CatalogEntry(rec))
 		}
 	}
 	if err != nil {

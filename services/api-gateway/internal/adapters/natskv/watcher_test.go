@@ -77,7 +77,7 @@ func TestWatcherMirrorsBuckets(t *testing.T) {
 	rm := app.NewReadModel()
 	startWatcher(t, gatewayJS(t, env), rm, metrics)
 
-	if g, ok := rm.Group("web"); !ok || g.Record.GetTargetSize() != 2 {
+	if g, ok := rm.Group("web"); !ok || g.Record.TargetSize != 2 {
 		t.Fatalf("initial group: %+v %v", g.Record, ok)
 	}
 	if n := len(rm.GroupInstances("web", nil)); n != 2 {
@@ -99,13 +99,13 @@ func TestWatcherMirrorsBuckets(t *testing.T) {
 	if err := rm.WaitFor(ctx, gRev, iRev); err != nil {
 		t.Fatal(err)
 	}
-	if g, _ := rm.Group("web"); g.Record.GetTargetSize() != 3 || g.Revision != gRev {
-		t.Errorf("group after update: target %d rev %d (want 3, %d)", g.Record.GetTargetSize(), g.Revision, gRev)
+	if g, _ := rm.Group("web"); g.Record.TargetSize != 3 || g.Revision != gRev {
+		t.Errorf("group after update: target %d rev %d (want 3, %d)", g.Record.TargetSize, g.Revision, gRev)
 	}
 	if _, ok := rm.Instance("i-1"); ok {
 		t.Error("deleted instance i-1 still present")
 	}
-	if g, ok := rm.GroupForNode("tencentcloud:///ap-1/ins-2", ""); !ok || g.Record.GetId() != "web" {
+	if g, ok := rm.GroupForNode("tencentcloud:///ap-1/ins-2", ""); !ok || g.Record.ID != "web" {
 		t.Error("updated provider id not indexed")
 	}
 
@@ -121,7 +121,7 @@ func TestWatcherMirrorsBuckets(t *testing.T) {
 	if _, ok := rm.Instance("i-3"); ok {
 		t.Error("purged instance i-3 still present")
 	}
-	if g, _ := rm.Group("web"); g.Record.GetTargetSize() != 3 {
+	if g, _ := rm.Group("web"); g.Record.TargetSize != 3 {
 		t.Errorf("undecodable value replaced the group: %+v", g.Record)
 	}
 	if n := metricstest.Sum(t, reg, "nodesmith_gateway_kv_decode_errors_total", nil); n != 1 {
@@ -221,7 +221,7 @@ func TestWatcherMirrorsTheCatalog(t *testing.T) {
 	if err := rm.WaitForCatalog(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := rm.CatalogEntry(app.CatalogKey(app.KindHooks, "join")); !ok || v.Entry.GetHook().GetScript() != "v1" {
+	if v, ok := rm.CatalogEntry(app.CatalogKey(app.KindHooks, "join")); !ok || v.Entry.Hook == nil || v.Entry.Hook.Script != "v1" {
 		t.Fatalf("initial hook: %+v, %v (app and messaging keys must agree)", v, ok)
 	}
 	rev := put(messaging.CatalogKey(messaging.CatalogKeyTemplate, "big"), &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: &statev1.InstanceTemplate{Name: "big"}}})

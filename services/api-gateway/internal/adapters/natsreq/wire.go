@@ -5,11 +5,13 @@ import (
 
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
 // The wire shape of the operations (nodesmith.lifecycle.v1), converted
-// here only: the application speaks ports' operation types.
+// here only: the application speaks ports' operation types (and the
+// records they carry are domain types, converted by stateconv).
 
 var catalogKinds = map[string]lifecyclev1.CatalogKind{
 	"templates": lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE,
@@ -42,7 +44,7 @@ func Request(req ports.Request) (*lifecyclev1.Request, error) {
 	case ports.SetTargetSize:
 		w.Op = &lifecyclev1.Request_SetTargetSize{SetTargetSize: &lifecyclev1.SetTargetSize{Group: op.Group, TargetSize: op.TargetSize}}
 	case ports.PutGroup:
-		w.Op = &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{Group: op.Group, ExpectedRevision: op.ExpectedRevision, Upsert: op.Upsert}}
+		w.Op = &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{Group: stateconv.GroupRecord(op.Group), ExpectedRevision: op.ExpectedRevision, Upsert: op.Upsert}}
 	case ports.DeleteGroup:
 		w.Op = &lifecyclev1.Request_DeleteGroup{DeleteGroup: &lifecyclev1.DeleteGroup{Id: op.ID, ExpectedRevision: op.ExpectedRevision}}
 	case ports.InstanceAction:
@@ -53,7 +55,7 @@ func Request(req ports.Request) (*lifecyclev1.Request, error) {
 		w.Op = &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{InstanceId: op.InstanceID, Action: a}}
 	case ports.PutCatalogEntry:
 		w.Op = &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{
-			Entry: op.Entry, ExpectedRevision: op.ExpectedRevision, Upsert: op.Upsert}}
+			Entry: stateconv.CatalogEntryRecord(op.Entry), ExpectedRevision: op.ExpectedRevision, Upsert: op.Upsert}}
 	case ports.DeleteCatalogEntry:
 		k, ok := catalogKinds[op.Kind]
 		if !ok {

@@ -9,6 +9,7 @@ import (
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 )
 
@@ -17,6 +18,8 @@ import (
 func TestRequestWireShape(t *testing.T) {
 	g := &statev1.NodeGroup{Id: "g", MaxSize: 3}
 	e := &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: &statev1.InstanceTemplate{Name: "small"}}}
+	dg := &domain.NodeGroup{ID: "g", MaxSize: 3}
+	de := &domain.CatalogEntry{Template: &domain.InstanceTemplate{Name: "small"}}
 	labels := map[string]string{"a": "b"}
 	for _, tc := range []struct {
 		op   ports.Operation
@@ -28,13 +31,13 @@ func TestRequestWireShape(t *testing.T) {
 			&lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteNodes{DeleteNodes: &lifecyclev1.DeleteNodes{Group: "g",
 				Nodes: []*lifecyclev1.NodeRef{{ProviderId: "p", Name: "n", Labels: labels, Annotations: labels}}}}}},
 		{ports.SetTargetSize{Group: "g", TargetSize: 4}, &lifecyclev1.Request{Op: &lifecyclev1.Request_SetTargetSize{SetTargetSize: &lifecyclev1.SetTargetSize{Group: "g", TargetSize: 4}}}},
-		{ports.PutGroup{Group: g, ExpectedRevision: 7, Upsert: true}, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{Group: g, ExpectedRevision: 7, Upsert: true}}}},
+		{ports.PutGroup{Group: dg, ExpectedRevision: 7, Upsert: true}, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutGroup{PutGroup: &lifecyclev1.PutGroup{Group: g, ExpectedRevision: 7, Upsert: true}}}},
 		{ports.DeleteGroup{ID: "g", ExpectedRevision: 7}, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteGroup{DeleteGroup: &lifecyclev1.DeleteGroup{Id: "g", ExpectedRevision: 7}}}},
 		{ports.InstanceAction{InstanceID: "i", Action: ports.ActionForceDelete}, &lifecyclev1.Request{Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{
 			InstanceId: "i", Action: lifecyclev1.InstanceAction_ACTION_FORCE_DELETE}}}},
 		{ports.InstanceAction{InstanceID: "i", Action: ports.ActionCancel}, &lifecyclev1.Request{Op: &lifecyclev1.Request_InstanceAction{InstanceAction: &lifecyclev1.InstanceAction{
 			InstanceId: "i", Action: lifecyclev1.InstanceAction_ACTION_CANCEL}}}},
-		{ports.PutCatalogEntry{Entry: e, ExpectedRevision: 3, Upsert: true}, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{
+		{ports.PutCatalogEntry{Entry: de, ExpectedRevision: 3, Upsert: true}, &lifecyclev1.Request{Op: &lifecyclev1.Request_PutCatalogEntry{PutCatalogEntry: &lifecyclev1.PutCatalogEntry{
 			Entry: e, ExpectedRevision: 3, Upsert: true}}}},
 		{ports.DeleteCatalogEntry{Kind: "hooks", Name: "drain", ExpectedRevision: 3}, &lifecyclev1.Request{Op: &lifecyclev1.Request_DeleteCatalogEntry{DeleteCatalogEntry: &lifecyclev1.DeleteCatalogEntry{
 			Kind: lifecyclev1.CatalogKind_CATALOG_KIND_HOOK, Name: "drain", ExpectedRevision: 3}}}},

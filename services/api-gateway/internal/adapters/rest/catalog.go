@@ -10,9 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/nodesmith/nodesmith/libs/sealed"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Views of the catalog: instance templates, cloud accounts and hooks (from
@@ -23,11 +23,11 @@ import (
 // DefaultTransitions is the size of GET /transitions without ?limit=.
 const DefaultTransitions = 50
 
-func templateJSON(t *statev1.InstanceTemplate) InstanceTemplate {
+func templateJSON(t *domain.InstanceTemplate) InstanceTemplate {
 	return InstanceTemplate{
-		Name: t.GetName(), Provider: t.GetProvider(), Account: t.GetAccount(), Region: t.GetRegion(),
-		Zone: t.GetZone(), InstanceType: t.GetInstanceType(), Arch: t.GetArch(), OS: t.GetOs(),
-		HourlyPrice: t.GetHourlyPrice(), SSHPort: t.GetSshPort(),
+		Name: t.Name, Provider: t.Provider, Account: t.Account, Region: t.Region,
+		Zone: t.Zone, InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS,
+		HourlyPrice: t.HourlyPrice, SSHPort: t.SSHPort,
 	}
 }
 
@@ -47,14 +47,14 @@ func nonNil(s []string) []string {
 
 func templateInfo(v app.TemplateView) TemplateInfo {
 	return TemplateInfo{
-		InstanceTemplate: templateJSON(v.Template), HasParameters: v.Template.GetParametersJson() != "",
-		HookEnv: sealed.Redact(v.Template.GetHookEnv()), SecretParameters: sealed.Redact(v.Template.GetSecretParameters()),
+		InstanceTemplate: templateJSON(v.Template), HasParameters: v.Template.ParametersJSON != "",
+		HookEnv: sealed.Redact(v.Template.HookEnv), SecretParameters: sealed.Redact(v.Template.SecretParameters),
 		Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source),
 	}
 }
 
 func hookInfo(v app.HookView) HookInfo {
-	return HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Env: sealed.Redact(v.Spec.GetEnv()), Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source)}
+	return HookInfo{Hook: hookJSON(v.Spec), Phase: v.Phase, Env: sealed.Redact(v.Spec.Env), Groups: nonNil(v.Groups), Divergent: v.Divergent, Source: sourceOf(v.Source)}
 }
 
 func accountJSON(v app.AccountView) Account {
@@ -81,10 +81,10 @@ func withETag(w http.ResponseWriter, r *http.Request, rev uint64) bool {
 	return false
 }
 
-func hookJSON(spec *statev1.HookSpec) Hook {
-	h := Hook{Name: spec.GetName(), Timeout: dur(spec.GetTimeout()), HasScript: spec.GetScript() != ""}
-	if spec.GetOnFailure() != statev1.OnFailure_ON_FAILURE_UNSPECIFIED {
-		h.OnFailure = onFailureName(spec.GetOnFailure())
+func hookJSON(spec *domain.HookSpec) Hook {
+	h := Hook{Name: spec.Name, Timeout: timeout(spec.Timeout), HasScript: spec.Script != ""}
+	if spec.OnFailure != domain.OnFailureUnspecified {
+		h.OnFailure = onFailureName(spec.OnFailure)
 	}
 	return h
 }
@@ -187,9 +187,5 @@ func (h *handler) listTransitions(w http.ResponseWriter, r *http.Request) {
 }
 
 func transitionJSON(v app.TransitionView) TransitionEntry {
-	t := v.Transition
-	return TransitionEntry{
-		Instance: v.Instance, Group: v.Group,
-		Transition: Transition{From: stateName(t.GetFrom()), To: stateName(t.GetTo()), Reason: t.GetReason(), At: ts(t.GetAt())},
-	}
+	return TransitionEntry{Instance: v.Instance, Group: v.Group, Transition: transitionOf(v.Transition)}
 }

@@ -10,9 +10,8 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // PATCH /templates/{name}: a JSON merge patch (RFC 7386) over the stored
@@ -39,12 +38,12 @@ func readMergePatch(r *http.Request) ([]byte, error) {
 
 // templateSpecOf is the full spec of a stored template: the base a PATCH
 // merges into. It never leaves the process (sealed values stay tokens).
-func templateSpecOf(t *statev1.InstanceTemplate) *InstanceTemplateSpec {
+func templateSpecOf(t *domain.InstanceTemplate) *InstanceTemplateSpec {
 	spec := &InstanceTemplateSpec{
-		InstanceTemplate: templateJSON(t), ProviderIDTemplate: t.GetProviderIdTemplate(),
-		HookEnv: t.GetHookEnv(), SecretParameters: tokensJSON(t.GetSecretParameters()),
+		InstanceTemplate: templateJSON(t), ProviderIDTemplate: t.ProviderIDTemplate,
+		HookEnv: t.HookEnv, SecretParameters: tokensJSON(t.SecretParameters),
 	}
-	if p := t.GetParametersJson(); p != "" {
+	if p := t.ParametersJSON; p != "" {
 		spec.Parameters = json.RawMessage(p)
 	}
 	return spec
@@ -102,14 +101,14 @@ func (h *handler) patchTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur, ok := h.svc.CatalogEntry(app.KindTemplates, name)
-	if !ok || cur.Entry.GetTemplate() == nil {
+	if !ok || cur.Entry.Template == nil {
 		h.writeError(w, r, newError(http.StatusNotFound, contract.CodeNotFound, "instance template "+strconv.Quote(name)+" is not in the catalog (templates defined inline in a group change with the group)"))
 		return
 	}
 	if rev == 0 {
 		rev = cur.Revision
 	}
-	base := templateSpecOf(cur.Entry.GetTemplate())
+	base := templateSpecOf(cur.Entry.Template)
 	followPlacement(base, body)
 	spec, err := applyPatch(w, base, body)
 	if err != nil {
@@ -121,7 +120,7 @@ func (h *handler) patchTemplate(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: t}}, rev, false, app.KindTemplates, name, func() (any, error) {
+	h.writeCatalog(w, r, &domain.CatalogEntry{Template: t}, rev, false, app.KindTemplates, name, func() (any, error) {
 		v, err := h.svc.Template(name)
 		return templateInfo(v), err
 	})

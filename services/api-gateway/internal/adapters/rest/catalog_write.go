@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/sealed"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -61,7 +60,7 @@ func revisionConflict(err error) error {
 }
 
 // writeCatalog sends e and answers with the stored entry.
-func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *statev1.CatalogEntry, rev uint64, anyRev bool, kind, name string, render func() (any, error)) {
+func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *domain.CatalogEntry, rev uint64, anyRev bool, kind, name string, render func() (any, error)) {
 	view, created, err := h.svc.PutCatalogEntry(r.Context(), e, rev, anyRev)
 	if err != nil {
 		h.writeError(w, r, revisionConflict(err))
@@ -109,7 +108,7 @@ func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Template{Template: t}}, rev, anyRev, app.KindTemplates, name, func() (any, error) {
+	h.writeCatalog(w, r, &domain.CatalogEntry{Template: t}, rev, anyRev, app.KindTemplates, name, func() (any, error) {
 		v, err := h.svc.Template(name)
 		return templateInfo(v), err
 	})
@@ -117,7 +116,7 @@ func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request) {
 
 // templateRecord validates a template body; references are checked
 // against the catalog this gateway sees (lifecycle checks again).
-func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*statev1.InstanceTemplate, error) {
+func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*domain.InstanceTemplate, error) {
 	if spec.Name != "" && spec.Name != name {
 		return nil, invalid("name", "%q differs from the name in the path %q", spec.Name, name)
 	}
@@ -132,22 +131,22 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*stat
 	}
 	provider := spec.Provider
 	if provider == "" {
-		provider = acct.Entry.GetAccount().GetProvider()
+		provider = accountProvider(acct)
 	}
 	if provider == "" {
 		provider = cloudspec.DefaultProvider
 	}
-	if ap := acct.Entry.GetAccount().GetProvider(); ap != "" && ap != provider {
+	if ap := accountProvider(acct); ap != "" && ap != provider {
 		return nil, invalid("provider", "%q differs from the provider %q of account %q", provider, ap, spec.Account)
 	}
 	params, err := templateParameters(provider, spec)
 	if err != nil {
 		return nil, err
 	}
-	t := &statev1.InstanceTemplate{
+	t := &domain.InstanceTemplate{
 		Name: name, Provider: provider, Account: spec.Account, Region: spec.Region, Zone: spec.Zone,
-		InstanceType: spec.InstanceType, Arch: spec.Arch, Os: spec.OS, HourlyPrice: spec.HourlyPrice, SshPort: spec.SSHPort,
-		ParametersJson: params, ProviderIdTemplate: spec.ProviderIDTemplate, HookEnv: spec.HookEnv,
+		InstanceType: spec.InstanceType, Arch: spec.Arch, OS: spec.OS, HourlyPrice: spec.HourlyPrice, SSHPort: spec.SSHPort,
+		ParametersJSON: params, ProviderIDTemplate: spec.ProviderIDTemplate, HookEnv: spec.HookEnv,
 	}
 	if t.SecretParameters, err = secretParameters("secretParameters", spec.SecretParameters); err != nil {
 		return nil, err
@@ -221,7 +220,7 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, validateSpec(errs))
 		return
 	}
-	a := &statev1.CloudAccount{Name: name, Provider: spec.Provider, Regions: spec.Regions}
+	a := &domain.CloudAccount{Name: name, Provider: spec.Provider, Regions: spec.Regions}
 	switch c := spec.Credentials; {
 	case c != nil:
 		if h.secrets == nil {
@@ -238,15 +237,15 @@ func (h *handler) putAccount(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, r, fmt.Errorf("sealing credentials: %w", err))
 			return
 		}
-		a.SealedCredentials, a.KeyId = blob, h.secrets.ID()
+		a.SealedCredentials, a.KeyID = blob, h.secrets.ID()
 	case !spec.ClearCredentials:
 		// Keep what is stored: a client that read the account (which never
 		// shows credentials) and writes it back must not drop them.
-		if cur, ok := h.svc.CatalogEntry(app.KindAccounts, name); ok {
-			a.SealedCredentials, a.KeyId = cur.Entry.GetAccount().GetSealedCredentials(), cur.Entry.GetAccount().GetKeyId()
+		if cur, ok := h.svc.CatalogEntry(app.KindAccounts, name); ok && cur.Entry.Account != nil {
+			a.SealedCredentials, a.KeyID = cur.Entry.Account.SealedCredentials, cur.Entry.Account.KeyID
 		}
 	}
-	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Account{Account: a}}, rev, anyRev, app.KindAccounts, name, func() (any, error) {
+	h.writeCatalog(w, r, &domain.CatalogEntry{Account: a}, rev, anyRev, app.KindAccounts, name, func() (any, error) {
 		v, err := h.svc.Account(name)
 		return accountJSON(v), err
 	})
@@ -267,12 +266,12 @@ func (h *handler) putHook(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	hook := &statev1.HookSpec{Name: name, Script: spec.Script, Timeout: durationOf(spec.Timeout), Env: spec.Env, OnFailure: onFailureOf(spec.OnFailure)}
+	hook := &domain.HookSpec{Name: name, Script: spec.Script, Timeout: timeoutOf(spec.Timeout), Env: spec.Env, OnFailure: onFailureOf(spec.OnFailure)}
 	if err := h.sealHook("", hook); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.writeCatalog(w, r, &statev1.CatalogEntry{Entry: &statev1.CatalogEntry_Hook{Hook: hook}}, rev, anyRev, app.KindHooks, name, func() (any, error) {
+	h.writeCatalog(w, r, &domain.CatalogEntry{Hook: hook}, rev, anyRev, app.KindHooks, name, func() (any, error) {
 		v, err := h.svc.Hook(name)
 		return hookInfo(v), err
 	})
@@ -303,24 +302,33 @@ func (h *handler) deleteCatalog(kind string) http.HandlerFunc {
 
 // checkGroupRefs makes sure the templates and hooks a group names without
 // defining them exist in the catalog (422 otherwise).
-func (h *handler) checkGroupRefs(g *statev1.NodeGroup) error {
-	if t := g.GetInstanceTemplate(); t.GetName() != "" && t.GetProvider() == "" {
-		if _, ok := h.svc.CatalogEntry(app.KindTemplates, t.GetName()); !ok {
+func (h *handler) checkGroupRefs(g *domain.NodeGroup) error {
+	if t := g.InstanceTemplate; t != nil && t.Name != "" && t.Provider == "" {
+		if _, ok := h.svc.CatalogEntry(app.KindTemplates, t.Name); !ok {
 			return newError(http.StatusUnprocessableEntity, contract.CodeFailedPrecondition,
-				fmt.Sprintf("instanceTemplate: instance template %q does not exist", t.GetName())).with("field", "instanceTemplate.name")
+				fmt.Sprintf("instanceTemplate: instance template %q does not exist", t.Name)).with("field", "instanceTemplate.name")
 		}
 	}
 	for _, hk := range []struct {
 		field string
-		spec  *statev1.HookSpec
-	}{{"hooks.afterCreated", g.GetHooks().GetAfterCreated()}, {"hooks.beforeDelete", g.GetHooks().GetBeforeDelete()}} {
-		if hk.spec.GetName() == "" || hk.spec.GetScript() != "" {
+		spec  *domain.HookSpec
+	}{{"hooks.afterCreated", g.Hook(true)}, {"hooks.beforeDelete", g.Hook(false)}} {
+		if hk.spec == nil || hk.spec.Name == "" || hk.spec.Script != "" {
 			continue
 		}
-		if _, ok := h.svc.CatalogEntry(app.KindHooks, hk.spec.GetName()); !ok {
+		if _, ok := h.svc.CatalogEntry(app.KindHooks, hk.spec.Name); !ok {
 			return newError(http.StatusUnprocessableEntity, contract.CodeFailedPrecondition,
-				fmt.Sprintf("%s: hook %q does not exist", hk.field, hk.spec.GetName())).with("field", hk.field+".name")
+				fmt.Sprintf("%s: hook %q does not exist", hk.field, hk.spec.Name)).with("field", hk.field+".name")
 		}
 	}
 	return nil
+}
+
+// accountProvider is the provider of a catalog account entry, "" if it
+// names none.
+func accountProvider(v app.CatalogView) string {
+	if v.Entry == nil || v.Entry.Account == nil {
+		return ""
+	}
+	return v.Entry.Account.Provider
 }

@@ -4,11 +4,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
-
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
@@ -19,21 +14,30 @@ import (
 // hook scripts and environments (kubeadm join tokens) and the cloud's
 // create parameters (which may hold login passwords).
 
-func ts(t *timestamppb.Timestamp) string {
-	if t == nil || (t.GetSeconds() == 0 && t.GetNanos() == 0) {
+func ts(t time.Time) string {
+	if t.IsZero() {
 		return ""
 	}
-	return t.AsTime().UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func dur(d *durationpb.Duration) string {
+// dur is a set duration's spelling, "" when not set.
+func dur(d *time.Duration) string {
 	if d == nil {
 		return ""
 	}
-	return d.AsDuration().String()
+	return d.String()
 }
 
-func stateName(s statev1.InstanceState) string { return domain.InstanceState(s).String() }
+// timeout is a hook timeout's spelling, "" when not set (zero).
+func timeout(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func stateName(s domain.InstanceState) string { return s.String() }
 
 func countsJSON(c map[domain.InstanceState]int) map[string]int {
 	out := make(map[string]int, len(c))
@@ -46,43 +50,43 @@ func countsJSON(c map[domain.InstanceState]int) map[string]int {
 func groupJSON(g app.GroupView, counts map[domain.InstanceState]int) Group {
 	r := g.Record
 	out := Group{
-		ID: r.GetId(), MinSize: r.GetMinSize(), MaxSize: r.GetMaxSize(), TargetSize: r.GetTargetSize(),
-		Source: r.GetSource(), AdoptExisting: r.GetAdoptExisting(), Revision: g.Revision,
-		UpdatedAt: ts(r.GetUpdatedAt()), Instances: countsJSON(counts),
+		ID: r.ID, MinSize: r.MinSize, MaxSize: r.MaxSize, TargetSize: r.TargetSize,
+		Source: r.Source, AdoptExisting: r.AdoptExisting, Revision: g.Revision,
+		UpdatedAt: ts(r.UpdatedAt), Instances: countsJSON(counts),
 	}
-	if t := r.GetInstanceTemplate(); t != nil {
+	if t := r.InstanceTemplate; t != nil {
 		it := templateJSON(t)
 		out.InstanceTemplate = &it
 	}
-	if n := r.GetNodeTemplate(); n != nil {
-		nt := &NodeTemplate{Labels: n.GetLabels(), Annotations: n.GetAnnotations(), Capacity: n.GetCapacity(), Allocatable: n.GetAllocatable()}
-		for _, t := range n.GetTaints() {
-			nt.Taints = append(nt.Taints, Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
+	if n := r.NodeTemplate; n != nil {
+		nt := &NodeTemplate{Labels: n.Labels, Annotations: n.Annotations, Capacity: n.Capacity, Allocatable: n.Allocatable}
+		for _, t := range n.Taints {
+			nt.Taints = append(nt.Taints, Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
 		out.NodeTemplate = nt
 	}
-	if o := r.GetAutoscalingOptions(); o != nil {
+	if o := r.AutoscalingOptions; o != nil {
 		out.AutoscalingOptions = &AutoscalingOptions{
 			ScaleDownUtilizationThreshold:    o.ScaleDownUtilizationThreshold,
-			ScaleDownGPUUtilizationThreshold: o.ScaleDownGpuUtilizationThreshold,
+			ScaleDownGPUUtilizationThreshold: o.ScaleDownGPUUtilizationThreshold,
 			ZeroOrMaxNodeScaling:             o.ZeroOrMaxNodeScaling,
-			IgnoreDaemonSetsUtilization:      o.IgnoreDaemonsetsUtilization,
-			ScaleDownUnneededTime:            dur(o.GetScaleDownUnneeded()),
-			ScaleDownUnreadyTime:             dur(o.GetScaleDownUnready()),
-			MaxNodeProvisionTime:             dur(o.GetMaxNodeProvision()),
+			IgnoreDaemonSetsUtilization:      o.IgnoreDaemonSetsUtilization,
+			ScaleDownUnneededTime:            dur(o.ScaleDownUnneeded),
+			ScaleDownUnreadyTime:             dur(o.ScaleDownUnready),
+			MaxNodeProvisionTime:             dur(o.MaxNodeProvision),
 		}
 	}
-	if h := r.GetHooks(); h != nil {
+	if h := r.Hooks; h != nil {
 		out.Hooks = map[string]Hook{}
-		for name, spec := range map[string]*statev1.HookSpec{"afterCreated": h.GetAfterCreated(), "beforeDelete": h.GetBeforeDelete()} {
+		for name, spec := range map[string]*domain.HookSpec{"afterCreated": h.AfterCreated, "beforeDelete": h.BeforeDelete} {
 			if spec == nil {
 				continue
 			}
 			out.Hooks[name] = hookJSON(spec)
 		}
 	}
-	if p := r.GetParallelism(); p != nil {
-		out.Parallelism = &Parallelism{Create: p.GetCreate(), Delete: p.GetDelete()}
+	if p := r.Parallelism; p != nil {
+		out.Parallelism = &Parallelism{Create: p.Create, Delete: p.Delete}
 	}
 	return out
 }
@@ -90,28 +94,32 @@ func groupJSON(g app.GroupView, counts map[domain.InstanceState]int) Group {
 func instanceJSON(v app.InstanceView, detail bool) Instance {
 	r := v.Record
 	out := Instance{
-		ID: r.GetId(), Group: r.GetGroup(), State: stateName(r.GetState()), ProviderID: v.ReportedID,
-		CloudID: r.GetCloudId(), NodeName: r.GetNodeName(), PrivateIP: r.GetPrivateIp(),
-		Attempt: r.GetAttempt(), Retries: r.GetRetries(), BatchID: r.GetBatchId(),
+		ID: r.ID, Group: r.Group, State: stateName(r.State), ProviderID: v.ReportedID,
+		CloudID: r.CloudID, NodeName: r.NodeName, PrivateIP: r.PrivateIP,
+		Attempt: r.Attempt, Retries: r.Retries, BatchID: r.BatchID,
 		// Records written before the adopted field carry batch id "adopted".
-		Adopted:        r.GetAdopted() || r.GetBatchId() == "adopted",
-		CreationFailed: r.GetCreationFailed(), Released: r.GetReleased(), InFlight: r.GetInFlight(),
-		CreatedAt: ts(r.GetCreatedAt()), StateSince: ts(r.GetStateSince()), Deadline: ts(r.GetDeadline()),
-		NextRetryAt: ts(r.GetNextRetryAt()), Revision: v.Revision,
-		TraceID: traceID(r.GetTraceContext()["traceparent"]),
+		Adopted:        r.Adopted || r.BatchID == "adopted",
+		CreationFailed: r.CreationFailed, Released: r.Released, InFlight: r.InFlight,
+		CreatedAt: ts(r.CreatedAt), StateSince: ts(r.StateSince), Deadline: ts(r.Deadline),
+		NextRetryAt: ts(r.NextRetryAt), Revision: v.Revision,
+		TraceID: traceID(r.TraceParent),
 	}
-	if e := r.GetLastError(); e != nil {
-		out.LastError = &ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: ts(e.GetAt())}
+	if e := r.LastError; e != nil {
+		out.LastError = &ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}
 	}
 	if detail {
-		out.History = make([]Transition, 0, len(r.GetHistory()))
-		for _, t := range r.GetHistory() {
-			out.History = append(out.History, Transition{From: stateName(t.GetFrom()), To: stateName(t.GetTo()), Reason: t.GetReason(), At: ts(t.GetAt())})
+		out.History = make([]Transition, 0, len(r.History))
+		for _, t := range r.History {
+			out.History = append(out.History, transitionOf(t))
 		}
-		tail := r.GetHookOutputTail()
+		tail := r.HookOutputTail
 		out.HookOutputTail = &tail
 	}
 	return out
+}
+
+func transitionOf(t domain.Transition) Transition {
+	return Transition{From: stateName(t.From), To: stateName(t.To), Reason: t.Reason, At: ts(t.At)}
 }
 
 // traceID is the trace id of a W3C traceparent

@@ -3,8 +3,8 @@ package rest
 import (
 	"testing"
 
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Adopted instances are shown as such, from the field or, for records
@@ -12,12 +12,12 @@ import (
 func TestInstanceJSONAdopted(t *testing.T) {
 	tests := []struct {
 		name string
-		rec  *statev1.Instance
+		rec  *domain.Instance
 		want bool
 	}{
-		{"field", &statev1.Instance{Id: "i", Adopted: true}, true},
-		{"legacy batch id", &statev1.Instance{Id: "i", BatchId: "adopted"}, true},
-		{"created by a batch", &statev1.Instance{Id: "i", BatchId: "b-1"}, false},
+		{"field", &domain.Instance{ID: "i", Adopted: true}, true},
+		{"legacy batch id", &domain.Instance{ID: "i", BatchID: "adopted"}, true},
+		{"created by a batch", &domain.Instance{ID: "i", BatchID: "b-1"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,7 +37,7 @@ func TestInstanceTraceID(t *testing.T) {
 		"garbage": "",
 		"":        "",
 	} {
-		v := app.InstanceView{Record: &statev1.Instance{Id: "i", TraceContext: map[string]string{"traceparent": tp}}}
+		v := app.InstanceView{Record: &domain.Instance{ID: "i", TraceParent: tp}}
 		if got := instanceJSON(v, true).TraceID; got != want {
 			t.Errorf("traceparent %q: traceID %q, want %q", tp, got, want)
 		}

@@ -8,14 +8,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/restapi"
 
-	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -26,23 +24,32 @@ func invalid(field, format string, args ...any) *apiError {
 }
 
 // durationOf is the record's value of a validated duration ("": none).
-func durationOf(s string) *durationpb.Duration {
+func durationOf(s string) *time.Duration {
 	if s == "" {
 		return nil
 	}
-	return durationpb.New(restapi.Duration(s))
+	d := restapi.Duration(s)
+	return &d
+}
+
+// timeoutOf is a hook timeout, zero when not given.
+func timeoutOf(s string) time.Duration {
+	if s == "" {
+		return 0
+	}
+	return restapi.Duration(s)
 }
 
 // groupRecord validates spec and builds the record for group id. current is
 // the existing record (nil on create).
-func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*statev1.NodeGroup, error) {
+func groupRecord(spec *GroupSpec, id string, current *domain.NodeGroup) (*domain.NodeGroup, error) {
 	if spec.ID != "" && spec.ID != id {
 		return nil, invalid("id", "%q differs from the id in the path %q", spec.ID, id)
 	}
 	if err := validateSpec(spec.Validate()); err != nil {
 		return nil, err
 	}
-	g := &statev1.NodeGroup{Id: id, MaxSize: *spec.MaxSize, AdoptExisting: spec.AdoptExisting, Source: "api"}
+	g := &domain.NodeGroup{ID: id, MaxSize: *spec.MaxSize, AdoptExisting: spec.AdoptExisting, Source: "api"}
 	if spec.MinSize != nil {
 		g.MinSize = *spec.MinSize
 	}
@@ -50,7 +57,7 @@ func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*state
 	case spec.TargetSize != nil:
 		g.TargetSize = *spec.TargetSize
 	case current != nil:
-		g.TargetSize = min(max(current.GetTargetSize(), g.MinSize), g.MaxSize)
+		g.TargetSize = min(max(current.TargetSize, g.MinSize), g.MaxSize)
 	default:
 		g.TargetSize = g.MinSize
 	}
@@ -72,10 +79,10 @@ func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*state
 		}
 		params = compact.String()
 	}
-	g.InstanceTemplate = &statev1.InstanceTemplate{
+	g.InstanceTemplate = &domain.InstanceTemplate{
 		Name: it.Name, Provider: it.Provider, Account: it.Account, Region: it.Region, Zone: it.Zone,
-		InstanceType: it.InstanceType, Arch: it.Arch, Os: it.OS, HourlyPrice: it.HourlyPrice, SshPort: it.SSHPort,
-		ParametersJson: params, ProviderIdTemplate: it.ProviderIDTemplate, HookEnv: it.HookEnv,
+		InstanceType: it.InstanceType, Arch: it.Arch, OS: it.OS, HourlyPrice: it.HourlyPrice, SSHPort: it.SSHPort,
+		ParametersJSON: params, ProviderIDTemplate: it.ProviderIDTemplate, HookEnv: it.HookEnv,
 	}
 	var err error
 	if g.InstanceTemplate.SecretParameters, err = secretParameters("instanceTemplate.secretParameters", it.SecretParameters); err != nil {
@@ -91,19 +98,19 @@ func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*state
 				}
 			}
 		}
-		rec := &statev1.NodeTemplate{Labels: nt.Labels, Annotations: nt.Annotations, Capacity: nt.Capacity, Allocatable: nt.Allocatable}
+		rec := &domain.NodeTemplate{Labels: nt.Labels, Annotations: nt.Annotations, Capacity: nt.Capacity, Allocatable: nt.Allocatable}
 		for _, t := range nt.Taints {
-			rec.Taints = append(rec.Taints, &statev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			rec.Taints = append(rec.Taints, domain.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 		}
 		g.NodeTemplate = rec
 	}
 
 	if o := spec.AutoscalingOptions; o != nil {
-		g.AutoscalingOptions = &statev1.AutoscalingOptions{
+		g.AutoscalingOptions = &domain.PartialOptions{
 			ScaleDownUtilizationThreshold:    o.ScaleDownUtilizationThreshold,
-			ScaleDownGpuUtilizationThreshold: o.ScaleDownGPUUtilizationThreshold,
+			ScaleDownGPUUtilizationThreshold: o.ScaleDownGPUUtilizationThreshold,
 			ZeroOrMaxNodeScaling:             o.ZeroOrMaxNodeScaling,
-			IgnoreDaemonsetsUtilization:      o.IgnoreDaemonSetsUtilization,
+			IgnoreDaemonSetsUtilization:      o.IgnoreDaemonSetsUtilization,
 			ScaleDownUnneeded:                durationOf(o.ScaleDownUnneededTime),
 			ScaleDownUnready:                 durationOf(o.ScaleDownUnreadyTime),
 			MaxNodeProvision:                 durationOf(o.MaxNodeProvisionTime),
@@ -111,57 +118,57 @@ func groupRecord(spec *GroupSpec, id string, current *statev1.NodeGroup) (*state
 	}
 
 	if h := spec.Hooks; h != nil {
-		hooks := &statev1.Hooks{}
+		hooks := &domain.Hooks{}
 		for _, hk := range []struct {
 			in  *HookSpec
-			out **statev1.HookSpec
+			out **domain.HookSpec
 		}{{h.AfterCreated, &hooks.AfterCreated}, {h.BeforeDelete, &hooks.BeforeDelete}} {
 			if hk.in == nil {
 				continue
 			}
 			if strings.TrimSpace(hk.in.Script) == "" {
 				// By name: the catalog's hook (checked by the handler).
-				*hk.out = &statev1.HookSpec{Name: hk.in.Name}
+				*hk.out = &domain.HookSpec{Name: hk.in.Name}
 				continue
 			}
-			*hk.out = &statev1.HookSpec{Name: hk.in.Name, Script: hk.in.Script, Timeout: durationOf(hk.in.Timeout), Env: hk.in.Env,
+			*hk.out = &domain.HookSpec{Name: hk.in.Name, Script: hk.in.Script, Timeout: timeoutOf(hk.in.Timeout), Env: hk.in.Env,
 				OnFailure: onFailureOf(hk.in.OnFailure)}
 		}
 		g.Hooks = hooks
 	}
 	if p := spec.Parallelism; p != nil {
-		g.Parallelism = &statev1.Parallelism{Create: p.Create, Delete: p.Delete}
+		g.Parallelism = &domain.Parallelism{Create: p.Create, Delete: p.Delete}
 	}
 	return g, nil
 }
 
 // specOf is the full spec of a record, write-only fields included: the
 // base a PATCH merges into. It never leaves the process.
-func specOf(r *statev1.NodeGroup) *GroupSpec {
+func specOf(r *domain.NodeGroup) *GroupSpec {
 	view := groupJSON(app.GroupView{Record: r}, nil)
-	minSize, maxSize, target := r.GetMinSize(), r.GetMaxSize(), r.GetTargetSize()
+	minSize, maxSize, target := r.MinSize, r.MaxSize, r.TargetSize
 	spec := &GroupSpec{
-		MinSize: &minSize, MaxSize: &maxSize, TargetSize: &target, AdoptExisting: r.GetAdoptExisting(),
+		MinSize: &minSize, MaxSize: &maxSize, TargetSize: &target, AdoptExisting: r.AdoptExisting,
 		NodeTemplate: view.NodeTemplate, AutoscalingOptions: view.AutoscalingOptions, Parallelism: view.Parallelism,
 	}
-	if it := r.GetInstanceTemplate(); it != nil {
-		spec.InstanceTemplate = &InstanceTemplateSpec{InstanceTemplate: *view.InstanceTemplate, ProviderIDTemplate: it.GetProviderIdTemplate(), HookEnv: it.GetHookEnv(),
-			SecretParameters: tokensJSON(it.GetSecretParameters())}
-		if it.GetParametersJson() != "" {
-			spec.InstanceTemplate.Parameters = json.RawMessage(it.GetParametersJson())
+	if it := r.InstanceTemplate; it != nil {
+		spec.InstanceTemplate = &InstanceTemplateSpec{InstanceTemplate: *view.InstanceTemplate, ProviderIDTemplate: it.ProviderIDTemplate, HookEnv: it.HookEnv,
+			SecretParameters: tokensJSON(it.SecretParameters)}
+		if it.ParametersJSON != "" {
+			spec.InstanceTemplate.Parameters = json.RawMessage(it.ParametersJSON)
 		}
 	}
-	if h := r.GetHooks(); h != nil {
-		spec.Hooks = &HooksSpec{AfterCreated: hookSpecOf(h.GetAfterCreated()), BeforeDelete: hookSpecOf(h.GetBeforeDelete())}
+	if h := r.Hooks; h != nil {
+		spec.Hooks = &HooksSpec{AfterCreated: hookSpecOf(h.AfterCreated), BeforeDelete: hookSpecOf(h.BeforeDelete)}
 	}
 	return spec
 }
 
-func hookSpecOf(h *statev1.HookSpec) *HookSpec {
+func hookSpecOf(h *domain.HookSpec) *HookSpec {
 	if h == nil {
 		return nil
 	}
-	return &HookSpec{Name: h.GetName(), Script: h.GetScript(), Timeout: dur(h.GetTimeout()), Env: h.GetEnv(), OnFailure: onFailureName(h.GetOnFailure())}
+	return &HookSpec{Name: h.Name, Script: h.Script, Timeout: timeout(h.Timeout), Env: h.Env, OnFailure: onFailureName(h.OnFailure)}
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch to doc.

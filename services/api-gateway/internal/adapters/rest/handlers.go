@@ -48,7 +48,7 @@ func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
 	rev, _ := h.svc.ReadModel().Revisions()
 	out := GroupList{Items: make([]Group, 0, len(groups)), Revision: rev}
 	for _, g := range groups {
-		out.Items = append(out.Items, groupJSON(g, h.svc.GroupCounts(g.Record.GetId())))
+		out.Items = append(out.Items, groupJSON(g, h.svc.GroupCounts(g.Record.ID)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -65,7 +65,7 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(g.Record.GetId())))
+	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(g.Record.ID)))
 }
 
 func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +235,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 	for _, g := range st.Groups {
 		r := g.Group.Record
 		out.Groups = append(out.Groups, GroupStatus{
-			ID: r.GetId(), MinSize: r.GetMinSize(), MaxSize: r.GetMaxSize(), TargetSize: r.GetTargetSize(),
+			ID: r.ID, MinSize: r.MinSize, MaxSize: r.MaxSize, TargetSize: r.TargetSize,
 			Instances: countsJSON(g.Counts), CreationFailed: g.CreationFailed,
 		})
 	}
@@ -317,7 +317,7 @@ func (h *handler) deleteInstanceGracefully(w http.ResponseWriter, r *http.Reques
 		h.writeError(w, r, err)
 		return
 	}
-	node := app.NodeRef{ProviderID: v.ReportedID, Name: v.Record.GetNodeName()}
+	node := app.NodeRef{ProviderID: v.ReportedID, Name: v.Record.NodeName}
 	if err := h.svc.DeleteNodes(r.Context(), v.Group(), []app.NodeRef{node}); err != nil {
 		h.writeError(w, r, err)
 		return

@@ -19,14 +19,11 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	lifecyclev1 "github.com/nodesmith/nodesmith/proto/nodesmith/lifecycle/v1"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
@@ -74,17 +71,17 @@ func (f *fixture) sync() {
 
 func (f *fixture) seed() {
 	f.rev++
-	f.rm.PutGroup("web", f.rev, &statev1.NodeGroup{
-		Id: "web", MinSize: 1, MaxSize: 10, TargetSize: 2,
-		Hooks:            &statev1.Hooks{AfterCreated: &statev1.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
-		InstanceTemplate: &statev1.InstanceTemplate{Name: "tpl", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", ParametersJson: `{"LoginSettings":{"Password":"p4ssw0rd"}}`, HookEnv: map[string]string{"JOIN": "hunter2"}, ProviderIdTemplate: "tencentcloud:///{{.Region}}/{{.CloudID}}"},
+	f.rm.PutGroup("web", f.rev, &domain.NodeGroup{
+		ID: "web", MinSize: 1, MaxSize: 10, TargetSize: 2,
+		Hooks:            &domain.Hooks{AfterCreated: &domain.HookSpec{Name: "join", Script: "kubeadm join --token s3cr3t-join-token", Env: map[string]string{"SECRET": "hunter2"}}},
+		InstanceTemplate: &domain.InstanceTemplate{Name: "tpl", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", ParametersJSON: `{"LoginSettings":{"Password":"p4ssw0rd"}}`, HookEnv: map[string]string{"JOIN": "hunter2"}, ProviderIDTemplate: "tencentcloud:///{{.Region}}/{{.CloudID}}"},
 	})
 	for _, id := range []string{"i-1", "i-2", "i-3"} {
 		f.rev++
-		f.rm.PutInstance("web."+id, f.rev, &statev1.Instance{
-			Id: id, Group: "web", State: statev1.InstanceState_INSTANCE_STATE_RUNNING, ProviderId: providerid.Placeholder("web", id),
+		f.rm.PutInstance("web."+id, f.rev, &domain.Instance{
+			ID: id, Group: "web", State: domain.StateRunning, ProviderID: providerid.Placeholder("web", id),
 			CreationFailed: id == "i-3", HookOutputTail: "joined " + id,
-			History: []*statev1.Transition{{From: statev1.InstanceState_INSTANCE_STATE_PENDING, To: statev1.InstanceState_INSTANCE_STATE_CREATING, Reason: "dispatched", At: timestamppb.Now()}},
+			History: []domain.Transition{{From: domain.StatePending, To: domain.StateCreating, Reason: "dispatched", At: time.Now()}},
 		})
 	}
 	f.sync()
@@ -97,14 +94,14 @@ func (f *fixture) answerSetTarget() {
 		switch op := req.GetOp().(type) {
 		case *lifecyclev1.Request_SetTargetSize:
 			g, _ := f.rm.Group(op.SetTargetSize.GetGroup())
-			upd := proto.Clone(g.Record).(*statev1.NodeGroup)
+			upd := *g.Record
 			upd.TargetSize = op.SetTargetSize.GetTargetSize()
 			f.rev++
-			f.rm.PutGroup(upd.GetId(), f.rev, upd)
+			f.rm.PutGroup(upd.ID, f.rev, &upd)
 			return ports.Revisions{Groups: f.rev}, nil
 		case *lifecyclev1.Request_PutGroup:
 			f.rev++
-			f.rm.PutGroup(op.PutGroup.GetGroup().GetId(), f.rev, proto.Clone(op.PutGroup.GetGroup()).(*statev1.NodeGroup))
+			f.rm.PutGroup(op.PutGroup.GetGroup().GetId(), f.rev, stateconv.Group(op.PutGroup.GetGroup()))
 			return ports.Revisions{Groups: f.rev}, nil
 		case *lifecyclev1.Request_DeleteGroup:
 			f.rev++
@@ -112,13 +109,13 @@ func (f *fixture) answerSetTarget() {
 			return ports.Revisions{Groups: f.rev}, nil
 		case *lifecyclev1.Request_InstanceAction:
 			v, _ := f.rm.Instance(op.InstanceAction.GetInstanceId())
-			upd := proto.Clone(v.Record).(*statev1.Instance)
+			upd := *v.Record
 			if op.InstanceAction.GetAction() == lifecyclev1.InstanceAction_ACTION_FORCE_DELETE {
-				upd.State = statev1.InstanceState_INSTANCE_STATE_DELETING
+				upd.State = domain.StateDeleting
 			}
 			upd.CreationFailed = false
 			f.rev++
-			f.rm.PutInstance(v.Key, f.rev, upd)
+			f.rm.PutInstance(v.Key, f.rev, &upd)
 			return ports.Revisions{Instances: f.rev}, nil
 		case *lifecyclev1.Request_ReleaseOrphans:
 			return ports.Revisions{}, nil // writes no state
@@ -134,16 +131,16 @@ func (f *fixture) answerCatalog() {
 	f.lc.HandleWire = func(ctx context.Context, req *lifecyclev1.Request) (ports.Revisions, error) {
 		switch op := req.GetOp().(type) {
 		case *lifecyclev1.Request_PutCatalogEntry:
-			e := proto.Clone(op.PutCatalogEntry.GetEntry()).(*statev1.CatalogEntry)
+			e := stateconv.CatalogEntry(op.PutCatalogEntry.GetEntry())
 			e.Source = "api"
 			var key string
-			switch x := e.GetEntry().(type) {
-			case *statev1.CatalogEntry_Template:
-				key = app.CatalogKey(app.KindTemplates, x.Template.GetName())
-			case *statev1.CatalogEntry_Account:
-				key = app.CatalogKey(app.KindAccounts, x.Account.GetName())
-			case *statev1.CatalogEntry_Hook:
-				key = app.CatalogKey(app.KindHooks, x.Hook.GetName())
+			switch {
+			case e.Template != nil:
+				key = app.CatalogKey(app.KindTemplates, e.Template.Name)
+			case e.Account != nil:
+				key = app.CatalogKey(app.KindAccounts, e.Account.Name)
+			case e.Hook != nil:
+				key = app.CatalogKey(app.KindHooks, e.Hook.Name)
 			}
 			f.rev++
 			f.rm.PutCatalog(key, f.rev, e)
@@ -151,8 +148,8 @@ func (f *fixture) answerCatalog() {
 		case *lifecyclev1.Request_DeleteCatalogEntry:
 			d := op.DeleteCatalogEntry
 			for _, g := range f.rm.Groups() {
-				if d.GetKind() == lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE && g.Record.GetInstanceTemplate().GetName() == d.GetName() {
-					return ports.Revisions{}, domain.Errorf(contract.CodeFailedPrecondition, "instance template %q is used by node groups %s", d.GetName(), g.Record.GetId())
+				if d.GetKind() == lifecyclev1.CatalogKind_CATALOG_KIND_TEMPLATE && g.Record.Template() != nil && g.Record.InstanceTemplate.Name == d.GetName() {
+					return ports.Revisions{}, domain.Errorf(contract.CodeFailedPrecondition, "instance template %q is used by node groups %s", d.GetName(), g.Record.ID)
 				}
 			}
 			prefix := map[lifecyclev1.CatalogKind]string{1: app.KindTemplates, 2: app.KindAccounts, 3: app.KindHooks}[d.GetKind()]
@@ -292,8 +289,8 @@ func TestAuthAndErrors(t *testing.T) {
 			}
 		})
 	}
-	if g, _ := f.rm.Group("web"); g.Record.GetTargetSize() != 4 {
-		t.Errorf("scale did not reach lifecycle: target %d", g.Record.GetTargetSize())
+	if g, _ := f.rm.Group("web"); g.Record.TargetSize != 4 {
+		t.Errorf("scale did not reach lifecycle: target %d", g.Record.TargetSize)
 	}
 	var actions []string
 	for _, c := range f.lc.WireCalls() {

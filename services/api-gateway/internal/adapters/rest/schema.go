@@ -8,7 +8,8 @@ import (
 
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/restapi"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // The write documents (groups, templates, hooks, accounts) are decoded and
@@ -60,23 +61,23 @@ func validateSpec(errs restapi.FieldErrors) error {
 }
 
 // onFailureOf is the record's value of a validated onFailure.
-func onFailureOf(s string) statev1.OnFailure {
+func onFailureOf(s string) domain.OnFailure {
 	switch v, _ := restapi.OnFailureOf(s); v {
 	case restapi.OnFailureContinue:
-		return statev1.OnFailure_ON_FAILURE_CONTINUE
+		return domain.OnFailureContinue
 	case restapi.OnFailureBlock:
-		return statev1.OnFailure_ON_FAILURE_BLOCK
+		return domain.OnFailureBlock
 	}
-	return statev1.OnFailure_ON_FAILURE_UNSPECIFIED
+	return domain.OnFailureUnspecified
 }
 
 // onFailureName is the one documented spelling of a record's onFailure
 // ("" when unset).
-func onFailureName(f statev1.OnFailure) string {
+func onFailureName(f domain.OnFailure) string {
 	switch f {
-	case statev1.OnFailure_ON_FAILURE_CONTINUE:
+	case domain.OnFailureContinue:
 		return restapi.OnFailureContinue
-	case statev1.OnFailure_ON_FAILURE_BLOCK:
+	case domain.OnFailureBlock:
 		return restapi.OnFailureBlock
 	}
 	return ""

@@ -10,7 +10,8 @@ import (
 	"github.com/nodesmith/nodesmith/libs/contract"
 
 	"github.com/nodesmith/nodesmith/libs/sealed"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // Secrets written through the admin API besides account credentials:
@@ -82,15 +83,15 @@ func (h *handler) sealMap(field, purpose string, m map[string]string) (map[strin
 }
 
 // sealTemplate seals t's hook environment and secret parameters in place.
-func (h *handler) sealTemplate(field string, t *statev1.InstanceTemplate) error {
+func (h *handler) sealTemplate(field string, t *domain.InstanceTemplate) error {
 	if t == nil {
 		return nil
 	}
-	env, err := h.sealMap(field+"hookEnv", sealed.PurposeHookEnv, t.GetHookEnv())
+	env, err := h.sealMap(field+"hookEnv", sealed.PurposeHookEnv, t.HookEnv)
 	if err != nil {
 		return err
 	}
-	params, err := h.sealMap(field+"secretParameters", sealed.PurposeTemplateParameter, t.GetSecretParameters())
+	params, err := h.sealMap(field+"secretParameters", sealed.PurposeTemplateParameter, t.SecretParameters)
 	if err != nil {
 		return err
 	}
@@ -99,11 +100,11 @@ func (h *handler) sealTemplate(field string, t *statev1.InstanceTemplate) error 
 }
 
 // sealHook seals a hook's environment in place.
-func (h *handler) sealHook(field string, hk *statev1.HookSpec) error {
+func (h *handler) sealHook(field string, hk *domain.HookSpec) error {
 	if hk == nil {
 		return nil
 	}
-	env, err := h.sealMap(field+"env", sealed.PurposeHookEnv, hk.GetEnv())
+	env, err := h.sealMap(field+"env", sealed.PurposeHookEnv, hk.Env)
 	if err != nil {
 		return err
 	}
@@ -112,12 +113,12 @@ func (h *handler) sealHook(field string, hk *statev1.HookSpec) error {
 }
 
 // sealGroup seals a group record's inline template and hooks in place.
-func (h *handler) sealGroup(g *statev1.NodeGroup) error {
-	if err := h.sealTemplate("instanceTemplate.", g.GetInstanceTemplate()); err != nil {
+func (h *handler) sealGroup(g *domain.NodeGroup) error {
+	if err := h.sealTemplate("instanceTemplate.", g.InstanceTemplate); err != nil {
 		return err
 	}
-	if err := h.sealHook("hooks.afterCreated.", g.GetHooks().GetAfterCreated()); err != nil {
+	if err := h.sealHook("hooks.afterCreated.", g.Hook(true)); err != nil {
 		return err
 	}
-	return h.sealHook("hooks.beforeDelete.", g.GetHooks().GetBeforeDelete())
+	return h.sealHook("hooks.beforeDelete.", g.Hook(false))
 }

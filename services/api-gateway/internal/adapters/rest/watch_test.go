@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,15 +18,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodesmith/nodesmith/libs/providerid"
-	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // sseEvent is one parsed server-sent event; comment holds a comment line's
@@ -154,13 +153,15 @@ func decode[T any](t *testing.T, data string) T {
 
 // putInstance stores an instance of web in state, with its history
 // extended by the move into it (as lifecycle writes records).
-func (f *fixture) putInstance(id string, state statev1.InstanceState, reason string) {
+func (f *fixture) putInstance(id string, state domain.InstanceState, reason string) {
 	key := "web." + id
-	rec := &statev1.Instance{Id: id, Group: "web", ProviderId: providerid.Placeholder("web", id)}
+	rec := &domain.Instance{ID: id, Group: "web", ProviderID: providerid.Placeholder("web", id)}
 	if v, ok := f.rm.Instance(id); ok {
-		rec = proto.Clone(v.Record).(*statev1.Instance)
+		cp := *v.Record
+		cp.History = slices.Clone(cp.History)
+		rec = &cp
 	}
-	rec.History = append(rec.History, &statev1.Transition{From: rec.GetState(), To: state, Reason: reason, At: timestamppb.Now()})
+	rec.History = append(rec.History, domain.Transition{From: rec.State, To: state, Reason: reason, At: time.Now()})
 	rec.State = state
 	f.rev++
 	f.rm.PutInstance(key, f.rev, rec)
@@ -208,8 +209,8 @@ func TestWatchStream(t *testing.T) {
 		t.Errorf("snapshot counts = %v", g.Instances)
 	}
 
-	f.putInstance("i-4", statev1.InstanceState_INSTANCE_STATE_PENDING, "created")
-	f.putInstance("i-4", statev1.InstanceState_INSTANCE_STATE_CREATING, "dispatched in batch b-9")
+	f.putInstance("i-4", domain.StatePending, "created")
+	f.putInstance("i-4", domain.StateCreating, "dispatched in batch b-9")
 	tr := decode[rest.TransitionEntry](t, next(rest.EventTransition).data)
 	if tr.Instance != "i-4" || tr.Group != "web" || tr.To != "PENDING" || tr.Reason != "created" || tr.At == "" {
 		t.Errorf("first transition = %+v", tr)
@@ -268,7 +269,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 
 func (f *fixture) putGroup(id string, target int32) {
 	f.rev++
-	f.rm.PutGroup(id, f.rev, &statev1.NodeGroup{Id: id, MinSize: 0, MaxSize: 100, TargetSize: target})
+	f.rm.PutGroup(id, f.rev, &domain.NodeGroup{ID: id, MinSize: 0, MaxSize: 100, TargetSize: target})
 }
 
 // ?group=G streams only G's events; an unknown group is 404.
@@ -283,7 +284,7 @@ func TestWatchGroupFilter(t *testing.T) {
 		t.Fatalf("snapshot = %+v", snap)
 	}
 	f.putGroup("web", 7)
-	f.putInstance("i-9", statev1.InstanceState_INSTANCE_STATE_PENDING, "created")
+	f.putInstance("i-9", domain.StatePending, "created")
 	f.putGroup("gpu", 2)
 	if ev := s.next(t); ev.event != rest.EventGroup || decode[rest.Group](t, ev.data).ID != "gpu" {
 		t.Fatalf("first event after the snapshot = %+v, want gpu's", ev)

@@ -447,6 +447,43 @@ func TestWatchSettles(t *testing.T) {
 	}
 }
 
+// A VM the cloud accepted and then failed to launch for want of stock is
+// observed LAUNCH_FAILED with the cloud's reason as a capacity error, so
+// lifecycle can report it to CA as OutOfResources; a launch failure
+// without a reason carries none.
+func TestWatchReportsWhyALaunchFailed(t *testing.T) {
+	h := newHarness(t, nil)
+	h.cloud.FailLaunches(&domain.LaunchError{Kind: ports.ErrorKindCapacity, Code: "ResourceInsufficient.SpecifiedInstanceType",
+		Message: "launch failed in zone fake-zone-1, instance type S5.MEDIUM2: sold out"})
+	r := createVMs(t, h, 1)
+	if err := h.svc.Watch(context.Background(), &cloudv1.WatchInstances{Target: target(), Instances: r}, first); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	evs := h.events.All()
+	last := evs[len(evs)-1].Event.GetObserved()
+	equal(t, "state", last.GetState().String(), "CLOUD_STATE_LAUNCH_FAILED")
+	le := last.GetLaunchError()
+	equal(t, "kind", le.GetKind().String(), "ERROR_KIND_CAPACITY")
+	equal(t, "code", le.GetCode(), "ResourceInsufficient.SpecifiedInstanceType")
+	equal(t, "message", le.GetMessage(), "launch failed in zone fake-zone-1, instance type S5.MEDIUM2: sold out")
+	for _, e := range evs[:len(evs)-1] {
+		if e.Event.GetObserved().GetLaunchError() != nil {
+			t.Fatalf("an observation before the launch failure carries a launch error: %v", e.Event)
+		}
+	}
+
+	h = newHarness(t, nil)
+	r = createVMs(t, h, 1)
+	h.cloud.SetState(r[0].CloudId, domain.StateLaunchFailed, "")
+	if err := h.svc.Watch(context.Background(), &cloudv1.WatchInstances{Target: target(), Instances: r}, first); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	evs = h.events.All()
+	if le := evs[len(evs)-1].Event.GetObserved().GetLaunchError(); le != nil {
+		t.Fatalf("a launch failure without a reason carries launch error %v", le)
+	}
+}
+
 func TestWatchDescribesInSetsOfAtMost100(t *testing.T) {
 	h := newHarness(t, nil)
 	h.cloud.BootAfter = 0

@@ -89,11 +89,12 @@ func Event(ev domain.Event) *cloudv1.Event {
 		}}}
 	case *domain.InstanceObserved:
 		return &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
-			Instance:   protoRef(e.Instance),
-			State:      protoState(e.State),
-			PrivateIp:  e.PrivateIP,
-			ObservedAt: timestamppb.New(e.ObservedAt),
-			Zone:       e.Zone,
+			Instance:    protoRef(e.Instance),
+			State:       protoState(e.State),
+			PrivateIp:   e.PrivateIP,
+			ObservedAt:  timestamppb.New(e.ObservedAt),
+			Zone:        e.Zone,
+			LaunchError: protoError(e.LaunchError),
 		}}}
 	case *domain.InstancesTerminated:
 		return &cloudv1.Event{Body: &cloudv1.Event_Terminated{Terminated: &cloudv1.InstancesTerminated{

@@ -76,6 +76,13 @@ func TestEventWireShape(t *testing.T) {
 			&cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
 				Instance: wref, State: cloudv1.CloudState_CLOUD_STATE_UNSPECIFIED, PrivateIp: "10.0.0.1", ObservedAt: timestamppb.New(at), Zone: "z"}}},
 		},
+		"observed launch failure for capacity": {
+			&domain.InstanceObserved{Instance: ref, State: domain.StateLaunchFailed, ObservedAt: at, Zone: "z",
+				LaunchError: &domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "launch failed in zone z"}},
+			&cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+				Instance: wref, State: cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED, ObservedAt: timestamppb.New(at), Zone: "z",
+				LaunchError: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "launch failed in zone z"}}}},
+		},
 		"inventory without target or creation time": {
 			&domain.Inventory{RequestID: "r", Items: []domain.InventoryItem{{CloudID: "ins-1", State: domain.StateStopped}}},
 			&cloudv1.Event{Body: &cloudv1.Event_Inventory{Inventory: &cloudv1.Inventory{RequestId: "r",

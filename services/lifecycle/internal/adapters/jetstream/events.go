@@ -93,7 +93,12 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 				return err
 			}
 		}
-		if err := sink.HandleEvent(ctx, r.GetInstanceId(), domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}); err != nil {
+		ev := domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
+		if o.GetLaunchError() != nil {
+			e := cloudErr(o.GetLaunchError())
+			ev.LaunchError = &e
+		}
+		if err := sink.HandleEvent(ctx, r.GetInstanceId(), ev); err != nil {
 			errs = append(errs, err)
 		}
 	case *cloudv1.Event_Terminated:

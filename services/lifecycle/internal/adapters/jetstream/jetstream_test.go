@@ -374,6 +374,27 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 	if err != nil || s.events[2] != (domain.CloudCreateFailed{Attempt: 1, BatchID: "b", Err: domain.CloudError{Kind: contract.ErrorKindCapacity, Code: "NoStock"}}) {
 		t.Errorf("create failed: %v %v", err, s.events[2])
 	}
+	// A LAUNCH_FAILED observation carries the cloud's reason; others none.
+	for _, le := range []*cloudv1.CloudError{
+		{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "launch failed in zone z1, instance type S5.MEDIUM4: sold out"},
+		nil,
+	} {
+		n := len(s.events)
+		err = jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+			Instance: &cloudv1.InstanceRef{InstanceId: "a", Attempt: 2, CloudId: "ins-a"}, State: cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED, LaunchError: le,
+		}}})
+		o, ok := s.events[n].(domain.CloudObserved)
+		if err != nil || !ok || o.Attempt != 2 || o.State != domain.CloudLaunchFailed {
+			t.Fatalf("observed: %v %+v", err, s.events[n])
+		}
+		switch {
+		case le == nil && o.LaunchError != nil:
+			t.Errorf("observation without a launch error decoded with %+v", o.LaunchError)
+		case le != nil && (o.LaunchError == nil || *o.LaunchError != domain.CloudError{Kind: contract.ErrorKindCapacity, Code: le.Code, Message: le.Message}):
+			t.Errorf("launch error decoded as %+v, want %v", o.LaunchError, le)
+		}
+	}
+	s.events = s.events[:3]
 	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{InstanceId: "a", Attempt: 3, Hook: hookv1.HookKind_HOOK_KIND_BEFORE_DELETE, ExitCode: 2, Retryable: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,6 +35,10 @@ type Store struct {
 	holdRev        uint64
 	holdSeq        uint64
 	instancesEpoch int
+	// removed logs the removal revision of every instance key removed
+	// (InstanceFeed); instanceLists counts ListInstances calls.
+	removed       map[string]uint64
+	instanceLists int
 }
 
 type entry struct {
@@ -179,6 +185,7 @@ func (s *Store) DeleteGroup(_ context.Context, id string, rev uint64) (uint64, e
 func (s *Store) ListInstances(context.Context) ([]ports.VersionedInstance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.instanceLists++
 	var out []ports.VersionedInstance
 	for _, k := range s.instances.keys() {
 		i, err := protoconv.UnmarshalInstance(s.instances.data[k].data)
@@ -222,8 +229,69 @@ func (s *Store) UpdateInstance(_ context.Context, i domain.Instance, rev uint64)
 
 // DeleteInstance implements ports.Store.
 func (s *Store) DeleteInstance(_ context.Context, group, id string, rev uint64) (uint64, error) {
-	return s.write(func() (uint64, error) { return s.instances.delete(group+"."+id, rev) })
+	return s.write(func() (uint64, error) {
+		r, err := s.instances.delete(group+"."+id, rev)
+		if err == nil {
+			s.noteRemovedLocked(group+"."+id, r)
+		}
+		return r, err
+	})
 }
+
+func (s *Store) noteRemovedLocked(key string, rev uint64) {
+	if s.removed == nil {
+		s.removed = map[string]uint64{}
+	}
+	s.removed[key] = rev
+}
+
+// InstanceLists counts ListInstances calls (full loads).
+func (s *Store) InstanceLists() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instanceLists
+}
+
+var _ ports.InstanceFeed = (*Store)(nil)
+
+// InstancesPos implements ports.InstanceFeed.
+func (s *Store) InstancesPos(context.Context) (ports.FeedPos, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ports.FeedPos{Store: fmt.Sprintf("instances-%d", s.instancesEpoch), Rev: s.instances.seq}, nil
+}
+
+// InstancesSince implements ports.InstanceFeed.
+func (s *Store) InstancesSince(_ context.Context, pos ports.FeedPos) (ports.InstanceChanges, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := ports.FeedPos{Store: fmt.Sprintf("instances-%d", s.instancesEpoch), Rev: s.instances.seq}
+	if cur.Store != pos.Store || cur.Rev < pos.Rev {
+		return ports.InstanceChanges{}, fmt.Errorf("instances from revision %d: %w", pos.Rev, ports.ErrFeedGap)
+	}
+	out := ports.InstanceChanges{Removed: map[string]uint64{}, Pos: cur}
+	for _, k := range s.instances.keys() {
+		e := s.instances.data[k]
+		if e.rev <= pos.Rev {
+			continue
+		}
+		i, err := protoconv.UnmarshalInstance(e.data)
+		if err != nil {
+			return ports.InstanceChanges{}, err
+		}
+		out.Changed = append(out.Changed, ports.VersionedInstance{Instance: i, Revision: e.rev})
+	}
+	for k, rev := range s.removed {
+		if rev > pos.Rev {
+			_, id, _ := strings.Cut(k, ".")
+			out.Removed[id] = rev
+		}
+	}
+	return out, nil
+}
+
+// RemovalsKept implements ports.InstanceFeed: removals are kept forever.
+func (s *Store) RemovalsKept() time.Duration { return 0 }
 
 var _ ports.HoldStore = (*Store)(nil)
 
@@ -265,6 +333,7 @@ func (s *Store) LoseInstances() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.instances = bucket{}
+	s.removed = nil
 	s.instancesEpoch++
 }
 
@@ -273,10 +342,11 @@ func (s *Store) LoseInstances() {
 func (s *Store) ClearInstances() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.instances.seq++
 	for k := range s.instances.data {
 		delete(s.instances.data, k)
+		s.noteRemovedLocked(k, s.instances.seq)
 	}
-	s.instances.seq++
 }
 
 func cloneHold(h ports.OrphanHold) ports.OrphanHold {

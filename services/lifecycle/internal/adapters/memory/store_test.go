@@ -22,3 +22,7 @@ func TestHoldContract(t *testing.T) {
 		return storetest.HoldHarness{Store: s, LoseInstances: func(*testing.T) { s.LoseInstances() }}
 	})
 }
+
+func TestStoreFeedContract(t *testing.T) {
+	storetest.RunFeed(t, func(*testing.T) storetest.FeedStore { return memory.NewStore() })
+}

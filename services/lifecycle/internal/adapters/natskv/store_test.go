@@ -31,3 +31,14 @@ func TestCatalogContract(t *testing.T) {
 		return s
 	})
 }
+
+func TestStoreFeedContract(t *testing.T) {
+	storetest.RunFeed(t, func(t *testing.T) storetest.FeedStore {
+		env := natstest.Start(t)
+		s, err := natskv.Open(context.Background(), env.JS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
