@@ -379,13 +379,15 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 		{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "launch failed in zone z1, instance type S5.MEDIUM4: sold out"},
 		nil,
 	} {
-		n := len(s.events)
 		err = jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
 			Instance: &cloudv1.InstanceRef{InstanceId: "a", Attempt: 2, CloudId: "ins-a"}, State: cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED, LaunchError: le,
 		}}})
-		o, ok := s.events[n].(domain.CloudObserved)
+		// The observation follows the cloud id it records first
+		// (TestObservationRecordsItsCloudIDFirst).
+		last := s.events[len(s.events)-1]
+		o, ok := last.(domain.CloudObserved)
 		if err != nil || !ok || o.Attempt != 2 || o.State != domain.CloudLaunchFailed {
-			t.Fatalf("observed: %v %+v", err, s.events[n])
+			t.Fatalf("observed: %v %+v", err, last)
 		}
 		switch {
 		case le == nil && o.LaunchError != nil:
