@@ -72,12 +72,16 @@ func TestCapacityErrorIsReportedUntilCADeletesIt(t *testing.T) {
 	}
 }
 
+// The create command watches the VMs it created: when its watch fails
+// after the cloud ids were published (as when its handler dies), the
+// command is redelivered, the same ClientToken returns the same VM, and
+// the redelivery watches it to Running.
 func TestTransientDescribeErrorsAreRetried(t *testing.T) {
 	s := newStack(t, fastConfig(testConfig), service.Deps{})
 	var fails atomic.Int32
 	fails.Store(1)
 	s.workers.Cloud.Set(func(c *fakeworkers.Cloud) {
-		// DescribeInstances fails once: the watch command is redelivered.
+		// DescribeInstances fails once: the create command is redelivered.
 		c.WatchError = func() error {
 			if fails.Add(-1) >= 0 {
 				return errors.New("DescribeInstances: InternalError")
@@ -97,6 +101,12 @@ func TestTransientDescribeErrorsAreRetried(t *testing.T) {
 	eventually(t, "Running after describe errors", func() bool { return countIn(s.instances("workers"), domain.StateRunning) == 1 })
 	if got := s.workers.Cloud.Calls("watch"); got < 2 {
 		t.Errorf("watch deliveries %d, want at least 2", got)
+	}
+	if got := s.workers.Cloud.Calls("create"); got < 2 {
+		t.Errorf("create deliveries %d, want at least 2 (the watch is the create command's)", got)
+	}
+	if vms := s.workers.Cloud.VMs(); len(vms) != 1 {
+		t.Errorf("VMs %+v, want exactly the 1 requested", vms)
 	}
 }
 

@@ -108,6 +108,18 @@ func (o Options) PollAfter(sinceChange time.Duration) time.Duration {
 	return o.PollInterval
 }
 
+// UntilNextRound is how long a watch whose last change (or start) was at
+// lastChange waits at now before its next Describe round. Rounds fall on
+// multiples of the pause (PollAfter) on the wall clock, so the watches of
+// VMs that boot together (each create command watches its own VMs) see
+// them run in the same round: their create slots free together, and
+// lifecycle's next batch is one full create call rather than one per
+// slice of freed slots.
+func (o Options) UntilNextRound(now, lastChange time.Time) time.Duration {
+	pause := o.PollAfter(now.Sub(lastChange))
+	return now.Truncate(pause).Add(pause).Sub(now)
+}
+
 // Handle runs one command. nil means done (ack); an error wrapping
 // ErrInvalidCommand means never retry; any other error means retry later
 // (the command is idempotent).

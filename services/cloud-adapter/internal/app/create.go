@@ -13,17 +13,24 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-// Create creates a batch's VMs and publishes which cloud id each instance
-// got (InstancesCreated) as soon as each cloud call returns, before
-// anything else: that mapping is what lets lifecycle find, watch and
-// terminate the VMs. A batch bigger than one cloud call is split into
-// chunks with derived ClientTokens (domain.SplitBatch), so a redelivered
-// command returns the same VMs chunk by chunk.
+// Create creates a batch's VMs, publishes which cloud id each instance got
+// (InstancesCreated) as soon as each cloud call returns, then watches the
+// created VMs until they settle, in the same command (see watch). The
+// cloud ids are published before anything else: that mapping is what lets
+// lifecycle find, watch and terminate the VMs, and an InstanceObserved of
+// the watch is only ever published after the InstancesCreated naming its
+// VM. If the handler dies after InstancesCreated, the command is
+// redelivered: the same ClientTokens return the same VMs, the same events
+// (same message ids, deduplicated) are published again, and the watch
+// resumes. A batch bigger than one cloud call is split into chunks with
+// derived ClientTokens (domain.SplitBatch), so a redelivered command
+// returns the same VMs chunk by chunk.
 //
 // A definitive failure (capacity, invalid parameters, auth, or a retryable
 // one on the last delivery) is published as CreateFailed for the failing
-// chunk and every later one; a retryable failure otherwise returns an error
-// so the command is redelivered with the same tokens.
+// chunk and every later one, and the VMs of the earlier chunks are still
+// watched; a retryable failure otherwise returns an error so the command
+// is redelivered with the same tokens.
 func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Delivery) error {
 	if c.BatchID == "" || len(c.Instances) == 0 {
 		return fmt.Errorf("%w: create without batch id or instances", ErrInvalidCommand)
@@ -47,6 +54,7 @@ func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Deliv
 	}
 
 	chunks := domain.SplitBatch(c.ClientToken, len(c.Instances), ports.MaxBatch)
+	var watched []domain.InstanceRef
 	for _, ch := range chunks {
 		refs := c.Instances[ch.Start:ch.End]
 		instanceTag := ""
@@ -78,7 +86,10 @@ func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Deliv
 				return fmt.Errorf("creating batch %s chunk %d/%d: %w", c.BatchID, ch.Index+1, len(chunks), err)
 			}
 			rest := c.Instances[ch.Start:]
-			return s.createFailed(ctx, log, c, rest, err, createFailedID(c.BatchID, attempt, ch.Index, len(chunks)))
+			if err := s.createFailed(ctx, log, c, rest, err, createFailedID(c.BatchID, attempt, ch.Index, len(chunks))); err != nil {
+				return err
+			}
+			break
 		}
 
 		created := make([]domain.InstanceRef, len(refs))
@@ -96,8 +107,12 @@ func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Deliv
 		for _, r := range created {
 			log.Info("instance created", "instance", r.InstanceID, "cloud_id", r.CloudID)
 		}
+		watched = append(watched, created...)
 	}
-	return nil
+	if len(watched) == 0 {
+		return nil
+	}
+	return s.watch(ctx, log, cloud, target, watched)
 }
 
 func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *domain.CreateInstances, refs []domain.InstanceRef, cause error, msgID string) error {

@@ -3,13 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
-// Watch polls the cloud (Describe in sets of at most ports.MaxBatch), every
+// Watch watches VMs of an earlier create: lifecycle sends it when no create
+// command is watching them (after its own restart, for instance); a create
+// command watches the VMs it created itself (Create). It polls the cloud (Describe in sets of at most ports.MaxBatch), every
 // FastPollInterval while VMs are likely to change and every PollInterval
 // once nothing changed for FastPollFor (Options.PollAfter), until
 // every instance has settled (domain.Watch says when), publishing
@@ -24,26 +27,37 @@ import (
 // replica, which re-publishes observations already made under the same
 // message ids (deduplicated).
 func (s *Service) Watch(ctx context.Context, w *domain.WatchInstances, d Delivery) error {
-	byCloud := map[string][]domain.InstanceRef{}
-	var ids []string
+	var refs []domain.InstanceRef
 	for _, r := range w.Instances {
 		if r.CloudID == "" {
 			s.log.Warn("cannot watch an instance without a cloud id", "instance", r.InstanceID, "group", r.Group)
 			continue
 		}
-		if _, seen := byCloud[r.CloudID]; !seen {
-			ids = append(ids, r.CloudID)
-		}
-		byCloud[r.CloudID] = append(byCloud[r.CloudID], r)
+		refs = append(refs, r)
 	}
-	if len(ids) == 0 {
+	if len(refs) == 0 {
 		return fmt.Errorf("%w: watch without any cloud id", ErrInvalidCommand)
 	}
 	cloud, target, err := s.cloud(w.Target)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
-	log := logging.WithTrace(ctx, s.log).With("instances", len(ids), "account", target.Account, "region", target.Region, "delivery", d.Attempt)
+	log := logging.WithTrace(ctx, s.log).With("account", target.Account, "region", target.Region, "delivery", d.Attempt)
+	return s.watch(ctx, log, cloud, target, refs)
+}
+
+// watch is the polling loop of Watch and of Create (which watches the VMs
+// it created); every ref has a cloud id.
+func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud, target ports.Target, refs []domain.InstanceRef) error {
+	byCloud := map[string][]domain.InstanceRef{}
+	var ids []string
+	for _, r := range refs {
+		if _, seen := byCloud[r.CloudID]; !seen {
+			ids = append(ids, r.CloudID)
+		}
+		byCloud[r.CloudID] = append(byCloud[r.CloudID], r)
+	}
+	log = log.With("watched", len(ids))
 
 	watch := domain.NewWatch(ids, s.o.NotFoundGrace)
 	start := s.o.Now()
@@ -82,7 +96,7 @@ func (s *Service) Watch(ctx context.Context, w *domain.WatchInstances, d Deliver
 			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
 			return nil
 		}
-		if err := s.sleep(ctx, s.o.PollAfter(s.o.Now().Sub(lastChange))); err != nil {
+		if err := s.sleep(ctx, s.o.UntilNextRound(s.o.Now(), lastChange)); err != nil {
 			return err
 		}
 	}

@@ -44,9 +44,8 @@ type Options struct {
 	MaxBatch int
 	// CreateLinger is how long a group's Pending instances may wait for a
 	// fuller create batch while the group's own creations are in flight
-	// and free their slots one by one, and how long a batch's watch may
-	// wait for the rest of its create results (0: neither waits). Fewer,
-	// fuller calls matter because the cloud rate-limits calls, not VMs.
+	// and free their slots one by one (0: never waits). Fewer, fuller
+	// calls matter because the cloud rate-limits calls, not VMs.
 	CreateLinger time.Duration
 	// TickInterval is how often the dispatcher runs without being woken.
 	TickInterval time.Duration
@@ -352,7 +351,6 @@ func (a *App) load(ctx context.Context) error {
 		a.setGroupLocked(g.Group, g.Revision)
 	}
 	a.lingerSince = map[string]time.Time{}
-	a.watchHold = map[string]time.Time{}
 	inFlight := 0
 	for _, r := range a.insts {
 		if r.inst.InFlight {

@@ -178,7 +178,8 @@ func (h *harness) target(id string) int {
 }
 
 // answer plays the workers: every command recorded since the last call
-// gets a successful result.
+// gets a successful result (a create's VMs are watched by the create
+// command, as the cloud adapter does).
 func (h *harness) answer() {
 	h.t.Helper()
 	c := h.cmds.Snapshot()
@@ -189,6 +190,8 @@ func (h *harness) answer() {
 			id := fmt.Sprintf("ins-%d", h.nextVM)
 			h.mu.Unlock()
 			h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: cr.BatchID, CloudID: id})
+			// The create command goes on to watch its VMs.
+			h.event(r.InstanceID, domain.CloudObserved{Attempt: r.Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.1"})
 		}
 	}
 	for _, w := range c.Watches[h.handled.watches:] {

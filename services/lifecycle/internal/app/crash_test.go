@@ -169,6 +169,8 @@ func (w *world) work(a *app.App) {
 		w.tokens[cr.ClientToken] = ids
 		for i, r := range cr.Instances {
 			w.pending = append(w.pending, pendingEvent{r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: cr.BatchID, CloudID: ids[i]}})
+			// The create command goes on to watch its VMs.
+			w.pending = append(w.pending, pendingEvent{r.InstanceID, domain.CloudObserved{Attempt: r.Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.1"}})
 		}
 	}
 	for _, wc := range c.Watches[w.handled.watches:] {

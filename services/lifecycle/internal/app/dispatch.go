@@ -19,15 +19,12 @@ type scheduler struct {
 	// lingerSince is when a group's create batch started waiting for more
 	// free slots (see Options.CreateLinger).
 	lingerSince map[string]time.Time
-	// watchHold is when a create batch's watches started waiting for the
-	// rest of its create results (see watchHeldLocked).
-	watchHold map[string]time.Time
-	lastPurge time.Time
+	lastPurge   time.Time
 }
 
 func newScheduler(c *cache, n *nodes, r *requests) *scheduler {
 	return &scheduler{cache: c, nodes: n, req: r,
-		lingerSince: map[string]time.Time{}, watchHold: map[string]time.Time{}}
+		lingerSince: map[string]time.Time{}}
 }
 
 // RunDispatcher drives every instance towards its next step until ctx

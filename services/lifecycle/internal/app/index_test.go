@@ -148,44 +148,65 @@ func TestCreateBatchesCoalesce(t *testing.T) {
 	}
 }
 
-// The watch of a create batch is published once its members have their
-// create results (one command polling the cloud for the batch), or after
-// CreateLinger for the members whose results came.
-func TestBatchWatchedByOneCommand(t *testing.T) {
-	h := newHarness(t, []domain.NodeGroup{group("g", 0, 100, 0), group("h", 0, 100, 0)})
+// A create command watches the VMs it created, so no watch command follows
+// a create result, however the results arrive; only a new leadership term
+// (a restart: no create command of its own watches the VMs) publishes a
+// watch, under the same attempt, whose observations settle the instances.
+func TestCreateBatchWatchedByItsCreateCommand(t *testing.T) {
+	groups := []domain.NodeGroup{group("g", 0, 100, 0)}
+	h := newHarness(t, groups)
 	h.ok(h.app.IncreaseSize(h.ctx, "g", 3))
-	h.ok(h.app.IncreaseSize(h.ctx, "h", 2))
 	h.app.Pass(h.ctx)
 	creates := h.cmds.Snapshot().Creates
-	if len(creates) != 2 {
-		t.Fatalf("%d create batches, want 2", len(creates))
+	if len(creates) != 1 || len(creates[0].Instances) != 3 {
+		t.Fatalf("create batches %+v, want one of 3", creates)
 	}
-	created := func(c ports.CreateCommand, i int) {
-		r := c.Instances[i]
+	c := creates[0]
+	for i, r := range c.Instances[:2] {
 		h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.BatchID, CloudID: fmt.Sprintf("%s-%d", c.BatchID, i)})
+		h.app.Pass(h.ctx)
 	}
-	g, hh := creates[0], creates[1]
-	if g.Group != "g" {
-		g, hh = hh, g
-	}
-	created(g, 0)
-	created(hh, 0)
-	h.app.Pass(h.ctx)
-	if w := h.cmds.Snapshot().Watches; len(w) != 0 {
-		t.Fatalf("watches published while their batches wait for create results: %+v", w)
-	}
-	created(g, 1)
-	created(g, 2)
-	h.app.Pass(h.ctx)
-	w := h.cmds.Snapshot().Watches
-	if len(w) != 1 || len(w[0].Instances) != 3 {
-		t.Fatalf("watches %+v, want one of g's 3 instances", w)
-	}
-	// h's second result never comes: its first member is watched after the linger.
 	h.clock.Advance(h.opts.CreateLinger)
 	h.app.Pass(h.ctx)
-	w = h.cmds.Snapshot().Watches
-	if len(w) != 2 || len(w[1].Instances) != 1 || w[1].Instances[0].InstanceID != hh.Instances[0].InstanceID {
-		t.Fatalf("watches %+v, want h's created member watched after the linger", w)
+	if w := h.cmds.Snapshot().Watches; len(w) != 0 {
+		t.Fatalf("watches %+v published for VMs their create command watches", w)
+	}
+	for _, in := range h.instances("g") {
+		if in.State != domain.StateCreating || !in.InFlight {
+			t.Fatalf("%s is %s (in flight %v), want Creating in flight", in.ID, in.State, in.InFlight)
+		}
+	}
+
+	h.restart(groups)
+	h.app.Pass(h.ctx)
+	w := h.cmds.Snapshot().Watches
+	if len(w) != 1 || len(w[0].Instances) != 2 {
+		t.Fatalf("watches after a restart %+v, want one of the 2 created VMs", w)
+	}
+	for _, r := range w[0].Instances {
+		h.event(r.InstanceID, domain.CloudObserved{Attempt: r.Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.1"})
+	}
+	if got := h.byState("g")[domain.StateCreated]; got != 2 {
+		t.Fatalf("states %v, want the 2 watched instances Created", h.byState("g"))
+	}
+}
+
+// The cloud adapter's events are handled concurrently, so a create
+// command's first observation can be applied before its create result: the
+// cloud id the observation carries (the adapter's event decoding makes it a
+// CloudCreated of the same attempt) is recorded first and the observation
+// is not lost; the create result then is a duplicate.
+func TestObservationBeforeItsCreateResult(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 100, 0)})
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 1))
+	h.app.Pass(h.ctx)
+	c := h.cmds.Snapshot().Creates[0]
+	r := c.Instances[0]
+	h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, CloudID: "ins-1"})
+	h.event(r.InstanceID, domain.CloudObserved{Attempt: r.Attempt, State: domain.CloudRunning, PrivateIP: "10.0.0.1"})
+	h.event(r.InstanceID, domain.CloudCreated{Attempt: r.Attempt, BatchID: c.BatchID, CloudID: "ins-1"})
+	in := h.instance(r.InstanceID)
+	if in.State != domain.StateCreated || in.CloudID != "ins-1" {
+		t.Fatalf("%s is %s with VM %q, want Created with ins-1", in.ID, in.State, in.CloudID)
 	}
 }

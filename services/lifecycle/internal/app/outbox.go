@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -87,8 +86,6 @@ func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 	// Only instances not at rest can have a command (PendingCommand needs
 	// InFlight); setInstLocked forgets the publication of the others.
 	ids := slices.Sorted(maps.Keys(sc.idx.active))
-	now := sc.clock.Now()
-	holds := map[string]bool{} // batch -> its watches wait (see watchHeldLocked)
 	for _, id := range ids {
 		in := sc.insts[id].inst
 		c, ok := domain.PendingCommand(in)
@@ -110,14 +107,9 @@ func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 		case domain.CmdCreate:
 			creates[c.BatchID] = append(creates[c.BatchID], in)
 		case domain.CmdWatch:
-			held, seen := holds[in.BatchID]
-			if !seen {
-				held = sc.watchHeldLocked(in.BatchID, now)
-				holds[in.BatchID] = held
-			}
-			if held {
-				continue
-			}
+			// Only when no create command of this leadership term watches
+			// the VM: a create command goes on to watch the VMs it
+			// created, under the attempt its publication is remembered by.
 			watches[tk] = append(watches[tk], ref)
 		case domain.CmdTerminate:
 			terminate[tk] = append(terminate[tk], ref)
@@ -145,38 +137,6 @@ func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 		return sc.cmds.Terminate(ctx, ports.TerminateCommand{Target: t, ClusterID: sc.opts.ClusterID, Instances: refs})
 	})...)
 	return items, skipped
-}
-
-// watchHeldLocked reports whether the watches of a create batch should wait
-// because other members still wait for their create result. The results of
-// one create call arrive together but are applied one by one, each waking
-// the dispatcher: publishing at every pass would split a batch's watch into
-// many commands, each polling the cloud on its own (the cloud rate-limits
-// DescribeInstances per account). The wait is bounded by CreateLinger.
-func (sc *scheduler) watchHeldLocked(batch string, now time.Time) bool {
-	if batch == "" || sc.opts.CreateLinger <= 0 {
-		return false
-	}
-	waiting := false
-	for id := range sc.idx.batches[batch] {
-		m := sc.insts[id].inst
-		if m.State == domain.StateCreating && m.InFlight && m.CloudID == "" && !m.CreationFailed {
-			waiting = true
-			break
-		}
-	}
-	since, held := sc.watchHold[batch]
-	switch {
-	case !waiting:
-	case !held:
-		sc.watchHold[batch] = now
-		time.AfterFunc(sc.opts.CreateLinger, sc.Wake)
-		return true
-	case now.Sub(since) < sc.opts.CreateLinger:
-		return true
-	}
-	delete(sc.watchHold, batch)
-	return false
 }
 
 func targetOf(t domain.InstanceTemplate) ports.Target {

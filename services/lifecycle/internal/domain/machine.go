@@ -476,15 +476,12 @@ func (m *machine) cloudCreated(e CloudCreated) error {
 	}
 	m.in.ProviderID = pid
 	m.changed = true
-	switch {
-	case m.in.State == StateCreating && m.in.InFlight:
-		// Now follow the VM until it runs; the launch deadline is unchanged.
-		deadline := m.in.Deadline
-		m.issue(m.env.Policy.LaunchTimeout)
-		if !deadline.IsZero() {
-			m.in.Deadline = deadline
-		}
-	case m.in.State == StateDeleting && !m.in.InFlight:
+	// A Creating instance stays in flight under the same attempt and launch
+	// deadline: the create command goes on to watch the VM it created, and
+	// its observations carry the create's attempt. Only when no create
+	// command is watching (after lifecycle restarted, say) is a watch
+	// command published for it (PendingCommand).
+	if m.in.State == StateDeleting && !m.in.InFlight {
 		m.issue(m.env.Policy.TerminateTimeout)
 	}
 	return nil

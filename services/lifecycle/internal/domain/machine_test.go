@@ -101,7 +101,7 @@ var want = map[State]map[string]string{
 		"NodeGone": "ignored", "NodeBack": "ignored",
 	},
 	StateCreating: {
-		"StartCreate": "invalid", "CloudCreated": "Creating+watch", "CreateFailed": "Creating", "Observed": "invalid",
+		"StartCreate": "invalid", "CloudCreated": "Creating", "CreateFailed": "Creating", "Observed": "invalid",
 		"Terminated": "invalid", "TerminateFailed": "invalid", "AfterCreatedOK": "invalid", "BeforeDeleteOK": "invalid",
 		"NodeReady": "ignored", "DeleteRequested": "PendingDeletion", "ForceDelete": "Deleting", "Cancel": "invalid",
 		"StartDelete": "invalid", "TickNothingDue": "ignored", "Retry": "Creating+create", "VMGone": "ignored",

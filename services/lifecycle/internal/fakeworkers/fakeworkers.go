@@ -181,42 +181,16 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 			}}})
 		}
 		refs := c.create(cr)
-		return w.publishCloud(ctx, "created", &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
+		if err := w.publishCloud(ctx, "created", &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
 			BatchId: cr.GetBatchId(), Instances: refs,
-		}}})
+		}}}); err != nil {
+			return err
+		}
+		// Like the real adapter, the create command goes on to watch the
+		// VMs it created.
+		return w.watch(ctx, refs)
 	case *cloudv1.Command_Watch:
-		c.mu.Lock()
-		c.calls["watch"]++
-		var werr error
-		if c.WatchError != nil {
-			werr = c.WatchError()
-		}
-		c.mu.Unlock()
-		if werr != nil {
-			return werr
-		}
-		// Like the real adapter, follow each VM until it is RUNNING with an
-		// IP or in a final state, publishing each observation.
-		for _, r := range b.Watch.GetInstances() {
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				st, ip := c.observe(r.GetCloudId())
-				if err := w.publishCloud(ctx, "observed", &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
-					Instance: r, State: st, PrivateIp: ip, ObservedAt: timestamppb.Now(),
-				}}}); err != nil {
-					return err
-				}
-				if (st != cloudv1.CloudState_CLOUD_STATE_PENDING && (st != cloudv1.CloudState_CLOUD_STATE_RUNNING || ip != "")) || time.Now().After(deadline) {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		}
-		return nil
+		return w.watch(ctx, b.Watch.GetInstances())
 	case *cloudv1.Command_Terminate:
 		c.mu.Lock()
 		c.calls["terminate"]++
@@ -279,6 +253,44 @@ func (w *Workers) handleCloud(ctx context.Context, msg jetstream.Msg) error {
 
 // tag plays the cloud adapter's TagInstances: VMs that exist and carry no
 // other cluster's tag are tagged (unless check only).
+// watch follows VMs (a watch command, or the VMs a create command made),
+// counted as "watch" calls; WatchError fails it before any observation.
+func (w *Workers) watch(ctx context.Context, refs []*cloudv1.InstanceRef) error {
+	c := w.Cloud
+	c.mu.Lock()
+	c.calls["watch"]++
+	var werr error
+	if c.WatchError != nil {
+		werr = c.WatchError()
+	}
+	c.mu.Unlock()
+	if werr != nil {
+		return werr
+	}
+	// Like the real adapter, follow each VM until it is RUNNING with an
+	// IP or in a final state, publishing each observation.
+	for _, r := range refs {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, ip := c.observe(r.GetCloudId())
+			if err := w.publishCloud(ctx, "observed", &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+				Instance: r, State: st, PrivateIp: ip, ObservedAt: timestamppb.Now(),
+			}}}); err != nil {
+				return err
+			}
+			if (st != cloudv1.CloudState_CLOUD_STATE_PENDING && (st != cloudv1.CloudState_CLOUD_STATE_RUNNING || ip != "")) || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
 func (c *Cloud) tag(t *cloudv1.TagInstances) *cloudv1.InstancesTagged {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -153,6 +153,17 @@ func kinds(evs []published) []string {
 	return out
 }
 
+// results is kinds without the observations of the create's watch.
+func results(evs []published) []string {
+	var out []string
+	for _, k := range kinds(evs) {
+		if k != "observed" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func equal[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if got != want {
@@ -185,7 +196,8 @@ func TestCreateMapsCloudIDsInOrderAndTags(t *testing.T) {
 			equal(t, "tags", fmt.Sprint(req.Tags), fmt.Sprint(want))
 
 			evs := h.events.All()
-			equal(t, "events", fmt.Sprint(kinds(evs)), "[created]")
+			equal(t, "events", fmt.Sprint(results(evs)), "[created]")
+			equal(t, "first event", kinds(evs)[0], "created")
 			equal(t, "msg id", evs[0].MsgID, "created.b1.1")
 			created := evs[0].Event.GetCreated()
 			vms := h.cloud.VMs()
@@ -213,8 +225,9 @@ func TestCreateSplitsBigBatchesWithDerivedTokens(t *testing.T) {
 		equal(t, "count", calls[i].Count, want.count)
 		equal(t, "token", calls[i].ClientToken, want.token)
 	}
-	evs := h.events.All()
+	evs := h.events.All()[:3]
 	equal(t, "events", fmt.Sprint(kinds(evs)), "[created created created]")
+	equal(t, "events after the watch", fmt.Sprint(results(h.events.All())), "[created created created]")
 	vms := h.cloud.VMs()
 	n := 0
 	for i, p := range evs {
@@ -237,8 +250,11 @@ func TestCreateRedeliveredCreatesOnce(t *testing.T) {
 		}
 	}
 	equal(t, "VMs", len(h.cloud.VMs()), 150)
-	equal(t, "stored events", len(h.events.All()), 2)
-	equal(t, "duplicates dropped", h.events.Duplicates(), 4)
+	// Two created events and each VM's PENDING and RUNNING observations.
+	equal(t, "stored events", len(h.events.All()), 2+2*150)
+	// Each redelivery re-publishes both created events and, as its watch
+	// starts afresh, each VM's RUNNING observation.
+	equal(t, "duplicates dropped", h.events.Duplicates(), 2*(2+150))
 }
 
 func TestCreateFailures(t *testing.T) {
@@ -301,11 +317,16 @@ func TestCreateFailures(t *testing.T) {
 				t.Fatalf("Create error = %v, want error %v", err, tc.wantErr)
 			}
 			evs := h.events.All()
-			equal(t, "events", fmt.Sprint(kinds(evs)), tc.wantKinds)
+			equal(t, "events", fmt.Sprint(results(evs)), tc.wantKinds)
 			if tc.wantFailed == 0 {
 				return
 			}
-			f := evs[len(evs)-1].Event.GetCreateFailed()
+			var f *cloudv1.CreateFailed
+			for _, p := range evs {
+				if p.Event.GetCreateFailed() != nil {
+					f = p.Event.GetCreateFailed()
+				}
+			}
 			equal(t, "failed instances", len(f.GetInstances()), tc.wantFailed)
 			equal(t, "code", f.GetError().GetCode(), tc.wantCode)
 			equal(t, "kind", f.GetError().GetKind(), tc.wantKind)
@@ -337,7 +358,7 @@ func TestCreatePublishFailureRetriesWithoutDuplicates(t *testing.T) {
 		t.Fatalf("redelivery: %v", err)
 	}
 	equal(t, "VMs", len(h.cloud.VMs()), 2)
-	equal(t, "events", fmt.Sprint(kinds(h.events.All())), "[created]")
+	equal(t, "events", fmt.Sprint(results(h.events.All())), "[created]")
 }
 
 // createVMs makes n fake VMs of cluster c1 and returns refs to them.
@@ -621,7 +642,8 @@ func TestListInventory(t *testing.T) {
 	// orphan.
 	equal(t, "batch", item.GetBatchId(), "b1")
 	equal(t, "zone", item.GetZone(), "fake-zone-1")
-	equal(t, "state", item.GetState(), cloudv1.CloudState_CLOUD_STATE_PENDING)
+	// The create watched its VM until it ran.
+	equal(t, "state", item.GetState(), cloudv1.CloudState_CLOUD_STATE_RUNNING)
 	if item.GetCloudId() == "" || item.GetCreatedAt() == nil {
 		t.Fatalf("item lacks cloud id or creation time: %v", item)
 	}
@@ -662,6 +684,28 @@ func TestWatchPollsFastWhileVMsAreLikelyToChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.o.PollAfter(tc.sinceChange); got != tc.want {
 				t.Errorf("PollAfter(%s) = %s, want %s", tc.sinceChange, got, tc.want)
+			}
+		})
+	}
+}
+
+// Watches started apart poll at the same instants: rounds fall on
+// multiples of the pause on the wall clock.
+func TestWatchRoundsAreAlignedToTheClock(t *testing.T) {
+	o := app.Options{PollInterval: 3 * time.Second, FastPollInterval: time.Second, FastPollFor: time.Minute}
+	base := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	for _, tc := range []struct {
+		name            string
+		now, lastChange time.Time
+		want            time.Duration
+	}{
+		{"fast, just after a round", base.Add(300 * time.Millisecond), base, 700 * time.Millisecond},
+		{"fast, on a round", base.Add(time.Second), base, time.Second},
+		{"slow: 130.5 s past the minute, next multiple of 3 s at 132 s", base.Add(2*time.Minute + 500*time.Millisecond), base, 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := o.UntilNextRound(tc.now, tc.lastChange); got != tc.want {
+				t.Errorf("UntilNextRound = %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -78,14 +78,29 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 		})
 	case *cloudv1.Event_Observed:
 		o := b.Observed
-		each([]*cloudv1.InstanceRef{o.GetInstance()}, func(r *cloudv1.InstanceRef) domain.Event {
-			ev := domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
-			if o.GetLaunchError() != nil {
-				e := cloudErr(o.GetLaunchError())
-				ev.LaunchError = &e
+		r := o.GetInstance()
+		if r.GetInstanceId() == "" {
+			break
+		}
+		// The create command that made the VM watches it and its events
+		// are handled concurrently, so an observation can overtake the
+		// InstancesCreated naming its VM: the cloud id it carries is
+		// recorded first (a duplicate once the create result was applied;
+		// ignored for another attempt), so no observation is lost to that
+		// race.
+		if id := r.GetCloudId(); id != "" {
+			if err := sink.HandleEvent(ctx, r.GetInstanceId(), domain.CloudCreated{Attempt: r.GetAttempt(), CloudID: id}); err != nil {
+				return err
 			}
-			return ev
-		})
+		}
+		ev := domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
+		if o.GetLaunchError() != nil {
+			e := cloudErr(o.GetLaunchError())
+			ev.LaunchError = &e
+		}
+		if err := sink.HandleEvent(ctx, r.GetInstanceId(), ev); err != nil {
+			errs = append(errs, err)
+		}
 	case *cloudv1.Event_Terminated:
 		each(b.Terminated.GetInstances(), func(r *cloudv1.InstanceRef) domain.Event {
 			return domain.CloudTerminated{Attempt: r.GetAttempt()}

@@ -379,13 +379,15 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 		{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "launch failed in zone z1, instance type S5.MEDIUM4: sold out"},
 		nil,
 	} {
-		n := len(s.events)
 		err = jsadapter.HandleCloudEvent(ctx, s, &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
 			Instance: &cloudv1.InstanceRef{InstanceId: "a", Attempt: 2, CloudId: "ins-a"}, State: cloudv1.CloudState_CLOUD_STATE_LAUNCH_FAILED, LaunchError: le,
 		}}})
-		o, ok := s.events[n].(domain.CloudObserved)
+		// The observation follows the cloud id it records first
+		// (TestObservationRecordsItsCloudIDFirst).
+		last := s.events[len(s.events)-1]
+		o, ok := last.(domain.CloudObserved)
 		if err != nil || !ok || o.Attempt != 2 || o.State != domain.CloudLaunchFailed {
-			t.Fatalf("observed: %v %+v", err, s.events[n])
+			t.Fatalf("observed: %v %+v", err, last)
 		}
 		switch {
 		case le == nil && o.LaunchError != nil:
@@ -406,5 +408,22 @@ func TestEventsAreDecodedPerInstance(t *testing.T) {
 	}
 	if err := jsadapter.HandleHookResult(ctx, s, &hookv1.HookResult{}); !worker.IsPermanent(err) {
 		t.Errorf("hook result without instance: %v", err)
+	}
+}
+
+// An observation can overtake the create result naming its VM (the create
+// command watches, events are handled concurrently): it records the cloud
+// id it carries before the observation itself.
+func TestObservationRecordsItsCloudIDFirst(t *testing.T) {
+	s := &sink{}
+	err := jsadapter.HandleCloudEvent(context.Background(), s, &cloudv1.Event{Body: &cloudv1.Event_Observed{Observed: &cloudv1.InstanceObserved{
+		Instance: &cloudv1.InstanceRef{InstanceId: "a", Attempt: 2, CloudId: "ins-a"}, State: cloudv1.CloudState_CLOUD_STATE_RUNNING, PrivateIp: "10.0.0.2",
+	}}})
+	want := []domain.Event{
+		domain.CloudCreated{Attempt: 2, CloudID: "ins-a"},
+		domain.CloudObserved{Attempt: 2, State: domain.CloudRunning, PrivateIP: "10.0.0.2"},
+	}
+	if err != nil || fmt.Sprint(s.events) != fmt.Sprint(want) || fmt.Sprint(s.ids) != "[a a]" {
+		t.Fatalf("observed: %v %v %v, want %v", err, s.ids, s.events, want)
 	}
 }
