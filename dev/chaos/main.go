@@ -13,7 +13,8 @@
 // on both clouds, each with its own codes (InternalError and
 // RequestLimitExceeded for CVM, InternalError and Throttling.User for
 // ECS); an exhausted quota; VMs that never boot; hooks that hang; VMs
-// whose SSH is unreachable.
+// whose SSH is unreachable; a stock-out wave on a fifth group's zone
+// (refused, then failing at launch; stockout.go).
 //
 // At the end it checks the invariants: every requested instance is Running
 // or reported failed to Cluster Autoscaler, no duplicate VM, no orphan VM
