@@ -193,6 +193,9 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 	}
 
 	rows := r.rows(stats, unaccounted, duplicates, orphans, lost, badNodes)
+	soRow, soViolations := r.stockOutRow(vms)
+	rows = append(rows, soRow)
+	violations = append(violations, soViolations...)
 	fmt.Println()
 	printRows(os.Stdout, rows)
 	deleted := 0

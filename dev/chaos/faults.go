@@ -51,6 +51,13 @@ type faults struct {
 	deleted       map[string]int
 	deletedFailed int
 
+	// stockOut is what the stock-out wave saw (stockout.go).
+	stockOut stockOutWave
+	// stockOutStats and stockOutStart are the emulator's counters and the
+	// time when the wave began (before the scale-up's first call).
+	stockOutStats cvmemu.Stats
+	stockOutStart time.Time
+
 	// stateLoss is what the state-loss fault measured (stateloss.go).
 	stateLoss stateLoss
 }

@@ -13,7 +13,8 @@
 // on both clouds, each with its own codes (InternalError and
 // RequestLimitExceeded for CVM, InternalError and Throttling.User for
 // ECS); an exhausted quota; VMs that never boot; hooks that hang; VMs
-// whose SSH is unreachable.
+// whose SSH is unreachable; a stock-out wave on a fifth group's zone
+// (refused, then failing at launch; stockout.go).
 //
 // At the end it checks the invariants: every requested instance is Running
 // or reported failed to Cluster Autoscaler, no duplicate VM, no orphan VM
@@ -57,6 +58,9 @@ type config struct {
 	// unreachable; gamma: quota exhausted; ecs: the group on Alibaba
 	// Cloud ECS, with the cloud faults in ECS's codes).
 	alpha, beta, gamma, ecs int
+	// delta is the group the stock-out wave strikes (stockout.go), two
+	// creations in flight.
+	delta int
 	// gammaQuota is the per-zone instance quota (the emulator's quota is
 	// the same for every zone: gamma alone asks for more).
 	gammaQuota int
@@ -88,7 +92,7 @@ type config struct {
 
 func defaults(quick bool) config {
 	c := config{
-		alpha: 90, beta: 80, gamma: 130, ecs: 60, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
+		alpha: 90, beta: 80, gamma: 130, ecs: 60, delta: 16, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
 		hangRate: 0.02, errorRate: 0.2,
 		launchTimeout: 40 * time.Second, reconcile: 15 * time.Second, orphanGrace: 30 * time.Second,
 		settle: 8 * time.Minute,
@@ -97,6 +101,7 @@ func defaults(quick bool) config {
 		c.alpha, c.beta, c.gamma, c.ecs, c.gammaQuota, c.gammaParallelism, c.scaleDown, c.ecsScaleDown, c.sshUnreachable = 20, 20, 30, 15, 24, 6, 20, 6, 2
 		c.hangRate = 0.05
 		c.ecsParallelism = 5
+		c.delta = 8
 	}
 	return c
 }
@@ -381,6 +386,7 @@ fi`
 		{ID: "alpha", Max: r.cfg.alpha, Zone: "ap-guangzhou-3", AfterCreated: "set -eu\n" + hang + "\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "beta", Max: r.cfg.beta, Zone: "ap-guangzhou-4", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "gamma", Max: r.cfg.gamma, Zone: "ap-guangzhou-5", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.gammaParallelism},
+		{ID: deltaGroup, Max: r.cfg.delta, Zone: deltaZone, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: 2},
 		{ID: ecsGroup, Max: r.cfg.ecs, ECS: true, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.ecsParallelism},
 	})
 }
@@ -443,13 +449,13 @@ var errNotSettled = errors.New("not settled")
 const ecsGroup = "ecs"
 
 // groups in order.
-var groupIDs = []string{"alpha", "beta", "gamma", ecsGroup}
+var groupIDs = []string{"alpha", "beta", "gamma", ecsGroup, deltaGroup}
 
 func (r *run) requested(group string) int {
-	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma, ecsGroup: r.cfg.ecs}[group]
+	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma, ecsGroup: r.cfg.ecs, deltaGroup: r.cfg.delta}[group]
 }
 
 // total is the scale-up of every group.
-func (r *run) total() int { return r.cfg.alpha + r.cfg.beta + r.cfg.gamma + r.cfg.ecs }
+func (r *run) total() int { return r.cfg.alpha + r.cfg.beta + r.cfg.gamma + r.cfg.ecs + r.cfg.delta }
 
 var _ = cvmemu.ActionRunInstances

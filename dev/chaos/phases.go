@@ -125,6 +125,7 @@ func (r *run) scaleUp(ctx context.Context) error {
 	total := r.total()
 	r.logf("scale-up of %d instances with faults", total)
 	r.faults.cloudFaultsOn()
+	r.faults.stockOutBegin()
 	for _, g := range groupIDs {
 		// IncreaseSize is not retried: it is not idempotent, and no fault
 		// is injected yet.
@@ -136,9 +137,10 @@ func (r *run) scaleUp(ctx context.Context) error {
 	}
 	ictx, stopInjecting := context.WithCancel(ctx)
 	defer stopInjecting()
-	injected := make(chan error, 2)
+	injected := make(chan error, 3)
 	go func() { injected <- r.faults.scaleUpSchedule(ictx, total) }()
 	go func() { injected <- r.faults.breakSSH(ictx) }()
+	go func() { injected <- r.faults.stockOutRun(ictx) }()
 
 	err := r.settle(ctx, "scale-up", func(views map[string]groupView) (bool, string) {
 		ok := true
@@ -151,7 +153,7 @@ func (r *run) scaleUp(ctx context.Context) error {
 		return ok && r.faults.scaleUpDone.Load(), describe(views)
 	})
 	stopInjecting()
-	for range 2 {
+	for range 3 {
 		if ierr := <-injected; ierr != nil && !errors.Is(ierr, context.Canceled) {
 			err = errors.Join(err, fmt.Errorf("injecting faults: %w", ierr))
 		}
