@@ -23,6 +23,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/logging"
 	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 	"github.com/nodesmith/nodesmith/tools/kube/kubetest"
 )
@@ -109,7 +110,7 @@ func TestAgentMarksItsNodeWhenTheEmulatorAnnouncesAReclaim(t *testing.T) {
 	})
 
 	// No reclaim: the agent polls (404) and leaves the Node alone.
-	waitFor(t, "two polls without a notice", func() bool {
+	testwait.Until(t, 30*time.Second, "two polls without a notice", func() bool {
 		return metricstest.Value(t, reg, "nodesmith_node_agent_polls_total", map[string]string{"result": "none"}) >= 2
 	})
 	if n := getNode(t, admin, node); spotTaint(n) != nil {
@@ -122,7 +123,7 @@ func TestAgentMarksItsNodeWhenTheEmulatorAnnouncesAReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the spot taint", func() bool { return spotTaint(getNode(t, admin, node)) != nil })
+	testwait.Until(t, 30*time.Second, "the spot taint", func() bool { return spotTaint(getNode(t, admin, node)) != nil })
 	n := getNode(t, admin, node)
 	got, err := time.Parse(time.RFC3339, n.Annotations[contract.AnnotationSpotTerminationTime])
 	if err != nil {
@@ -153,15 +154,4 @@ func spotTaint(n *corev1.Node) *corev1.Taint {
 		}
 	}
 	return nil
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
