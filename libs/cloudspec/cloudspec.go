@@ -108,6 +108,8 @@ type Provider struct {
 	// name the VM's zone and instance type, as a dotted path
 	// ("Placement.Zone").
 	ZoneField, InstanceTypeField string
+	// SubnetField is where they name the subnet (an offering's subnetId).
+	SubnetField string
 
 	// request is the JSON shape of the create request (generated).
 	request reflect.Type
@@ -121,8 +123,11 @@ type Provider struct {
 	// capacity writes a template's capacity type and max price into its
 	// parameters (Reconcile); checkSpot checks the parameters' spot
 	// fields as the cloud does (ValidateParameters).
-	capacity  func(obj map[string]any, t *Template) []FieldError
-	checkSpot func(obj map[string]any) []FieldError
+	capacity func(obj map[string]any, t *Template) []FieldError
+	// capacityFields are the top-level parameters capacity writes; an
+	// offering with its own capacity type replaces them (ApplyOffering).
+	capacityFields []string
+	checkSpot      func(obj map[string]any) []FieldError
 	// providerID and parseProviderID are the cloud's providerID format.
 	providerID      func(region, zone, cloudID string) string
 	parseProviderID func(string) (ProviderIDParts, bool)

@@ -26,6 +26,12 @@ type Template struct {
 	// cloud's terms.
 	CapacityType string
 	MaxPrice     string
+	// Offerings are the template's ordered alternatives of where to
+	// create VMs; with offerings, Zone and InstanceType are the first
+	// offering's. OfferingStrategy orders them for a batch
+	// (StrategyPriority, StrategyBalanced; "" is priority).
+	Offerings        []Offering
+	OfferingStrategy string
 }
 
 // Reconcile makes a template's zone and instance type agree with its
@@ -45,12 +51,21 @@ type Template struct {
 // SpotStrategy and SpotPriceLimit); parameters that already choose spot
 // fill an empty CapacityType and MaxPrice. Errors are at "capacityType",
 // "maxPrice" or the parameter that contradicts them.
+//
+// Offerings are checked (zone and instance type required, no repeats, at
+// most MaxOfferings, each writable into the parameters: errors under
+// "offerings[i]"), and the first one's zone and instance type become the
+// template's (errors at "zone"/"instanceType" when the template names
+// others).
 func (p Provider) Reconcile(t *Template) []FieldError {
 	obj, errs := parseObject(t.Parameters)
 	if errs != nil {
 		return errs
 	}
 	if errs := checkCapacityFields(t); errs != nil {
+		return errs
+	}
+	if errs := reconcileOfferings(t); errs != nil {
 		return errs
 	}
 	if obj == nil && t.Zone == "" && t.InstanceType == "" && t.CapacityType == "" && t.MaxPrice == "" {
@@ -81,7 +96,7 @@ func (p Provider) Reconcile(t *Template) []FieldError {
 		return []FieldError{{"parameters", fmt.Sprintf("cannot be encoded: %v", err)}}
 	}
 	t.Parameters = string(out)
-	return nil
+	return p.checkOfferingParameters(t)
 }
 
 // agree fills the field at path of obj or *value from the other, or

@@ -52,7 +52,7 @@ func TestReconcile(t *testing.T) {
 			if !reflect.DeepEqual(errs, tc.errs) {
 				t.Fatalf("errors %v, want %v", errs, tc.errs)
 			}
-			if errs == nil && got != tc.want {
+			if errs == nil && !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})

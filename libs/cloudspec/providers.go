@@ -30,9 +30,11 @@ func init() {
 		},
 		ZoneField:         "Placement.Zone",
 		InstanceTypeField: "InstanceType",
+		SubnetField:       "VirtualPrivateCloud.SubnetId",
 		request:           reflect.TypeFor[tencentcvm.RunInstancesRequest](),
 		requestName:       "Tencent Cloud RunInstances request",
 		capacity:          tencentCapacity,
+		capacityFields:    []string{"InstanceChargeType", "InstanceMarketOptions"},
 		checkSpot:         tencentCheckSpot,
 		providerID: func(_, zone, cloudID string) string {
 			return "qcloud:///" + zone + "/" + cloudID
@@ -53,9 +55,11 @@ func init() {
 		},
 		ZoneField:         "ZoneId",
 		InstanceTypeField: "InstanceType",
+		SubnetField:       "VSwitchId",
 		request:           reflect.TypeFor[alibabaecs.RunInstancesRequest](),
 		requestName:       "Alibaba Cloud ECS RunInstances request",
 		capacity:          alibabaCapacity,
+		capacityFields:    []string{"SpotStrategy", "SpotPriceLimit"},
 		checkSpot:         alibabaCheckSpot,
 		required: [][]string{
 			{"ZoneId"}, {"InstanceType"}, {"ImageId"}, {"VSwitchId"},

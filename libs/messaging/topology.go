@@ -254,6 +254,8 @@ func KeyValueConfigs(o Options) []jetstream.KeyValueConfig {
 		{Bucket: BucketInstances, Description: "nodesmith instances", History: 1, Storage: o.Storage, Replicas: o.Replicas,
 			LimitMarkerTTL: o.KVMarkerTTL},
 		{Bucket: BucketCatalog, Description: "nodesmith instance templates, cloud accounts and hooks", History: 1, Storage: o.Storage, Replicas: o.Replicas},
+		{Bucket: BucketOfferings, Description: "nodesmith offerings out of capacity, until when", History: 1, Storage: o.Storage, Replicas: o.Replicas,
+			TTL: OfferingsMaxAge},
 	}
 }
 

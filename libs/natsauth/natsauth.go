@@ -228,6 +228,9 @@ func (id Identity) permissions() Permissions {
 		pub = append(pub, messaging.SubjectCloudEvents+".>")
 		// Sealed account credentials only, not templates or hooks.
 		pub = append(pub, kvWatch(messaging.BucketCatalog, messaging.CatalogKey(messaging.CatalogKeyAccount, ">"))...)
+		// Offerings out of capacity: marked and read by every replica.
+		pub = append(pub, kvSubject(messaging.BucketOfferings)+".>")
+		pub = append(pub, kvWatch(messaging.BucketOfferings, ">")...)
 		return Permissions{Publish: pub, Subscribe: inbox}
 	case HookRunner:
 		pub := []string{jsInfo}

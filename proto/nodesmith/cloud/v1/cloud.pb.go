@@ -316,8 +316,17 @@ type CreateInstances struct {
 	// "template-parameter"): the cloud adapter opens them and merges them
 	// into parameters_json just before the cloud call.
 	SecretParameters map[string]string `protobuf:"bytes,11,rep,name=secret_parameters,json=secretParameters,proto3" json:"secret_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Where to create the VMs, in the order to try them (lifecycle orders a
+	// template's offerings: as written, or balanced across zones). Empty for
+	// a template without offerings: parameters_json as it is. With
+	// offerings, the adapter writes each offering into parameters_json in
+	// turn (libs/cloudspec Provider.ApplyOffering), skips offerings marked
+	// unavailable (bucket messaging.BucketOfferings), and moves what is left
+	// of the batch to the next offering when one answers out of capacity,
+	// each offering with its own ClientToken derived from client_token.
+	Offerings     []*Offering `protobuf:"bytes,12,rep,name=offerings,proto3" json:"offerings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateInstances) Reset() {
@@ -427,6 +436,173 @@ func (x *CreateInstances) GetSecretParameters() map[string]string {
 	return nil
 }
 
+func (x *CreateInstances) GetOfferings() []*Offering {
+	if x != nil {
+		return x.Offerings
+	}
+	return nil
+}
+
+// Offering is one place a template's VMs may be created: a zone, the
+// subnet to use there and an instance type, optionally with a capacity
+// type. The instance types of one template's offerings have one shape
+// (vCPU, memory, GPUs, architecture): Cluster Autoscaler sees one
+// template node per group.
+type Offering struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	// Empty: the template parameters' subnet.
+	SubnetId     string `protobuf:"bytes,2,opt,name=subnet_id,json=subnetId,proto3" json:"subnet_id,omitempty"`
+	InstanceType string `protobuf:"bytes,3,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	// "spot" or "on-demand" (libs/cloudspec CapacitySpot/CapacityOnDemand);
+	// empty: the template's.
+	CapacityType  string `protobuf:"bytes,4,opt,name=capacity_type,json=capacityType,proto3" json:"capacity_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Offering) Reset() {
+	*x = Offering{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Offering) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Offering) ProtoMessage() {}
+
+func (x *Offering) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Offering.ProtoReflect.Descriptor instead.
+func (*Offering) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Offering) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *Offering) GetSubnetId() string {
+	if x != nil {
+		return x.SubnetId
+	}
+	return ""
+}
+
+func (x *Offering) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *Offering) GetCapacityType() string {
+	if x != nil {
+		return x.CapacityType
+	}
+	return ""
+}
+
+// OfferingUnavailable is the value of a key of the offerings bucket
+// (messaging.BucketOfferings, key messaging.OfferingKey): the offering ran
+// out of capacity in this cloud account and region, and cloud adapters
+// skip it until `until`. Shared by every cloud adapter replica; read by
+// the gateway to show operators which offerings are unavailable.
+type OfferingUnavailable struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Zone, instance type and capacity type (the subnet is not part of a
+	// stock-out).
+	Offering *Offering              `protobuf:"bytes,2,opt,name=offering,proto3" json:"offering,omitempty"`
+	At       *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	Until    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// The cloud's answer that marked it.
+	Reason        *CloudError `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OfferingUnavailable) Reset() {
+	*x = OfferingUnavailable{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OfferingUnavailable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OfferingUnavailable) ProtoMessage() {}
+
+func (x *OfferingUnavailable) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OfferingUnavailable.ProtoReflect.Descriptor instead.
+func (*OfferingUnavailable) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OfferingUnavailable) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *OfferingUnavailable) GetOffering() *Offering {
+	if x != nil {
+		return x.Offering
+	}
+	return nil
+}
+
+func (x *OfferingUnavailable) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *OfferingUnavailable) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *OfferingUnavailable) GetReason() *CloudError {
+	if x != nil {
+		return x.Reason
+	}
+	return nil
+}
+
 // WatchInstances follows instances until each is RUNNING with an IP, failed,
 // or gone, publishing an InstanceObserved event for each change.
 type WatchInstances struct {
@@ -439,7 +615,7 @@ type WatchInstances struct {
 
 func (x *WatchInstances) Reset() {
 	*x = WatchInstances{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[3]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +627,7 @@ func (x *WatchInstances) String() string {
 func (*WatchInstances) ProtoMessage() {}
 
 func (x *WatchInstances) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[3]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +640,7 @@ func (x *WatchInstances) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstances.ProtoReflect.Descriptor instead.
 func (*WatchInstances) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{3}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchInstances) GetTarget() *Target {
@@ -498,7 +674,7 @@ type TerminateInstances struct {
 
 func (x *TerminateInstances) Reset() {
 	*x = TerminateInstances{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[4]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +686,7 @@ func (x *TerminateInstances) String() string {
 func (*TerminateInstances) ProtoMessage() {}
 
 func (x *TerminateInstances) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[4]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +699,7 @@ func (x *TerminateInstances) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateInstances.ProtoReflect.Descriptor instead.
 func (*TerminateInstances) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{4}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TerminateInstances) GetTarget() *Target {
@@ -559,7 +735,7 @@ type ListInventory struct {
 
 func (x *ListInventory) Reset() {
 	*x = ListInventory{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[5]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +747,7 @@ func (x *ListInventory) String() string {
 func (*ListInventory) ProtoMessage() {}
 
 func (x *ListInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[5]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +760,7 @@ func (x *ListInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInventory.ProtoReflect.Descriptor instead.
 func (*ListInventory) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{5}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListInventory) GetTarget() *Target {
@@ -627,7 +803,7 @@ type TagInstances struct {
 
 func (x *TagInstances) Reset() {
 	*x = TagInstances{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +815,7 @@ func (x *TagInstances) String() string {
 func (*TagInstances) ProtoMessage() {}
 
 func (x *TagInstances) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[6]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +828,7 @@ func (x *TagInstances) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagInstances.ProtoReflect.Descriptor instead.
 func (*TagInstances) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{6}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TagInstances) GetRequestId() string {
@@ -707,7 +883,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +895,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[7]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +908,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{7}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -833,7 +1009,7 @@ type CloudError struct {
 
 func (x *CloudError) Reset() {
 	*x = CloudError{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1021,7 @@ func (x *CloudError) String() string {
 func (*CloudError) ProtoMessage() {}
 
 func (x *CloudError) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[8]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1034,7 @@ func (x *CloudError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudError.ProtoReflect.Descriptor instead.
 func (*CloudError) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{8}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CloudError) GetKind() ErrorKind {
@@ -884,16 +1060,22 @@ func (x *CloudError) GetMessage() string {
 
 // InstancesCreated maps a batch's instances to their cloud ids, in order.
 type InstancesCreated struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BatchId       string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
-	Instances     []*InstanceRef         `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	BatchId   string                 `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	Instances []*InstanceRef         `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	// The offering these VMs were created on; unset for a create without
+	// offerings. An instance whose VM failed to launch for capacity may be
+	// named again by a later InstancesCreated of the same batch with a new
+	// cloud id on another offering (the adapter terminated the first VM):
+	// the later mapping replaces the earlier one.
+	Offering      *Offering `protobuf:"bytes,3,opt,name=offering,proto3" json:"offering,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstancesCreated) Reset() {
 	*x = InstancesCreated{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1087,7 @@ func (x *InstancesCreated) String() string {
 func (*InstancesCreated) ProtoMessage() {}
 
 func (x *InstancesCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[9]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1100,7 @@ func (x *InstancesCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesCreated.ProtoReflect.Descriptor instead.
 func (*InstancesCreated) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{9}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InstancesCreated) GetBatchId() string {
@@ -931,6 +1113,13 @@ func (x *InstancesCreated) GetBatchId() string {
 func (x *InstancesCreated) GetInstances() []*InstanceRef {
 	if x != nil {
 		return x.Instances
+	}
+	return nil
+}
+
+func (x *InstancesCreated) GetOffering() *Offering {
+	if x != nil {
+		return x.Offering
 	}
 	return nil
 }
@@ -948,7 +1137,7 @@ type CreateFailed struct {
 
 func (x *CreateFailed) Reset() {
 	*x = CreateFailed{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1149,7 @@ func (x *CreateFailed) String() string {
 func (*CreateFailed) ProtoMessage() {}
 
 func (x *CreateFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[10]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1162,7 @@ func (x *CreateFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateFailed.ProtoReflect.Descriptor instead.
 func (*CreateFailed) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{10}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateFailed) GetBatchId() string {
@@ -1017,7 +1206,7 @@ type InstanceObserved struct {
 
 func (x *InstanceObserved) Reset() {
 	*x = InstanceObserved{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1218,7 @@ func (x *InstanceObserved) String() string {
 func (*InstanceObserved) ProtoMessage() {}
 
 func (x *InstanceObserved) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[11]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1231,7 @@ func (x *InstanceObserved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceObserved.ProtoReflect.Descriptor instead.
 func (*InstanceObserved) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{11}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InstanceObserved) GetInstance() *InstanceRef {
@@ -1097,7 +1286,7 @@ type InstancesTerminated struct {
 
 func (x *InstancesTerminated) Reset() {
 	*x = InstancesTerminated{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1298,7 @@ func (x *InstancesTerminated) String() string {
 func (*InstancesTerminated) ProtoMessage() {}
 
 func (x *InstancesTerminated) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[12]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1311,7 @@ func (x *InstancesTerminated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesTerminated.ProtoReflect.Descriptor instead.
 func (*InstancesTerminated) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{12}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InstancesTerminated) GetInstances() []*InstanceRef {
@@ -1143,7 +1332,7 @@ type TerminateFailed struct {
 
 func (x *TerminateFailed) Reset() {
 	*x = TerminateFailed{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1344,7 @@ func (x *TerminateFailed) String() string {
 func (*TerminateFailed) ProtoMessage() {}
 
 func (x *TerminateFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[13]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1357,7 @@ func (x *TerminateFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TerminateFailed.ProtoReflect.Descriptor instead.
 func (*TerminateFailed) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{13}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TerminateFailed) GetInstances() []*InstanceRef {
@@ -1203,7 +1392,7 @@ type InventoryItem struct {
 
 func (x *InventoryItem) Reset() {
 	*x = InventoryItem{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1404,7 @@ func (x *InventoryItem) String() string {
 func (*InventoryItem) ProtoMessage() {}
 
 func (x *InventoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[14]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1417,7 @@ func (x *InventoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InventoryItem.ProtoReflect.Descriptor instead.
 func (*InventoryItem) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{14}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InventoryItem) GetCloudId() string {
@@ -1300,7 +1489,7 @@ type Inventory struct {
 
 func (x *Inventory) Reset() {
 	*x = Inventory{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1501,7 @@ func (x *Inventory) String() string {
 func (*Inventory) ProtoMessage() {}
 
 func (x *Inventory) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[15]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1514,7 @@ func (x *Inventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Inventory.ProtoReflect.Descriptor instead.
 func (*Inventory) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{15}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Inventory) GetRequestId() string {
@@ -1372,7 +1561,7 @@ type TagResult struct {
 
 func (x *TagResult) Reset() {
 	*x = TagResult{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1573,7 @@ func (x *TagResult) String() string {
 func (*TagResult) ProtoMessage() {}
 
 func (x *TagResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[16]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1586,7 @@ func (x *TagResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TagResult.ProtoReflect.Descriptor instead.
 func (*TagResult) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{16}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TagResult) GetInstance() *InstanceRef {
@@ -1450,7 +1639,7 @@ type InstancesTagged struct {
 
 func (x *InstancesTagged) Reset() {
 	*x = InstancesTagged{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1651,7 @@ func (x *InstancesTagged) String() string {
 func (*InstancesTagged) ProtoMessage() {}
 
 func (x *InstancesTagged) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[17]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1664,7 @@ func (x *InstancesTagged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesTagged.ProtoReflect.Descriptor instead.
 func (*InstancesTagged) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{17}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InstancesTagged) GetRequestId() string {
@@ -1532,7 +1721,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1733,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[18]
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1746,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{18}
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetBody() isEvent_Body {
@@ -1691,7 +1880,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x19\n" +
 	"\bcloud_id\x18\x03 \x01(\tR\acloudId\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x12\x18\n" +
-	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xab\x04\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xe7\x04\n" +
 	"\x0fCreateInstances\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
 	"\fclient_token\x18\x02 \x01(\tR\vclientToken\x122\n" +
@@ -1705,10 +1894,22 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\x04zone\x18\t \x01(\tR\x04zone\x12#\n" +
 	"\rinstance_type\x18\n" +
 	" \x01(\tR\finstanceType\x12f\n" +
-	"\x11secret_parameters\x18\v \x03(\v29.nodesmith.cloud.v1.CreateInstances.SecretParametersEntryR\x10secretParameters\x1aC\n" +
+	"\x11secret_parameters\x18\v \x03(\v29.nodesmith.cloud.v1.CreateInstances.SecretParametersEntryR\x10secretParameters\x12:\n" +
+	"\tofferings\x18\f \x03(\v2\x1c.nodesmith.cloud.v1.OfferingR\tofferings\x1aC\n" +
 	"\x15SecretParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
+	"\bOffering\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x1b\n" +
+	"\tsubnet_id\x18\x02 \x01(\tR\bsubnetId\x12#\n" +
+	"\rinstance_type\x18\x03 \x01(\tR\finstanceType\x12#\n" +
+	"\rcapacity_type\x18\x04 \x01(\tR\fcapacityType\"\x99\x02\n" +
+	"\x13OfferingUnavailable\x122\n" +
+	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x128\n" +
+	"\boffering\x18\x02 \x01(\v2\x1c.nodesmith.cloud.v1.OfferingR\boffering\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x120\n" +
+	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x126\n" +
+	"\x06reason\x18\x05 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x06reason\"\x83\x01\n" +
 	"\x0eWatchInstances\x122\n" +
 	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12=\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\xa6\x01\n" +
@@ -1743,10 +1944,11 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"CloudError\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.nodesmith.cloud.v1.ErrorKindR\x04kind\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"l\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xa6\x01\n" +
 	"\x10InstancesCreated\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12=\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\"\x9e\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x128\n" +
+	"\boffering\x18\x03 \x01(\v2\x1c.nodesmith.cloud.v1.OfferingR\boffering\"\x9e\x01\n" +
 	"\fCreateFailed\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12=\n" +
 	"\tinstances\x18\x02 \x03(\v2\x1f.nodesmith.cloud.v1.InstanceRefR\tinstances\x124\n" +
@@ -1840,82 +2042,91 @@ func file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_cloud_v1_cloud_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: nodesmith.cloud.v1.ErrorKind
 	(CloudState)(0),               // 1: nodesmith.cloud.v1.CloudState
 	(*Target)(nil),                // 2: nodesmith.cloud.v1.Target
 	(*InstanceRef)(nil),           // 3: nodesmith.cloud.v1.InstanceRef
 	(*CreateInstances)(nil),       // 4: nodesmith.cloud.v1.CreateInstances
-	(*WatchInstances)(nil),        // 5: nodesmith.cloud.v1.WatchInstances
-	(*TerminateInstances)(nil),    // 6: nodesmith.cloud.v1.TerminateInstances
-	(*ListInventory)(nil),         // 7: nodesmith.cloud.v1.ListInventory
-	(*TagInstances)(nil),          // 8: nodesmith.cloud.v1.TagInstances
-	(*Command)(nil),               // 9: nodesmith.cloud.v1.Command
-	(*CloudError)(nil),            // 10: nodesmith.cloud.v1.CloudError
-	(*InstancesCreated)(nil),      // 11: nodesmith.cloud.v1.InstancesCreated
-	(*CreateFailed)(nil),          // 12: nodesmith.cloud.v1.CreateFailed
-	(*InstanceObserved)(nil),      // 13: nodesmith.cloud.v1.InstanceObserved
-	(*InstancesTerminated)(nil),   // 14: nodesmith.cloud.v1.InstancesTerminated
-	(*TerminateFailed)(nil),       // 15: nodesmith.cloud.v1.TerminateFailed
-	(*InventoryItem)(nil),         // 16: nodesmith.cloud.v1.InventoryItem
-	(*Inventory)(nil),             // 17: nodesmith.cloud.v1.Inventory
-	(*TagResult)(nil),             // 18: nodesmith.cloud.v1.TagResult
-	(*InstancesTagged)(nil),       // 19: nodesmith.cloud.v1.InstancesTagged
-	(*Event)(nil),                 // 20: nodesmith.cloud.v1.Event
-	nil,                           // 21: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*Offering)(nil),              // 5: nodesmith.cloud.v1.Offering
+	(*OfferingUnavailable)(nil),   // 6: nodesmith.cloud.v1.OfferingUnavailable
+	(*WatchInstances)(nil),        // 7: nodesmith.cloud.v1.WatchInstances
+	(*TerminateInstances)(nil),    // 8: nodesmith.cloud.v1.TerminateInstances
+	(*ListInventory)(nil),         // 9: nodesmith.cloud.v1.ListInventory
+	(*TagInstances)(nil),          // 10: nodesmith.cloud.v1.TagInstances
+	(*Command)(nil),               // 11: nodesmith.cloud.v1.Command
+	(*CloudError)(nil),            // 12: nodesmith.cloud.v1.CloudError
+	(*InstancesCreated)(nil),      // 13: nodesmith.cloud.v1.InstancesCreated
+	(*CreateFailed)(nil),          // 14: nodesmith.cloud.v1.CreateFailed
+	(*InstanceObserved)(nil),      // 15: nodesmith.cloud.v1.InstanceObserved
+	(*InstancesTerminated)(nil),   // 16: nodesmith.cloud.v1.InstancesTerminated
+	(*TerminateFailed)(nil),       // 17: nodesmith.cloud.v1.TerminateFailed
+	(*InventoryItem)(nil),         // 18: nodesmith.cloud.v1.InventoryItem
+	(*Inventory)(nil),             // 19: nodesmith.cloud.v1.Inventory
+	(*TagResult)(nil),             // 20: nodesmith.cloud.v1.TagResult
+	(*InstancesTagged)(nil),       // 21: nodesmith.cloud.v1.InstancesTagged
+	(*Event)(nil),                 // 22: nodesmith.cloud.v1.Event
+	nil,                           // 23: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	2,  // 0: nodesmith.cloud.v1.CreateInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 1: nodesmith.cloud.v1.CreateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	21, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
-	2,  // 3: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
-	3,  // 4: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	2,  // 5: nodesmith.cloud.v1.TerminateInstances.target:type_name -> nodesmith.cloud.v1.Target
-	3,  // 6: nodesmith.cloud.v1.TerminateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	2,  // 7: nodesmith.cloud.v1.ListInventory.target:type_name -> nodesmith.cloud.v1.Target
-	2,  // 8: nodesmith.cloud.v1.TagInstances.target:type_name -> nodesmith.cloud.v1.Target
-	3,  // 9: nodesmith.cloud.v1.TagInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	4,  // 10: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
-	5,  // 11: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
-	6,  // 12: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
-	7,  // 13: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
-	8,  // 14: nodesmith.cloud.v1.Command.tag:type_name -> nodesmith.cloud.v1.TagInstances
-	0,  // 15: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
-	3,  // 16: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 17: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	10, // 18: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 19: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
-	1,  // 20: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
-	22, // 21: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
-	10, // 22: nodesmith.cloud.v1.InstanceObserved.launch_error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 23: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	3,  // 24: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	10, // 25: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
-	1,  // 26: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
-	22, // 27: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 28: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
-	16, // 29: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
-	10, // 30: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
-	3,  // 31: nodesmith.cloud.v1.TagResult.instance:type_name -> nodesmith.cloud.v1.InstanceRef
-	1,  // 32: nodesmith.cloud.v1.TagResult.state:type_name -> nodesmith.cloud.v1.CloudState
-	10, // 33: nodesmith.cloud.v1.TagResult.error:type_name -> nodesmith.cloud.v1.CloudError
-	2,  // 34: nodesmith.cloud.v1.InstancesTagged.target:type_name -> nodesmith.cloud.v1.Target
-	18, // 35: nodesmith.cloud.v1.InstancesTagged.results:type_name -> nodesmith.cloud.v1.TagResult
-	10, // 36: nodesmith.cloud.v1.InstancesTagged.error:type_name -> nodesmith.cloud.v1.CloudError
-	19, // 37: nodesmith.cloud.v1.Event.tagged:type_name -> nodesmith.cloud.v1.InstancesTagged
-	11, // 38: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
-	12, // 39: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
-	13, // 40: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
-	14, // 41: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
-	15, // 42: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
-	17, // 43: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	23, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	5,  // 3: nodesmith.cloud.v1.CreateInstances.offerings:type_name -> nodesmith.cloud.v1.Offering
+	2,  // 4: nodesmith.cloud.v1.OfferingUnavailable.target:type_name -> nodesmith.cloud.v1.Target
+	5,  // 5: nodesmith.cloud.v1.OfferingUnavailable.offering:type_name -> nodesmith.cloud.v1.Offering
+	24, // 6: nodesmith.cloud.v1.OfferingUnavailable.at:type_name -> google.protobuf.Timestamp
+	24, // 7: nodesmith.cloud.v1.OfferingUnavailable.until:type_name -> google.protobuf.Timestamp
+	12, // 8: nodesmith.cloud.v1.OfferingUnavailable.reason:type_name -> nodesmith.cloud.v1.CloudError
+	2,  // 9: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 10: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	2,  // 11: nodesmith.cloud.v1.TerminateInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 12: nodesmith.cloud.v1.TerminateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	2,  // 13: nodesmith.cloud.v1.ListInventory.target:type_name -> nodesmith.cloud.v1.Target
+	2,  // 14: nodesmith.cloud.v1.TagInstances.target:type_name -> nodesmith.cloud.v1.Target
+	3,  // 15: nodesmith.cloud.v1.TagInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	4,  // 16: nodesmith.cloud.v1.Command.create:type_name -> nodesmith.cloud.v1.CreateInstances
+	7,  // 17: nodesmith.cloud.v1.Command.watch:type_name -> nodesmith.cloud.v1.WatchInstances
+	8,  // 18: nodesmith.cloud.v1.Command.terminate:type_name -> nodesmith.cloud.v1.TerminateInstances
+	9,  // 19: nodesmith.cloud.v1.Command.list_inventory:type_name -> nodesmith.cloud.v1.ListInventory
+	10, // 20: nodesmith.cloud.v1.Command.tag:type_name -> nodesmith.cloud.v1.TagInstances
+	0,  // 21: nodesmith.cloud.v1.CloudError.kind:type_name -> nodesmith.cloud.v1.ErrorKind
+	3,  // 22: nodesmith.cloud.v1.InstancesCreated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	5,  // 23: nodesmith.cloud.v1.InstancesCreated.offering:type_name -> nodesmith.cloud.v1.Offering
+	3,  // 24: nodesmith.cloud.v1.CreateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	12, // 25: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 26: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 27: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
+	24, // 28: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
+	12, // 29: nodesmith.cloud.v1.InstanceObserved.launch_error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 30: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	3,  // 31: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
+	12, // 32: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
+	1,  // 33: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
+	24, // 34: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 35: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
+	18, // 36: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
+	12, // 37: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
+	3,  // 38: nodesmith.cloud.v1.TagResult.instance:type_name -> nodesmith.cloud.v1.InstanceRef
+	1,  // 39: nodesmith.cloud.v1.TagResult.state:type_name -> nodesmith.cloud.v1.CloudState
+	12, // 40: nodesmith.cloud.v1.TagResult.error:type_name -> nodesmith.cloud.v1.CloudError
+	2,  // 41: nodesmith.cloud.v1.InstancesTagged.target:type_name -> nodesmith.cloud.v1.Target
+	20, // 42: nodesmith.cloud.v1.InstancesTagged.results:type_name -> nodesmith.cloud.v1.TagResult
+	12, // 43: nodesmith.cloud.v1.InstancesTagged.error:type_name -> nodesmith.cloud.v1.CloudError
+	21, // 44: nodesmith.cloud.v1.Event.tagged:type_name -> nodesmith.cloud.v1.InstancesTagged
+	13, // 45: nodesmith.cloud.v1.Event.created:type_name -> nodesmith.cloud.v1.InstancesCreated
+	14, // 46: nodesmith.cloud.v1.Event.create_failed:type_name -> nodesmith.cloud.v1.CreateFailed
+	15, // 47: nodesmith.cloud.v1.Event.observed:type_name -> nodesmith.cloud.v1.InstanceObserved
+	16, // 48: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
+	17, // 49: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
+	19, // 50: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_cloud_v1_cloud_proto_init() }
@@ -1923,14 +2134,14 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 	if File_nodesmith_cloud_v1_cloud_proto != nil {
 		return
 	}
-	file_nodesmith_cloud_v1_cloud_proto_msgTypes[7].OneofWrappers = []any{
+	file_nodesmith_cloud_v1_cloud_proto_msgTypes[9].OneofWrappers = []any{
 		(*Command_Create)(nil),
 		(*Command_Watch)(nil),
 		(*Command_Terminate)(nil),
 		(*Command_ListInventory)(nil),
 		(*Command_Tag)(nil),
 	}
-	file_nodesmith_cloud_v1_cloud_proto_msgTypes[18].OneofWrappers = []any{
+	file_nodesmith_cloud_v1_cloud_proto_msgTypes[20].OneofWrappers = []any{
 		(*Event_Tagged)(nil),
 		(*Event_Created)(nil),
 		(*Event_CreateFailed)(nil),
@@ -1945,7 +2156,7 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_cloud_v1_cloud_proto_rawDesc), len(file_nodesmith_cloud_v1_cloud_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,6 +11,7 @@
 package statev1
 
 import (
+	v1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -613,6 +614,16 @@ type InstanceTemplate struct {
 	// into the parameters of the create call. Values of hook_env are sealed
 	// tokens too (purpose "hook-env"), opened only by the hook runner.
 	SecretParameters map[string]string `protobuf:"bytes,14,rep,name=secret_parameters,json=secretParameters,proto3" json:"secret_parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Ordered alternatives of where to create VMs (zone, subnet, instance
+	// type, capacity type); empty: zone and instance_type above only. With
+	// offerings, zone and instance_type are the first offering's (the zone
+	// label of the template node CA sees, as CA's AWS provider does for
+	// multi-zone groups).
+	Offerings []*v1.Offering `protobuf:"bytes,15,rep,name=offerings,proto3" json:"offerings,omitempty"`
+	// How a new batch orders the offerings: "priority" (as written, the
+	// default) or "balanced" (the zone with the fewest live instances of
+	// the group first, ties in written order).
+	OfferingStrategy string `protobuf:"bytes,16,opt,name=offering_strategy,json=offeringStrategy,proto3" json:"offering_strategy,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -743,6 +754,20 @@ func (x *InstanceTemplate) GetSecretParameters() map[string]string {
 		return x.SecretParameters
 	}
 	return nil
+}
+
+func (x *InstanceTemplate) GetOfferings() []*v1.Offering {
+	if x != nil {
+		return x.Offerings
+	}
+	return nil
+}
+
+func (x *InstanceTemplate) GetOfferingStrategy() string {
+	if x != nil {
+		return x.OfferingStrategy
+	}
+	return ""
 }
 
 // NodeGroup is the record of one node group, key = id in the groups bucket.
@@ -1179,7 +1204,12 @@ type Instance struct {
 	// batch, and its VM does not carry nodesmith's cluster tag (the
 	// reconciler's inventory does not list it). Records written before this
 	// field carry batch_id "adopted" instead, which is still honoured.
-	Adopted       bool `protobuf:"varint,24,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	Adopted bool `protobuf:"varint,24,opt,name=adopted,proto3" json:"adopted,omitempty"`
+	// Where the VM was created (from InstancesCreated.offering; empty for a
+	// template without offerings: the template's zone and type).
+	Zone          string `protobuf:"bytes,25,opt,name=zone,proto3" json:"zone,omitempty"`
+	InstanceType  string `protobuf:"bytes,26,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	CapacityType  string `protobuf:"bytes,27,opt,name=capacity_type,json=capacityType,proto3" json:"capacity_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1380,6 +1410,27 @@ func (x *Instance) GetAdopted() bool {
 		return x.Adopted
 	}
 	return false
+}
+
+func (x *Instance) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *Instance) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *Instance) GetCapacityType() string {
+	if x != nil {
+		return x.CapacityType
+	}
+	return ""
 }
 
 // CloudAccount is a cloud account of the catalog (key "accounts.<name>" in
@@ -1593,7 +1644,7 @@ var File_nodesmith_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1enodesmith/state/v1/state.proto\x12\x12nodesmith.state.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"G\n" +
+	"\x1enodesmith/state/v1/state.proto\x12\x12nodesmith.state.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1enodesmith/cloud/v1/cloud.proto\"G\n" +
 	"\x05Taint\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
@@ -1643,7 +1694,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\rbefore_delete\x18\x02 \x01(\v2\x1c.nodesmith.state.v1.HookSpecR\fbeforeDelete\"=\n" +
 	"\vParallelism\x12\x16\n" +
 	"\x06create\x18\x01 \x01(\x05R\x06create\x12\x16\n" +
-	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\xa2\x05\n" +
+	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\x8b\x06\n" +
 	"\x10InstanceTemplate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -1659,7 +1710,9 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x02os\x18\v \x01(\tR\x02os\x12L\n" +
 	"\bhook_env\x18\f \x03(\v21.nodesmith.state.v1.InstanceTemplate.HookEnvEntryR\ahookEnv\x12\x19\n" +
 	"\bssh_port\x18\r \x01(\rR\asshPort\x12g\n" +
-	"\x11secret_parameters\x18\x0e \x03(\v2:.nodesmith.state.v1.InstanceTemplate.SecretParametersEntryR\x10secretParameters\x1a:\n" +
+	"\x11secret_parameters\x18\x0e \x03(\v2:.nodesmith.state.v1.InstanceTemplate.SecretParametersEntryR\x10secretParameters\x12:\n" +
+	"\tofferings\x18\x0f \x03(\v2\x1c.nodesmith.cloud.v1.OfferingR\tofferings\x12+\n" +
+	"\x11offering_strategy\x18\x10 \x01(\tR\x10offeringStrategy\x1a:\n" +
 	"\fHookEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
@@ -1700,7 +1753,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\x04from\x18\x01 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x04from\x121\n" +
 	"\x02to\x18\x02 \x01(\x0e2!.nodesmith.state.v1.InstanceStateR\x02to\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x99\b\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf7\b\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x127\n" +
@@ -1732,7 +1785,10 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\tin_flight\x18\x15 \x01(\bR\binFlight\x12\x1a\n" +
 	"\breleased\x18\x16 \x01(\bR\breleased\x12S\n" +
 	"\rtrace_context\x18\x17 \x03(\v2..nodesmith.state.v1.Instance.TraceContextEntryR\ftraceContext\x12\x18\n" +
-	"\aadopted\x18\x18 \x01(\bR\aadopted\x1a?\n" +
+	"\aadopted\x18\x18 \x01(\bR\aadopted\x12\x12\n" +
+	"\x04zone\x18\x19 \x01(\tR\x04zone\x12#\n" +
+	"\rinstance_type\x18\x1a \x01(\tR\finstanceType\x12#\n" +
+	"\rcapacity_type\x18\x1b \x01(\tR\fcapacityType\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
@@ -1805,7 +1861,8 @@ var file_nodesmith_state_v1_state_proto_goTypes = []any{
 	nil,                           // 22: nodesmith.state.v1.InstanceTemplate.SecretParametersEntry
 	nil,                           // 23: nodesmith.state.v1.Instance.TraceContextEntry
 	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*v1.Offering)(nil),           // 25: nodesmith.cloud.v1.Offering
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	16, // 0: nodesmith.state.v1.NodeTemplate.labels:type_name -> nodesmith.state.v1.NodeTemplate.LabelsEntry
@@ -1823,35 +1880,36 @@ var file_nodesmith_state_v1_state_proto_depIdxs = []int32{
 	5,  // 12: nodesmith.state.v1.Hooks.before_delete:type_name -> nodesmith.state.v1.HookSpec
 	21, // 13: nodesmith.state.v1.InstanceTemplate.hook_env:type_name -> nodesmith.state.v1.InstanceTemplate.HookEnvEntry
 	22, // 14: nodesmith.state.v1.InstanceTemplate.secret_parameters:type_name -> nodesmith.state.v1.InstanceTemplate.SecretParametersEntry
-	8,  // 15: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
-	3,  // 16: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
-	4,  // 17: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
-	6,  // 18: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
-	7,  // 19: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
-	25, // 20: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 21: nodesmith.state.v1.NodeGroup.applied_requests:type_name -> nodesmith.state.v1.AppliedRequest
-	25, // 22: nodesmith.state.v1.AppliedRequest.at:type_name -> google.protobuf.Timestamp
-	25, // 23: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
-	0,  // 24: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
-	0,  // 25: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
-	25, // 26: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
-	0,  // 27: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
-	11, // 28: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
-	25, // 29: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	25, // 30: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
-	25, // 31: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
-	25, // 32: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
-	12, // 33: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
-	23, // 34: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
-	8,  // 35: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
-	14, // 36: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
-	5,  // 37: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
-	25, // 38: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	25, // 15: nodesmith.state.v1.InstanceTemplate.offerings:type_name -> nodesmith.cloud.v1.Offering
+	8,  // 16: nodesmith.state.v1.NodeGroup.instance_template:type_name -> nodesmith.state.v1.InstanceTemplate
+	3,  // 17: nodesmith.state.v1.NodeGroup.node_template:type_name -> nodesmith.state.v1.NodeTemplate
+	4,  // 18: nodesmith.state.v1.NodeGroup.autoscaling_options:type_name -> nodesmith.state.v1.AutoscalingOptions
+	6,  // 19: nodesmith.state.v1.NodeGroup.hooks:type_name -> nodesmith.state.v1.Hooks
+	7,  // 20: nodesmith.state.v1.NodeGroup.parallelism:type_name -> nodesmith.state.v1.Parallelism
+	26, // 21: nodesmith.state.v1.NodeGroup.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 22: nodesmith.state.v1.NodeGroup.applied_requests:type_name -> nodesmith.state.v1.AppliedRequest
+	26, // 23: nodesmith.state.v1.AppliedRequest.at:type_name -> google.protobuf.Timestamp
+	26, // 24: nodesmith.state.v1.ErrorInfo.at:type_name -> google.protobuf.Timestamp
+	0,  // 25: nodesmith.state.v1.Transition.from:type_name -> nodesmith.state.v1.InstanceState
+	0,  // 26: nodesmith.state.v1.Transition.to:type_name -> nodesmith.state.v1.InstanceState
+	26, // 27: nodesmith.state.v1.Transition.at:type_name -> google.protobuf.Timestamp
+	0,  // 28: nodesmith.state.v1.Instance.state:type_name -> nodesmith.state.v1.InstanceState
+	11, // 29: nodesmith.state.v1.Instance.last_error:type_name -> nodesmith.state.v1.ErrorInfo
+	26, // 30: nodesmith.state.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	26, // 31: nodesmith.state.v1.Instance.state_since:type_name -> google.protobuf.Timestamp
+	26, // 32: nodesmith.state.v1.Instance.deadline:type_name -> google.protobuf.Timestamp
+	26, // 33: nodesmith.state.v1.Instance.next_retry_at:type_name -> google.protobuf.Timestamp
+	12, // 34: nodesmith.state.v1.Instance.history:type_name -> nodesmith.state.v1.Transition
+	23, // 35: nodesmith.state.v1.Instance.trace_context:type_name -> nodesmith.state.v1.Instance.TraceContextEntry
+	8,  // 36: nodesmith.state.v1.CatalogEntry.template:type_name -> nodesmith.state.v1.InstanceTemplate
+	14, // 37: nodesmith.state.v1.CatalogEntry.account:type_name -> nodesmith.state.v1.CloudAccount
+	5,  // 38: nodesmith.state.v1.CatalogEntry.hook:type_name -> nodesmith.state.v1.HookSpec
+	26, // 39: nodesmith.state.v1.CatalogEntry.updated_at:type_name -> google.protobuf.Timestamp
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_state_v1_state_proto_init() }
