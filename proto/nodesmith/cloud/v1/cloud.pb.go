@@ -324,7 +324,10 @@ type CreateInstances struct {
 	// unavailable (bucket messaging.BucketOfferings), and moves what is left
 	// of the batch to the next offering when one answers out of capacity,
 	// each offering with its own ClientToken derived from client_token.
-	Offerings     []*Offering `protobuf:"bytes,12,rep,name=offerings,proto3" json:"offerings,omitempty"`
+	Offerings []*Offering `protobuf:"bytes,12,rep,name=offerings,proto3" json:"offerings,omitempty"`
+	// The template's max price for spot VMs, used when an offering asks for
+	// spot capacity ("" for none).
+	MaxPrice      string `protobuf:"bytes,13,opt,name=max_price,json=maxPrice,proto3" json:"max_price,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -441,6 +444,13 @@ func (x *CreateInstances) GetOfferings() []*Offering {
 		return x.Offerings
 	}
 	return nil
+}
+
+func (x *CreateInstances) GetMaxPrice() string {
+	if x != nil {
+		return x.MaxPrice
+	}
+	return ""
 }
 
 // Offering is one place a template's VMs may be created: a zone, the
@@ -1880,7 +1890,7 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x19\n" +
 	"\bcloud_id\x18\x03 \x01(\tR\acloudId\x12\x14\n" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x12\x18\n" +
-	"\aadopted\x18\x05 \x01(\bR\aadopted\"\xe7\x04\n" +
+	"\aadopted\x18\x05 \x01(\bR\aadopted\"\x84\x05\n" +
 	"\x0fCreateInstances\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12!\n" +
 	"\fclient_token\x18\x02 \x01(\tR\vclientToken\x122\n" +
@@ -1895,7 +1905,8 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"\rinstance_type\x18\n" +
 	" \x01(\tR\finstanceType\x12f\n" +
 	"\x11secret_parameters\x18\v \x03(\v29.nodesmith.cloud.v1.CreateInstances.SecretParametersEntryR\x10secretParameters\x12:\n" +
-	"\tofferings\x18\f \x03(\v2\x1c.nodesmith.cloud.v1.OfferingR\tofferings\x1aC\n" +
+	"\tofferings\x18\f \x03(\v2\x1c.nodesmith.cloud.v1.OfferingR\tofferings\x12\x1b\n" +
+	"\tmax_price\x18\r \x01(\tR\bmaxPrice\x1aC\n" +
 	"\x15SecretParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +

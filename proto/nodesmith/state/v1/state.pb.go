@@ -624,8 +624,14 @@ type InstanceTemplate struct {
 	// default) or "balanced" (the zone with the fewest live instances of
 	// the group first, ties in written order).
 	OfferingStrategy string `protobuf:"bytes,16,opt,name=offering_strategy,json=offeringStrategy,proto3" json:"offering_strategy,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// "spot" or "on-demand" (libs/cloudspec); already written into
+	// parameters_json in the cloud's terms. Kept to show operators and to
+	// write spot offerings of an on-demand template.
+	CapacityType string `protobuf:"bytes,17,opt,name=capacity_type,json=capacityType,proto3" json:"capacity_type,omitempty"`
+	// A spot VM's highest hourly price, a decimal string ("" for none).
+	MaxPrice      string `protobuf:"bytes,18,opt,name=max_price,json=maxPrice,proto3" json:"max_price,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceTemplate) Reset() {
@@ -766,6 +772,20 @@ func (x *InstanceTemplate) GetOfferings() []*v1.Offering {
 func (x *InstanceTemplate) GetOfferingStrategy() string {
 	if x != nil {
 		return x.OfferingStrategy
+	}
+	return ""
+}
+
+func (x *InstanceTemplate) GetCapacityType() string {
+	if x != nil {
+		return x.CapacityType
+	}
+	return ""
+}
+
+func (x *InstanceTemplate) GetMaxPrice() string {
+	if x != nil {
+		return x.MaxPrice
 	}
 	return ""
 }
@@ -1694,7 +1714,7 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\rbefore_delete\x18\x02 \x01(\v2\x1c.nodesmith.state.v1.HookSpecR\fbeforeDelete\"=\n" +
 	"\vParallelism\x12\x16\n" +
 	"\x06create\x18\x01 \x01(\x05R\x06create\x12\x16\n" +
-	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\x8b\x06\n" +
+	"\x06delete\x18\x02 \x01(\x05R\x06delete\"\xcd\x06\n" +
 	"\x10InstanceTemplate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -1712,7 +1732,9 @@ const file_nodesmith_state_v1_state_proto_rawDesc = "" +
 	"\bssh_port\x18\r \x01(\rR\asshPort\x12g\n" +
 	"\x11secret_parameters\x18\x0e \x03(\v2:.nodesmith.state.v1.InstanceTemplate.SecretParametersEntryR\x10secretParameters\x12:\n" +
 	"\tofferings\x18\x0f \x03(\v2\x1c.nodesmith.cloud.v1.OfferingR\tofferings\x12+\n" +
-	"\x11offering_strategy\x18\x10 \x01(\tR\x10offeringStrategy\x1a:\n" +
+	"\x11offering_strategy\x18\x10 \x01(\tR\x10offeringStrategy\x12#\n" +
+	"\rcapacity_type\x18\x11 \x01(\tR\fcapacityType\x12\x1b\n" +
+	"\tmax_price\x18\x12 \x01(\tR\bmaxPrice\x1a:\n" +
 	"\fHookEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aC\n" +
