@@ -175,3 +175,18 @@ func (p Provider) checkOfferingParameters(t *Template) []FieldError {
 	}
 	return errs
 }
+
+// WithCapacity returns o with its capacity type filled in: o's own, else
+// the template's (templateCapacity), else on-demand. An offering's
+// unavailable mark (messaging.OfferingKey), metrics and views name it so
+// resolved, the same in every service.
+func (o Offering) WithCapacity(templateCapacity string) Offering {
+	switch {
+	case o.CapacityType != "":
+	case templateCapacity != "":
+		o.CapacityType = templateCapacity
+	default:
+		o.CapacityType = CapacityOnDemand
+	}
+	return o
+}

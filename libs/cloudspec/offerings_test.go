@@ -109,3 +109,17 @@ func TestReconcileChecksOfferingsAndTakesTheFirstOnesZoneAndType(t *testing.T) {
 		})
 	}
 }
+
+func TestWithCapacityResolvesOfferingThenTemplateThenOnDemand(t *testing.T) {
+	o := Offering{Zone: "z", InstanceType: "t"}
+	if got := o.WithCapacity("").CapacityType; got != CapacityOnDemand {
+		t.Fatalf("no capacity anywhere = %q, want on-demand", got)
+	}
+	if got := o.WithCapacity(CapacitySpot).CapacityType; got != CapacitySpot {
+		t.Fatalf("template spot = %q, want spot", got)
+	}
+	o.CapacityType = CapacityOnDemand
+	if got := o.WithCapacity(CapacitySpot).CapacityType; got != CapacityOnDemand {
+		t.Fatalf("offering on-demand in a spot template = %q, want on-demand", got)
+	}
+}
