@@ -127,7 +127,9 @@ type Provider struct {
 	// capacityFields are the top-level parameters capacity writes; an
 	// offering with its own capacity type replaces them (ApplyOffering).
 	capacityFields []string
-	checkSpot      func(obj map[string]any) []FieldError
+	// isSpot reports whether parameters ask for spot capacity.
+	isSpot    func(obj map[string]any) bool
+	checkSpot func(obj map[string]any) []FieldError
 	// providerID and parseProviderID are the cloud's providerID format.
 	providerID      func(region, zone, cloudID string) string
 	parseProviderID func(string) (ProviderIDParts, bool)

@@ -33,8 +33,8 @@ var OfferingStrategies = []string{StrategyPriority, StrategyBalanced}
 
 // ApplyOffering returns params (a template's parameters, as Reconcile
 // leaves them) with the offering's zone, subnet and instance type written
-// in and, when the offering names a capacity type, the cloud's capacity
-// fields rewritten for it (maxPrice, the template's, is used for spot).
+// in and, when the offering names a capacity type other than the
+// parameters', the cloud's capacity fields rewritten for it (maxPrice, the template's, is used for spot).
 // Errors are at the parameter that cannot hold the value, or at
 // "capacityType"/"maxPrice".
 func (p Provider) ApplyOffering(params, maxPrice string, o Offering) (string, []FieldError) {
@@ -55,7 +55,7 @@ func (p Provider) ApplyOffering(params, maxPrice string, o Offering) (string, []
 			return "", []FieldError{*err}
 		}
 	}
-	if o.CapacityType != "" && p.capacity != nil {
+	if o.CapacityType != "" && p.capacity != nil && o.CapacityType != p.capacityOf(obj) {
 		for _, name := range p.capacityFields {
 			if _, k := lookup(obj, name); obj[k] != nil {
 				delete(obj, k)
@@ -77,6 +77,14 @@ func (p Provider) ApplyOffering(params, maxPrice string, o Offering) (string, []
 		return "", []FieldError{{"parameters", fmt.Sprintf("cannot be encoded: %v", err)}}
 	}
 	return string(out), nil
+}
+
+// capacityOf is the capacity type create parameters ask for.
+func (p Provider) capacityOf(obj map[string]any) string {
+	if p.isSpot != nil && p.isSpot(obj) {
+		return CapacitySpot
+	}
+	return CapacityOnDemand
 }
 
 // set writes value at path of obj, creating the objects on the way.

@@ -49,6 +49,12 @@ func TestApplyOfferingWritesZoneSubnetTypeAndCapacity(t *testing.T) {
 			want:   `{"InstanceType":"ecs.g7.large","SpotStrategy":"SpotAsPriceGo","VSwitchId":"vsw-b","ZoneId":"cn-hangzhou-i"}`,
 		},
 		{
+			name: "tencent prepaid template, on-demand offering: the charge type stays", provider: Tencent,
+			params: `{"InstanceChargeType":"PREPAID","Placement":{"Zone":"ap-guangzhou-3"}}`,
+			o:      Offering{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4", CapacityType: CapacityOnDemand},
+			want:   `{"InstanceChargeType":"PREPAID","InstanceType":"S5.MEDIUM4","Placement":{"Zone":"ap-guangzhou-3"}}`,
+		},
+		{
 			name: "an object in the way", provider: Tencent,
 			params: `{"Placement":"ap-guangzhou-3"}`,
 			o:      Offering{Zone: "ap-guangzhou-4", InstanceType: "S5.MEDIUM4"},

@@ -35,7 +35,11 @@ func init() {
 		requestName:       "Tencent Cloud RunInstances request",
 		capacity:          tencentCapacity,
 		capacityFields:    []string{"InstanceChargeType", "InstanceMarketOptions"},
-		checkSpot:         tencentCheckSpot,
+		isSpot: func(obj map[string]any) bool {
+			charge, _ := lookupString(obj, "InstanceChargeType")
+			return charge == tencentSpotPaid
+		},
+		checkSpot: tencentCheckSpot,
 		providerID: func(_, zone, cloudID string) string {
 			return "qcloud:///" + zone + "/" + cloudID
 		},
@@ -60,7 +64,11 @@ func init() {
 		requestName:       "Alibaba Cloud ECS RunInstances request",
 		capacity:          alibabaCapacity,
 		capacityFields:    []string{"SpotStrategy", "SpotPriceLimit"},
-		checkSpot:         alibabaCheckSpot,
+		isSpot: func(obj map[string]any) bool {
+			s, _ := lookupString(obj, "SpotStrategy")
+			return s == alibabaSpotWithLimit || s == alibabaSpotAsPriceGo
+		},
+		checkSpot: alibabaCheckSpot,
 		required: [][]string{
 			{"ZoneId"}, {"InstanceType"}, {"ImageId"}, {"VSwitchId"},
 			{"SecurityGroupId", "SecurityGroupIds"},
