@@ -42,4 +42,3 @@ type NoMetrics struct{}
 func (NoMetrics) OfferingMarked(string, domain.Offering) {}
 func (NoMetrics) OfferingFallback(string, bool)          {}
 func (NoMetrics) OfferingsExhausted(string, bool)        {}
-
