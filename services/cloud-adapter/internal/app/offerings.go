@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
@@ -137,7 +138,11 @@ func (o *offerer) place(ctx context.Context, count int, tags []domain.Tag, token
 			if mk, ok := o.liveMark(of); ok {
 				o.log.Debug("skipping an offering marked unavailable", "zone", of.Zone, "instance_type", of.InstanceType,
 					"capacity_type", of.CapacityType, "until", mk.Until)
-				unavailable = append(unavailable, describeOffering(of)+" marked until "+mk.Until.UTC().Format("15:04:05"))
+				code := ""
+				if mk.Reason != nil {
+					code = " " + mk.Reason.Code
+				}
+				unavailable = append(unavailable, describeOffering(of)+code+" (marked until "+mk.Until.UTC().Format(time.TimeOnly)+")")
 				continue
 			}
 		}
