@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,6 +271,11 @@ func TestOfferingsAllSoldOutFailOnceWithCapacity(t *testing.T) {
 	equal(t, "failed instances", len(f.GetInstances()), 150)
 	equal(t, "kind", f.GetError().GetKind(), cloudv1.ErrorKind_ERROR_KIND_CAPACITY)
 	equal(t, "code", f.GetError().GetCode(), "OfferingsExhausted")
+	for _, o := range []*cloudv1.Offering{offA, offB, offC} {
+		if want := o.Zone + "/" + o.InstanceType + "/on-demand " + soldOut.Code; !strings.Contains(f.GetError().GetMessage(), want) {
+			t.Errorf("message %q does not name %q", f.GetError().GetMessage(), want)
+		}
+	}
 	equal(t, "marks", len(h.marks.All()), 3)
 	equal(t, "VMs", len(h.cloud.VMs()), 0)
 	equal(t, "exhausted", h.metrics.exhausted, 1)
