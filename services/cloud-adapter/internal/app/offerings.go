@@ -233,6 +233,9 @@ type relaunches struct {
 	attempt uint32
 	// placed is where each watched VM was created, by cloud id.
 	placed map[string]*placement
+	// failed are the VMs relaunched elsewhere, terminated when the watch
+	// ends (terminateFailed).
+	failed []string
 }
 
 // placement is where one VM was created: the token of its chunk, its
@@ -251,13 +254,14 @@ type placement struct {
 // capacity (st): it marks the VM's offering, creates one VM for the
 // instance on the next offering available (ClientToken derived from the
 // chunk's, the offering and the instance), publishes InstancesCreated for
-// that instance with the new cloud id and offering, then terminates the
-// failed VM. It returns the new ref to watch, or ok false when the
-// failure is to be reported as it is (no offering left, a definitive
-// cloud failure, a VM not tagged as this cluster's). Creating before
-// terminating keeps every step repeatable: until the failed VM is
-// terminated, a redelivered command sees it LAUNCH_FAILED again and
-// repeats the same steps, getting the same new VM back from its token.
+// that instance with the new cloud id and offering, and queues the failed
+// VM for termination when the watch ends (terminateFailed). It returns
+// the new ref to watch, or ok false when the failure is to be reported as
+// it is (no offering left, a definitive cloud failure, a VM not tagged as
+// this cluster's). Terminating last keeps every step repeatable: until
+// the failed VM is terminated, a redelivered command sees it
+// LAUNCH_FAILED again and repeats the same steps, getting the same new VM
+// back from its token and watching it.
 func (rl *relaunches) relaunch(ctx context.Context, log *slog.Logger, ref domain.InstanceRef, st domain.Status) (domain.InstanceRef, bool, error) {
 	o, s := rl.o, rl.o.s
 	p := rl.placed[ref.CloudID]
@@ -300,12 +304,31 @@ func (rl *relaunches) relaunch(ctx context.Context, log *slog.Logger, ref domain
 		return domain.InstanceRef{}, false, fmt.Errorf("publishing relaunched instance %s: %w", ref.InstanceID, err)
 	}
 	rl.placed[next.CloudID] = &placement{chunkToken: p.chunkToken, k: res.k, tried: p.tried, relaunched: true}
-	if err := o.cloud.Terminate(ctx, o.target, []string{ref.CloudID}); err != nil {
-		return domain.InstanceRef{}, false, fmt.Errorf("terminating instance %s's VM %s that failed to launch: %w", ref.InstanceID, ref.CloudID, err)
-	}
+	rl.failed = append(rl.failed, ref.CloudID)
 	log.Info("instance relaunched", "new_cloud_id", next.CloudID, "zone", of.Zone, "instance_type", of.InstanceType,
 		"capacity_type", of.CapacityType)
 	return next, true, nil
+}
+
+// terminateFailed terminates the VMs relaunched elsewhere, once the watch
+// ended (every VM settled, or it gave up): until then a redelivered
+// command (a watch handed back at shutdown, a failed publish) finds them
+// LAUNCH_FAILED again, relaunches them again with the same tokens, and so
+// gets back, and watches, the same new VMs. An error means some were not
+// terminated: the command is redelivered and does it again.
+func (rl *relaunches) terminateFailed(ctx context.Context, log *slog.Logger) error {
+	if rl == nil {
+		return nil
+	}
+	for start := 0; start < len(rl.failed); start += ports.MaxBatch {
+		ids := rl.failed[start:min(start+ports.MaxBatch, len(rl.failed))]
+		if err := rl.o.cloud.Terminate(ctx, rl.o.target, ids); err != nil {
+			return fmt.Errorf("terminating %d VMs that failed to launch and were relaunched elsewhere: %w", len(ids), err)
+		}
+		log.Info("terminated VMs that failed to launch and were relaunched elsewhere", "cloud_ids", ids)
+	}
+	rl.failed = nil
+	return nil
 }
 
 // observedSuffix is what a VM's observation ids carry after the instance's

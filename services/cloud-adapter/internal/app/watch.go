@@ -94,7 +94,7 @@ func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud
 				}
 			}
 			if watch.Done() {
-				return nil
+				return rl.terminateFailed(ctx, log)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -108,7 +108,7 @@ func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud
 		}
 		if !s.o.Now().Before(deadline) {
 			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
-			return nil
+			return rl.terminateFailed(ctx, log)
 		}
 		if err := s.sleep(ctx, s.o.UntilNextRound(s.o.Now(), lastChange)); err != nil {
 			return err

@@ -387,7 +387,9 @@ func TestOfferingsLaunchFailedForCapacityIsRelaunchedElsewhere(t *testing.T) {
 	for _, v := range vmsIn(h, offA.Zone) {
 		equal(t, "state of the failed VM "+v.CloudID, v.State, domain.StateTerminating)
 	}
-	equal(t, "terminate calls", len(h.cloud.Calls().Terminate), 2)
+	terms := h.cloud.Calls().Terminate
+	equal(t, "terminate calls (one at the end of the watch)", len(terms), 1)
+	equal(t, "terminated", len(terms[0]), 2)
 	running := map[string]string{}
 	for _, p := range evs {
 		o := p.Event.GetObserved()
@@ -478,4 +480,63 @@ func TestOfferingsOnTheWire(t *testing.T) {
 	ev := protoconv.Event(&domain.InstancesCreated{BatchID: "b1", Offering: &o})
 	equal(t, "event offering", ev.GetCreated().GetOffering().String(), offB.String())
 	equal(t, "no offering", protoconv.Event(&domain.InstancesCreated{BatchID: "b1"}).GetCreated().GetOffering() == nil, true)
+}
+
+// failingEvents fails, once, the first publish fail says to.
+type failingEvents struct {
+	*fake.Events
+	mu     sync.Mutex
+	fail   func(msgID string) bool
+	failed bool
+}
+
+func (e *failingEvents) Publish(ctx context.Context, msgID string, ev domain.Event) error {
+	e.mu.Lock()
+	if !e.failed && e.fail(msgID) {
+		e.failed = true
+		e.mu.Unlock()
+		return errors.New("nats: connection lost")
+	}
+	e.mu.Unlock()
+	return e.Events.Publish(ctx, msgID, ev)
+}
+
+func TestOfferingsRelaunchedVMIsWatchedAgainAfterARedelivery(t *testing.T) {
+	// The command is redelivered after the relaunch (here a publish of the
+	// new VM's observation fails; a watch handed back at shutdown is the
+	// same): the failed VM is still LAUNCH_FAILED, so the redelivery
+	// relaunches it again, gets the same new VM from its token, watches it
+	// to RUNNING, and only then terminates the failed one.
+	h := newOfferingHarness(t)
+	events := &failingEvents{Events: h.events.Events, fail: func(id string) bool { return strings.HasSuffix(id, ".RUNNING.o1") }}
+	h.svc = wireService{app.New(map[string]ports.Cloud{cloudspec.Tencent: h.cloud}, events, app.Options{
+		PollInterval: time.Millisecond, MaxWatch: time.Hour, NotFoundGrace: 10 * time.Second, Stopping: h.stop,
+		Now: h.clock.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Marks: h.marks,
+	})}
+	h.cloud.FailLaunchesIn(offA.Zone, offA.InstanceType, launchStock)
+	cmd := offeringCmd(1, offA, offB)
+	if err := h.svc.Create(context.Background(), cmd, first); err == nil {
+		t.Fatal("Create succeeded although an observation was not published")
+	}
+	equal(t, "terminate calls before the watch ended", len(h.cloud.Calls().Terminate), 0)
+	if err := h.svc.Create(context.Background(), cmd, app.Delivery{Attempt: 2}); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	equal(t, "VMs", len(h.cloud.VMs()), 2)
+	b := vmsIn(h, offB.Zone)
+	equal(t, "VMs in zone B", len(b), 1)
+	var running []string
+	for _, p := range h.events.All() {
+		if o := p.Event.GetObserved(); o.GetState() == cloudv1.CloudState_CLOUD_STATE_RUNNING {
+			running = append(running, o.GetInstance().GetCloudId())
+		}
+		if o := p.Event.GetObserved(); o.GetState() == cloudv1.CloudState_CLOUD_STATE_TERMINATING {
+			t.Errorf("the failed VM's termination was reported: %v", o)
+		}
+	}
+	equal(t, "running", fmt.Sprint(running), fmt.Sprint([]string{b[0].CloudID}))
+	equal(t, "created events", len(createdEvents(h.events.All())), 2)
+	for _, v := range vmsIn(h, offA.Zone) {
+		equal(t, "state of the failed VM", v.State, domain.StateTerminating)
+	}
 }
