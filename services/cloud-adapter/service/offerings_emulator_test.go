@@ -133,13 +133,21 @@ func TestEmulatorOfferingsFallBack(t *testing.T) {
 		}
 	}
 
-	// A later batch skips both marked zones: no RunInstances answered sold out.
-	soldOut := srv.Stats().ErrorCodes[cvmemu.CodeInsufficientInstanceType]
-	calls := srv.Stats().RunInstancesCalls
+	// A later batch skips both marked zones: no RunInstances answered sold
+	// out, no VM launched (to fail) in zone 4.
+	before := srv.Stats()
 	s.publish(messaging.SubjectCloudCreate, "create.b2", offeringsCommand("b2", 2, gz3, gz4, gz6))
 	eventually(t, 30*time.Second, "b2 RUNNING", func() bool { return len(running("b2")) == 2 })
-	if st := srv.Stats(); st.RunInstancesCalls != calls+1 || st.ErrorCodes[cvmemu.CodeInsufficientInstanceType] != soldOut {
-		t.Errorf("b2 made %d RunInstances calls (%d sold out), want 1 (0)", st.RunInstancesCalls-calls,
-			st.ErrorCodes[cvmemu.CodeInsufficientInstanceType]-soldOut)
+	after := srv.Stats()
+	if n := after.ErrorCodes[cvmemu.CodeInsufficientInstanceType] - before.ErrorCodes[cvmemu.CodeInsufficientInstanceType]; n != 0 {
+		t.Errorf("b2 was answered sold out %d times: the marked zone 3 was called", n)
+	}
+	if after.VMsCreated != before.VMsCreated+2 || after.VMsLaunchFailed != before.VMsLaunchFailed {
+		t.Errorf("b2 created %d VMs (%d failed to launch), want 2 (0)", after.VMsCreated-before.VMsCreated, after.VMsLaunchFailed-before.VMsLaunchFailed)
+	}
+	for _, cid := range running("b2") {
+		if vm, _ := srv.VM(cid); vm.Zone != gz6 {
+			t.Errorf("b2's VM %s is in zone %s, want %s", cid, vm.Zone, gz6)
+		}
 	}
 }
