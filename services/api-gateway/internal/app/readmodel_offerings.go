@@ -2,6 +2,8 @@ package app
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -102,4 +104,13 @@ func (m *ReadModel) OfferingsSynced() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.synced[BucketOfferings]
+}
+
+// WaitForOfferings blocks until the offerings bucket is synced and has
+// applied at least revision rev, or ctx ends.
+func (m *ReadModel) WaitForOfferings(ctx context.Context, rev uint64) error {
+	if err := m.waitUntil(ctx, func() bool { return m.synced[BucketOfferings] && m.rev[BucketOfferings] >= rev }); err != nil {
+		return fmt.Errorf("waiting for offerings revision %d: %w", rev, err)
+	}
+	return nil
 }
