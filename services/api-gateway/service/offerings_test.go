@@ -55,7 +55,7 @@ func seedOfferings(t *testing.T, gw *gateway) time.Time {
 		Target:   &cloudv1.Target{Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou"},
 		Offering: &cloudv1.Offering{Zone: "ap-guangzhou-3", InstanceType: "S5.LARGE8", CapacityType: "spot"},
 		At:       timestamppb.New(until.Add(-time.Hour)), Until: timestamppb.New(until),
-		Reason:   &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: soldOut, Message: "sold out in ap-guangzhou-3"},
+		Reason: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: soldOut, Message: "sold out in ap-guangzhou-3"},
 	})
 	waitGroup(t, gw, "spot", func(g restapi.Group) bool {
 		return g.Offerings != nil && len(g.Offerings.Items) == 3 && !g.Offerings.Items[0].Available
@@ -200,7 +200,9 @@ func TestOfferingsThroughKV(t *testing.T) {
 	if err := kv.Delete(ctx, markKey); err != nil {
 		t.Fatal(err)
 	}
-	waitGroup(t, gw, "spot", func(g restapi.Group) bool { return g.Offerings.Items[0].Available && g.Offerings.Items[0].Reason == nil })
+	waitGroup(t, gw, "spot", func(g restapi.Group) bool {
+		return g.Offerings.Items[0].Available && g.Offerings.Items[0].Reason == nil
+	})
 }
 
 func must(b []byte, err error) []byte {

@@ -84,7 +84,7 @@ func TestOfferingMarksAppearExpireAndGo(t *testing.T) {
 
 	until := clock.Now().Add(3 * time.Minute)
 	m.PutOffering("k3", 1, mark("prod", "gz-3", "spot", until, "SOLD_OUT"))
-	m.PutOffering("k6", 2, mark("prod", "gz-6", "spot", until, "NOT_MINE"))             // the template's capacity, not the offering's
+	m.PutOffering("k6", 2, mark("prod", "gz-6", "spot", until, "NOT_MINE"))              // the template's capacity, not the offering's
 	m.PutOffering("kx", 3, mark("other", "gz-4", "spot", until.Add(time.Hour), "OTHER")) // another account
 	if got := unavailable(s, tpl); !slices.Equal(got, []string{"gz-3/spot=SOLD_OUT", "gz-4/spot=", "gz-6/on-demand="}) {
 		t.Errorf("with marks: %q", got)
