@@ -42,9 +42,10 @@ func floorMain(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startFloorProcess runs `bench floor` as a child process on a free port,
-// with a TCP echo server on another (echoAddr).
-func startFloorProcess(ctx context.Context, e *env, groups, instances int, echoAddr string) (*harness.Process, string, error) {
+// startFloorProcess runs `bench floor` as a child process called name on a
+// free port, with env added to its environment and, unless echoAddr is
+// empty, a TCP echo server on echoAddr.
+func startFloorProcess(ctx context.Context, e *env, name string, env []string, groups, instances int, echoAddr string) (*harness.Process, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -53,8 +54,8 @@ func startFloorProcess(ctx context.Context, e *env, groups, instances int, echoA
 	if err != nil {
 		return nil, "", err
 	}
-	logFile := filepath.Join(e.tmp, "floor.log")
-	p, err := harness.StartProcess("floor", self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr, "-echo-addr", echoAddr}, nil, logFile)
+	logFile := filepath.Join(e.tmp, name+".log")
+	p, err := harness.StartProcess(name, self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr, "-echo-addr", echoAddr}, env, logFile)
 	if err != nil {
 		return nil, "", err
 	}
