@@ -51,14 +51,32 @@ func b1Sizes(quick bool) []b1Size {
 // nodes.
 func runB1(ctx context.Context, e *env) error {
 	for _, sz := range b1Sizes(e.quick) {
-		if e.b1Loops > 0 {
-			sz.loops = e.b1Loops
+		if e.b1.loops > 0 {
+			sz.loops = e.b1.loops
 		}
 		if err := b1Run(ctx, e, sz); err != nil {
 			return fmt.Errorf("%d instances in %d groups: %w", sz.instances, sz.groups, err)
 		}
 	}
 	return nil
+}
+
+// b1Options are B1's harness options (flags -b1-*).
+type b1Options struct {
+	// aa runs B1 as an A/A test: a second floor in the gateway's place.
+	aa bool
+	// check adds the A/A fairness check to B1: a second floor, started
+	// as the gateway is, in the same alternation.
+	check bool
+	// rotate rotates and reverses the order of the sides across rounds
+	// (false: the subject always first, the harness before the A/A
+	// check).
+	rotate bool
+	// loops, when positive, replaces each size's steady loops.
+	loops int
+	// aaWorkers, in A/A mode, gives floor A that many gRPC stream
+	// workers (does grpc.NumStreamWorkers help a server?).
+	aaWorkers int
 }
 
 // b1Side is one server B1's CA loops run against: the gateway, the
@@ -119,9 +137,14 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	start := time.Now()
 	var subject *harness.Process
 	var subjectAddr, subjectName string
-	if e.b1AA {
+	if e.b1.aa {
 		subjectName = "floor A"
-		subject, subjectAddr, err = startFloorProcess(ctx, e, "floor-a", e.serviceEnv(), sz.groups, sz.instances, "")
+		var extra []string
+		if e.b1.aaWorkers > 0 {
+			subjectName = fmt.Sprintf("floor A (%d stream workers)", e.b1.aaWorkers)
+			extra = []string{"-stream-workers", strconv.Itoa(e.b1.aaWorkers)}
+		}
+		subject, subjectAddr, err = startFloorProcess(ctx, e, "floor-a", e.serviceEnv(), sz.groups, sz.instances, "", extra...)
 	} else {
 		subjectName = "gateway"
 		subject, subjectAddr, err = startGatewayProcess(ctx, e, bus)
@@ -151,7 +174,7 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	// The fairness check beside the gateway: a second floor started as
 	// the gateway is, given the same loops; its ratio to the floor is
 	// what the harness alone puts between two equal servers.
-	if !e.b1AA && e.b1Check {
+	if !e.b1.aa && e.b1.check {
 		p, addr, err := startFloorProcess(ctx, e, "floor-a", e.serviceEnv(), sz.groups, sz.instances, "")
 		if err != nil {
 			return err
@@ -207,7 +230,7 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 			remove, removable = removable[:b1RemovePerLoop], removable[b1RemovePerLoop:]
 		}
 		round := i
-		if !e.b1Rotate {
+		if !e.b1.rotate {
 			round = 0
 		}
 		for _, k := range b1Order(len(sides), round) {
@@ -227,21 +250,27 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	runtime.ReadMemStats(&gcAfter)
 
 	r := e.report
+	// In A/A mode every "gateway" row is floor A's.
+	scenario := "B1"
+	if e.b1.aa {
+		scenario = "B1 A/A"
+	}
 	add := func(res Result) {
-		res.Scenario, res.Size = "B1", size
+		res.Scenario, res.Size = scenario, size
 		r.add(res)
 	}
 	gw, fl := sides[0], sides[1]
-	if e.b1AA {
-		add(Result{Metric: "A/A mode: floor A (started as the gateway is) in the gateway's place", Unit: "", Note: "every \"gateway\" row below is floor A"})
-	}
 	add(Result{Metric: "gateway initial load (KV to ready)", Value: ms(loaded), Unit: "ms"})
-	n := sz.loops
-	b1Loops(add, "steady loop", gw, fl, 0, n)
-	b1Loops(add, "scale-down loop", gw, fl, n, len(gw.cpu))
-	if len(sides) > 2 {
-		b1AALoops(add, "steady loop", sides[2], fl, 0, n)
-		b1AALoops(add, "scale-down loop", sides[2], fl, n, len(gw.cpu))
+	// The fairness check right under the gateway's ratios, per kind of
+	// loop.
+	for _, k := range []struct {
+		kind     string
+		from, to int
+	}{{"steady loop", 0, sz.loops}, {"scale-down loop", sz.loops, len(gw.cpu)}} {
+		b1Loops(add, k.kind, gw, fl, k.from, k.to)
+		if len(sides) > 2 {
+			b1AALoops(add, k.kind, sides[2], fl, k.from, k.to)
+		}
 	}
 	for _, rpc := range harness.RPCs {
 		g, f := harness.Summarize(gw.loop.Latencies[rpc]), harness.Summarize(fl.loop.Latencies[rpc])

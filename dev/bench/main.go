@@ -44,18 +44,8 @@ var scenarios = []scenario{
 
 // env is what every scenario gets.
 type env struct {
-	quick bool
-	caMix harness.CAMix // B1's CA call mix
-	// b1AA runs B1 as an A/A test: a second floor in the gateway's place.
-	b1AA bool
-	// b1Check adds the A/A fairness check to B1: a second floor, started
-	// as the gateway is, in the same alternation.
-	b1Check bool
-	// b1Rotate rotates which side runs first in each alternation round
-	// (false: the subject always first, the harness before issue 21's A/A).
-	b1Rotate bool
-	// b1Loops, when positive, replaces each size's steady loops.
-	b1Loops int
+	quick   bool
+	caMix   harness.CAMix     // B1's CA call mix
 	log     *slog.Logger      // the services' logs (warnings and errors by default)
 	bins    map[string]string // service binaries by name, built once
 	report  *Report
@@ -69,6 +59,9 @@ type env struct {
 	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
 	// gateway processes B5 to B7 start (the deployment sets one).
 	goMemLimit string
+
+	// b1 are B1's harness options.
+	b1 b1Options
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -105,10 +98,12 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.OptionsPerRemovedNode, "ca-options-per-removed-node", mix.OptionsPerRemovedNode, "B1: NodeGroupGetOptions calls per node a scale-down loop removes")
 	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
-	b1AA := fs.Bool("b1-aa", false, "B1 as an A/A test: a second floor server, started the way the gateway is, in the gateway's place (a fair harness reads ~1.00x)")
-	b1Check := fs.Bool("b1-aa-check", true, "B1: run a second floor, started the way the gateway is, in the same alternation and report its ratio to the floor (the A/A fairness check)")
-	b1Rotate := fs.Bool("b1-rotate", true, "B1: rotate which server runs first in each alternation round (false: the gateway always first, as before the A/A check)")
-	b1Loops := fs.Int("b1-loops", 0, "B1: steady loops per server at each size (0: the size's default; more loops, tighter ratios)")
+	var b1 b1Options
+	fs.BoolVar(&b1.aa, "b1-aa", false, "B1 as an A/A test: a second floor server, started the way the gateway is, in the gateway's place (a fair harness reads ~1.00x)")
+	fs.BoolVar(&b1.check, "b1-aa-check", true, "B1: run a second floor, started the way the gateway is, in the same alternation and report its ratio to the floor (the A/A fairness check)")
+	fs.BoolVar(&b1.rotate, "b1-rotate", true, "B1: rotate and reverse the order of the servers across alternation rounds (false: the gateway always first, as before the A/A check)")
+	fs.IntVar(&b1.loops, "b1-loops", 0, "B1: steady loops per server at each size (0: the size's default; more loops, tighter ratios)")
+	fs.IntVar(&b1.aaWorkers, "b1-aa-stream-workers", 0, "B1 with -b1-aa: floor A serves on this many grpc.NumStreamWorkers (an A/B experiment against the plain floor); 0: gRPC's default")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
 	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
 	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
@@ -151,21 +146,19 @@ func realMain(ctx context.Context) error {
 		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
 	}
 	e := &env{
-		quick:    *quick,
-		caMix:    mix,
-		b1AA:     *b1AA,
-		b1Check:  *b1Check,
-		b1Rotate: *b1Rotate,
-		b1Loops:  *b1Loops,
-		verbose:  *verbose,
-		log:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		report:   &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
-		tmp:      tmp,
+		quick:   *quick,
+		caMix:   mix,
+		verbose: *verbose,
+		log:     slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		report:  &Report{Started: time.Now().UTC(), Quick: *quick, Machine: describeMachine(), Failures: map[string]string{}, Load: map[string]float64{}},
+		tmp:     tmp,
 
 		heapProfile:  *heapProfile,
 		churnHistory: *churnHistory,
 		churnLive:    *churnLive,
 		goMemLimit:   *goMemLimit,
+
+		b1: b1,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {
