@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,37 @@ func TestPairedRatioCancelsDrift(t *testing.T) {
 	}
 	if r := pairedRatio(nil, nil, of); r != 0 {
 		t.Errorf("no rounds: %v, want 0", r)
+	}
+}
+
+// The fairness check prints the floors' paired ratio with its target,
+// met only within 3% of 1.00x either way.
+func TestB1AALoopsReportsTheFairnessRatio(t *testing.T) {
+	side := func(ms ...int) *b1Side {
+		s := &b1Side{loop: &harness.CALoop{}}
+		for _, m := range ms {
+			s.loop.Loops = append(s.loop.Loops, harness.LoopStat{InProvider: time.Duration(m) * time.Millisecond})
+			s.cpu = append(s.cpu, time.Duration(m)*time.Millisecond)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		a    []int
+		want float64
+		met  bool
+	}{
+		{[]int{101, 202, 99}, 1.0, true},
+		{[]int{110, 220, 110}, 1.10, false},
+		{[]int{90, 180, 90}, 0.90, false},
+	} {
+		var got []Result
+		b1AALoops(func(r Result) { got = append(got, r) }, "steady loop", side(c.a...), side(100, 200, 100), 0, 3)
+		if len(got) != 1 {
+			t.Fatalf("%d results, want 1", len(got))
+		}
+		r := got[0]
+		if !strings.Contains(r.Metric, "A/A fairness check") || r.Met == nil || *r.Met != c.met || r.Value < c.want-0.011 || r.Value > c.want+0.011 {
+			t.Errorf("floor A %v vs floor: %q = %.3f met %v, want %.2f met %v", c.a, r.Metric, r.Value, r.Met != nil && *r.Met, c.want, c.met)
+		}
 	}
 }
