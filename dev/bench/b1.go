@@ -418,7 +418,7 @@ func b1AALoops(add func(Result), kind string, aa, fl *b1Side, from, to int) {
 	}
 	m := b1LoopMeasures(kind)[1]
 	ratio := pairedRatio(a, f, m.of)
-	add(Result{Metric: "A/A fairness check: " + m.name + ", floor A / floor", Value: ratio, Unit: "x", Target: fmt.Sprintf("~1.00x (<= %.2fx)", b1AATarget),
+	add(Result{Metric: "A/A fairness check: " + m.name + ", floor A / floor", Value: ratio, Unit: "x", Target: fmt.Sprintf("1.00x ± %.2f", b1AATarget-1),
 		Met: atMost(math.Abs(ratio-1), b1AATarget-1), Note: fmt.Sprintf("CPU per call %.2fx; two equal floors, floor A started as the gateway is", float64(sum(aa.cpu[from:to]))/float64(sum(fl.cpu[from:to])))})
 }
 
