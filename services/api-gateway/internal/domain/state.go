@@ -2,6 +2,7 @@ package domain
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -62,6 +63,21 @@ type InstanceTemplate struct {
 	SSHPort            uint32
 	HookEnv            map[string]string
 	SecretParameters   map[string]string
+	// CapacityType ("spot", "on-demand" or "") and MaxPrice, already
+	// written into ParametersJSON; kept to show them and for spot
+	// offerings of an on-demand template.
+	CapacityType, MaxPrice string
+	// Offerings are the ordered alternatives of where to create VMs (with
+	// offerings, Zone and InstanceType are the first one's);
+	// OfferingStrategy is "priority" (or "") or "balanced".
+	Offerings        []Offering
+	OfferingStrategy string
+}
+
+// Offering is one place a template's VMs may be created (libs/cloudspec
+// Offering).
+type Offering struct {
+	Zone, SubnetID, InstanceType, CapacityType string
 }
 
 // NodeTemplate is the Node a group's VM becomes (for CA's scale from zero).
@@ -171,7 +187,9 @@ func (t *InstanceTemplate) Equal(o *InstanceTemplate) bool {
 		t.Zone == o.Zone && t.InstanceType == o.InstanceType && t.Arch == o.Arch && t.OS == o.OS &&
 		t.ParametersJSON == o.ParametersJSON && t.ProviderIDTemplate == o.ProviderIDTemplate &&
 		t.HourlyPrice == o.HourlyPrice && t.SSHPort == o.SSHPort &&
-		maps.Equal(t.HookEnv, o.HookEnv) && maps.Equal(t.SecretParameters, o.SecretParameters)
+		maps.Equal(t.HookEnv, o.HookEnv) && maps.Equal(t.SecretParameters, o.SecretParameters) &&
+		t.CapacityType == o.CapacityType && t.MaxPrice == o.MaxPrice &&
+		slices.Equal(t.Offerings, o.Offerings) && t.OfferingStrategy == o.OfferingStrategy
 }
 
 // Equal reports whether h and o define the same hook (both nil: equal).

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -135,7 +136,31 @@ func Template(p *statev1.InstanceTemplate) *domain.InstanceTemplate {
 		ParametersJSON: p.GetParametersJson(), ProviderIDTemplate: p.GetProviderIdTemplate(),
 		HourlyPrice: p.GetHourlyPrice(), SSHPort: p.GetSshPort(),
 		HookEnv: p.GetHookEnv(), SecretParameters: p.GetSecretParameters(),
+		CapacityType: p.GetCapacityType(), MaxPrice: p.GetMaxPrice(),
+		Offerings: offerings(p.GetOfferings()), OfferingStrategy: p.GetOfferingStrategy(),
 	}
+}
+
+func offerings(ps []*cloudv1.Offering) []domain.Offering {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]domain.Offering, len(ps))
+	for i, o := range ps {
+		out[i] = domain.Offering{Zone: o.GetZone(), SubnetID: o.GetSubnetId(), InstanceType: o.GetInstanceType(), CapacityType: o.GetCapacityType()}
+	}
+	return out
+}
+
+func offeringRecords(os []domain.Offering) []*cloudv1.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]*cloudv1.Offering, len(os))
+	for i, o := range os {
+		out[i] = &cloudv1.Offering{Zone: o.Zone, SubnetId: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+	}
+	return out
 }
 
 // TemplateRecord converts an instance template to its record; nil stays nil.
@@ -149,6 +174,8 @@ func TemplateRecord(t *domain.InstanceTemplate) *statev1.InstanceTemplate {
 		ParametersJson: t.ParametersJSON, ProviderIdTemplate: t.ProviderIDTemplate,
 		HourlyPrice: t.HourlyPrice, SshPort: t.SSHPort,
 		HookEnv: t.HookEnv, SecretParameters: t.SecretParameters,
+		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice,
+		Offerings: offeringRecords(t.Offerings), OfferingStrategy: t.OfferingStrategy,
 	}
 }
 
