@@ -63,21 +63,14 @@ type InstanceTemplate struct {
 	SSHPort            uint32
 	HookEnv            map[string]string
 	SecretParameters   map[string]string
-	// CapacityType ("spot", "on-demand" or "") and MaxPrice, already
-	// written into ParametersJSON; kept to show them and for spot
-	// offerings of an on-demand template.
-	CapacityType, MaxPrice string
-	// Offerings are the ordered alternatives of where to create VMs (with
-	// offerings, Zone and InstanceType are the first one's);
-	// OfferingStrategy is "priority" (or "") or "balanced".
+	// Offerings are the ordered alternatives of where VMs are created
+	// (empty: Zone and InstanceType only); OfferingStrategy orders them
+	// per batch ("priority" or "balanced", "" for priority).
 	Offerings        []Offering
 	OfferingStrategy string
-}
-
-// Offering is one place a template's VMs may be created (libs/cloudspec
-// Offering).
-type Offering struct {
-	Zone, SubnetID, InstanceType, CapacityType string
+	// CapacityType is "spot" or "on-demand" ("" for on-demand); MaxPrice
+	// a spot VM's highest hourly price ("" for none).
+	CapacityType, MaxPrice string
 }
 
 // NodeTemplate is the Node a group's VM becomes (for CA's scale from zero).
@@ -188,8 +181,8 @@ func (t *InstanceTemplate) Equal(o *InstanceTemplate) bool {
 		t.ParametersJSON == o.ParametersJSON && t.ProviderIDTemplate == o.ProviderIDTemplate &&
 		t.HourlyPrice == o.HourlyPrice && t.SSHPort == o.SSHPort &&
 		maps.Equal(t.HookEnv, o.HookEnv) && maps.Equal(t.SecretParameters, o.SecretParameters) &&
-		t.CapacityType == o.CapacityType && t.MaxPrice == o.MaxPrice &&
-		slices.Equal(t.Offerings, o.Offerings) && t.OfferingStrategy == o.OfferingStrategy
+		slices.Equal(t.Offerings, o.Offerings) && t.OfferingStrategy == o.OfferingStrategy &&
+		t.CapacityType == o.CapacityType && t.MaxPrice == o.MaxPrice
 }
 
 // Equal reports whether h and o define the same hook (both nil: equal).

@@ -29,11 +29,11 @@ func templateJSON(t *domain.InstanceTemplate) InstanceTemplate {
 		Zone: t.Zone, InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS,
 		HourlyPrice: t.HourlyPrice, SSHPort: t.SSHPort,
 		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice,
-		Offerings: offeringsJSON(t.Offerings), OfferingStrategy: t.OfferingStrategy,
+		Offerings: templateOfferingsJSON(t.Offerings), OfferingStrategy: t.OfferingStrategy,
 	}
 }
 
-func offeringsJSON(os []domain.Offering) []Offering {
+func templateOfferingsJSON(os []domain.Offering) []Offering {
 	if len(os) == 0 {
 		return nil
 	}
