@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/intern"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -182,7 +183,7 @@ func Instance(p *statev1.Instance) *domain.Instance {
 		return nil
 	}
 	in := &domain.Instance{
-		ID: p.GetId(), Group: p.GetGroup(), State: domain.InstanceState(p.GetState()),
+		ID: p.GetId(), Group: intern.String(p.GetGroup()), State: domain.InstanceState(p.GetState()),
 		Attempt: p.GetAttempt(), Retries: p.GetRetries(), CloudID: p.GetCloudId(),
 		ProviderID: p.GetProviderId(), NodeName: p.GetNodeName(), PrivateIP: p.GetPrivateIp(), BatchID: p.GetBatchId(),
 		CreationFailed: p.GetCreationFailed(), InFlight: p.GetInFlight(), Released: p.GetReleased(), Adopted: p.GetAdopted(),
@@ -190,13 +191,18 @@ func Instance(p *statev1.Instance) *domain.Instance {
 		Deadline: timeOf(p.GetDeadline()), NextRetryAt: timeOf(p.GetNextRetryAt()),
 		HookOutputTail: p.GetHookOutputTail(), TraceParent: p.GetTraceContext()["traceparent"],
 	}
+	// The read model holds every record (issue 20: 100,000 of them):
+	// the strings the record owns go into one allocation (a node name
+	// equal to the id or the IP shares it), those repeated across records
+	// (group, history reasons, error codes) are shared.
+	intern.Pack(&in.ID, &in.CloudID, &in.ProviderID, &in.NodeName, &in.PrivateIP, &in.BatchID, &in.HookOutputTail, &in.TraceParent)
 	if e := p.GetLastError(); e != nil {
-		in.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: timeOf(e.GetAt())}
+		in.LastError = &domain.ErrorInfo{Code: intern.String(e.GetCode()), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: timeOf(e.GetAt())}
 	}
 	if h := p.GetHistory(); len(h) > 0 {
 		in.History = make([]domain.Transition, len(h))
 		for i, t := range h {
-			in.History[i] = domain.Transition{From: domain.InstanceState(t.GetFrom()), To: domain.InstanceState(t.GetTo()), Reason: t.GetReason(), At: timeOf(t.GetAt())}
+			in.History[i] = domain.Transition{From: domain.InstanceState(t.GetFrom()), To: domain.InstanceState(t.GetTo()), Reason: intern.String(t.GetReason()), At: timeOf(t.GetAt())}
 		}
 	}
 	return in
