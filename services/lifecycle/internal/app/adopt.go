@@ -54,7 +54,7 @@ func (nd *nodes) adoptionsLocked() []adoption {
 		if !n.Ready || n.ProviderID == "" || nodeNames[n.Name] {
 			continue
 		}
-		if _, owned := nd.byProvider[n.ProviderID]; owned {
+		if _, owned := nd.instanceByProviderIDLocked(n.ProviderID); owned {
 			continue
 		}
 		if id := n.Labels[LabelInstance]; id != "" {
@@ -141,7 +141,7 @@ func (nd *nodes) adopt(ctx context.Context, ad adoption) {
 	if !nd.loaded || !ok || !g.g.CanAdopt() || g.g.TargetSize >= g.g.MaxSize {
 		return
 	}
-	if _, owned := nd.byProvider[ad.node.ProviderID]; owned {
+	if _, owned := nd.instanceByProviderIDLocked(ad.node.ProviderID); owned {
 		return
 	}
 	in, _, err := nd.recordAdoptedLocked(ctx, g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP)

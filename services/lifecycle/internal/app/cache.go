@@ -52,7 +52,10 @@ type cache struct {
 	// group is written again), so a repeat is found without a scan.
 	appliedIn map[string]map[string]struct{}
 	insts     map[string]*instRec
-	// byProvider indexes instances by providerID (placeholder or real).
+	// byProvider indexes instances by their recorded providerID
+	// (placeholder or real); an instance whose providerID is real is also
+	// found by its placeholder, parsed (instanceByProviderIDLocked): a
+	// second key per instance cost ~90 bytes each (issue 20).
 	byProvider map[string]string
 	// idx indexes insts for the dispatcher (kept by setInstLocked and
 	// dropInstLocked), so a pass costs what has work, not every record.
@@ -114,7 +117,6 @@ func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
 	}
 	c.insts[in.ID] = &instRec{inst: in, rev: rev}
 	c.byProvider[in.ProviderID] = in.ID
-	c.byProvider[providerid.Placeholder(in.Group, in.ID)] = in.ID
 	c.idx.add(in)
 	if _, ok := domain.PendingCommand(in); !ok {
 		// Nothing to publish: forget what was published for it.
@@ -125,7 +127,6 @@ func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
 func (c *cache) dropInstLocked(id string) {
 	if r, ok := c.insts[id]; ok {
 		delete(c.byProvider, r.inst.ProviderID)
-		delete(c.byProvider, providerid.Placeholder(r.inst.Group, r.inst.ID))
 		c.idx.remove(r.inst)
 	}
 	delete(c.insts, id)
@@ -228,11 +229,26 @@ func (c *cache) reindexAppliedLocked(group string, old, cur []domain.AppliedRequ
 	}
 }
 
+// instanceByProviderIDLocked returns the id of the cached instance whose
+// providerID is providerID: the one it records (placeholder or real), or
+// its placeholder.
+func (c *cache) instanceByProviderIDLocked(providerID string) (string, bool) {
+	if id, ok := c.byProvider[providerID]; ok {
+		return id, true
+	}
+	if group, id, ok := providerid.ParsePlaceholder(providerID); ok {
+		if r, ok := c.insts[id]; ok && r.inst.Group == group {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 // finder looks up cached instances for domain.ResolveNode (mu held).
 type finder cache
 
 func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
-	if id, ok := f.byProvider[providerID]; ok {
+	if id, ok := (*cache)(f).instanceByProviderIDLocked(providerID); ok {
 		if r, ok := f.insts[id]; ok {
 			return r.inst, true
 		}

@@ -126,9 +126,14 @@ func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
+	// Each value moves out of latest as it is copied: a map stores values
+	// as large as an instance's out of line, so they are garbage one by
+	// one rather than all beside out until the end (issue 20: the load's
+	// peak sets how far the heap may grow before the next collection).
 	out := make([]V, 0, len(sorted))
 	for _, k := range sorted {
 		d := latest[k]
+		delete(latest, k)
 		if d.err != nil {
 			return nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), k, d.err)
 		}

@@ -7,11 +7,11 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unique"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/intern"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -261,7 +261,7 @@ const legacyAdoptedBatch = "adopted"
 func InstanceFromProto(p *statev1.Instance) domain.Instance {
 	i := domain.Instance{
 		ID:             p.GetId(),
-		Group:          intern(p.GetGroup()),
+		Group:          intern.String(p.GetGroup()),
 		State:          domain.State(p.GetState()),
 		Attempt:        p.GetAttempt(),
 		CloudID:        p.GetCloudId(),
@@ -285,11 +285,13 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		// a batch id.
 		Adopted: p.GetAdopted() || p.GetBatchId() == legacyAdoptedBatch,
 	}
-	if i.NodeName == i.ID {
-		i.NodeName = i.ID
-	}
+	// The cache holds every record (issue 20: 100,000 of them): the
+	// strings the record owns go into one allocation (a node name equal
+	// to the id shares it), those repeated across records (group, history
+	// reasons, error codes) are shared.
+	intern.Pack(&i.ID, &i.CloudID, &i.ProviderID, &i.NodeName, &i.PrivateIP, &i.ClientToken, &i.BatchID, &i.SSHHostKey, &i.HookOutputTail)
 	if e := p.GetLastError(); e != nil {
-		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
+		i.LastError = &domain.ErrorInfo{Code: intern.String(e.GetCode()), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
 	}
 	if h := p.GetHistory(); len(h) > 0 {
 		// Sized once: appending grows the backing array to the next power
@@ -299,17 +301,8 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 	}
 	for _, t := range p.GetHistory() {
 		i.History = append(i.History, domain.Transition{
-			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: intern(t.GetReason()), At: fromTS(t.GetAt()),
+			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: intern.String(t.GetReason()), At: fromTS(t.GetAt()),
 		})
 	}
 	return i
-}
-
-// intern returns the canonical copy of s (unique keeps it only while some
-// value refers to it).
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
 }
