@@ -40,9 +40,9 @@ func (nd *nodes) adoptionsLocked() []adoption {
 	nodeNames := make(map[string]bool, len(nd.insts))
 	cloudIDs := make(map[string]bool, len(nd.insts))
 	for _, r := range nd.insts {
-		nodeNames[r.inst.Node()] = true
-		if r.inst.CloudID != "" {
-			cloudIDs[r.inst.CloudID] = true
+		nodeNames[r.Instance.Node()] = true
+		if r.Instance.CloudID != "" {
+			cloudIDs[r.Instance.CloudID] = true
 		}
 	}
 	nodes := nd.known.all()

@@ -353,7 +353,7 @@ func (a *App) load(ctx context.Context) error {
 	a.lingerSince = map[string]time.Time{}
 	inFlight := 0
 	for _, r := range a.insts {
-		if r.inst.InFlight {
+		if r.Instance.InFlight {
 			inFlight++
 		}
 	}

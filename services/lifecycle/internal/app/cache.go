@@ -75,10 +75,10 @@ type groupRec struct {
 	rev uint64
 }
 
-type instRec struct {
-	inst domain.Instance
-	rev  uint64
-}
+// instRec is a cached instance at its revision. It is the store's type:
+// a load caches the records the store decoded, not copies of them (issue
+// 20: three copies of every record at once set the load's peak).
+type instRec = ports.VersionedInstance
 
 // resetGroupsLocked empties the group cache, for size groups to come.
 func (c *cache) resetGroupsLocked(size int) {
@@ -109,16 +109,22 @@ func (c *cache) dropGroupLocked(id string) {
 }
 
 func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
+	c.putInstLocked(&instRec{Instance: in, Revision: rev})
+}
+
+// putInstLocked caches r itself (setInstLocked caches a copy).
+func (c *cache) putInstLocked(r *instRec) {
+	in := &r.Instance
 	if old, ok := c.insts[in.ID]; ok {
-		if old.inst.ProviderID != in.ProviderID {
-			delete(c.byProvider, old.inst.ProviderID)
+		if old.Instance.ProviderID != in.ProviderID {
+			delete(c.byProvider, old.Instance.ProviderID)
 		}
-		c.idx.remove(old.inst)
+		c.idx.remove(old.Instance)
 	}
-	c.insts[in.ID] = &instRec{inst: in, rev: rev}
+	c.insts[in.ID] = r
 	c.byProvider[in.ProviderID] = in.ID
-	c.idx.add(in)
-	if _, ok := domain.PendingCommand(in); !ok {
+	c.idx.add(*in)
+	if _, ok := domain.PendingCommand(*in); !ok {
 		// Nothing to publish: forget what was published for it.
 		delete(c.published, in.ID)
 	}
@@ -126,8 +132,8 @@ func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
 
 func (c *cache) dropInstLocked(id string) {
 	if r, ok := c.insts[id]; ok {
-		delete(c.byProvider, r.inst.ProviderID)
-		c.idx.remove(r.inst)
+		delete(c.byProvider, r.Instance.ProviderID)
+		c.idx.remove(r.Instance)
 	}
 	delete(c.insts, id)
 	delete(c.published, id)
@@ -166,8 +172,8 @@ func (c *cache) groupLocked(id string) (*groupRec, error) {
 func (c *cache) liveLocked(group string) []domain.Instance {
 	var out []domain.Instance
 	for id := range c.idx.byGroup[group] {
-		if r := c.insts[id]; r.inst.Live() {
-			out = append(out, r.inst)
+		if r := c.insts[id]; r.Instance.Live() {
+			out = append(out, r.Instance)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -178,7 +184,7 @@ func (c *cache) liveLocked(group string) []domain.Instance {
 func (c *cache) activeCountLocked(group string) int {
 	n := 0
 	for _, r := range c.insts {
-		if r.inst.Group == group && r.inst.State != domain.StateDeleted {
+		if r.Instance.Group == group && r.Instance.State != domain.StateDeleted {
 			n++
 		}
 	}
@@ -237,7 +243,7 @@ func (c *cache) instanceByProviderIDLocked(providerID string) (string, bool) {
 		return id, true
 	}
 	if group, id, ok := providerid.ParsePlaceholder(providerID); ok {
-		if r, ok := c.insts[id]; ok && r.inst.Group == group {
+		if r, ok := c.insts[id]; ok && r.Instance.Group == group {
 			return id, true
 		}
 	}
@@ -250,7 +256,7 @@ type finder cache
 func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
 	if id, ok := (*cache)(f).instanceByProviderIDLocked(providerID); ok {
 		if r, ok := f.insts[id]; ok {
-			return r.inst, true
+			return r.Instance, true
 		}
 	}
 	return domain.Instance{}, false
@@ -258,15 +264,15 @@ func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
 
 func (f *finder) ByID(id string) (domain.Instance, bool) {
 	if r, ok := f.insts[id]; ok {
-		return r.inst, true
+		return r.Instance, true
 	}
 	return domain.Instance{}, false
 }
 
 func (f *finder) ByNodeName(name string) (domain.Instance, bool) {
 	for _, r := range f.insts {
-		if r.inst.NodeName == name {
-			return r.inst, true
+		if r.Instance.NodeName == name {
+			return r.Instance, true
 		}
 	}
 	return domain.Instance{}, false

@@ -5,11 +5,14 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
+
+	"github.com/nodesmith/nodesmith/libs/providerid"
 
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -52,7 +55,8 @@ func memRecord(i int) *statev1.Instance {
 }
 
 // cacheBytes decodes n records as the store adapter does and caches them
-// as a load does (setInstancesLocked), and returns the heap the cache
+// as a load does (setInstancesLocked: the decoded records themselves),
+// and returns the heap the cache
 // keeps per instance, measured around it after collections.
 func cacheBytes(tb testing.TB, n int) float64 {
 	raw := make([][]byte, n)
@@ -66,19 +70,19 @@ func cacheBytes(tb testing.TB, n int) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	c := &cache{published: map[string]uint32{}}
-	is := make([]ports.VersionedInstance, n)
+	is := make([]*ports.VersionedInstance, n)
 	for i, b := range raw {
 		in, err := protoconv.UnmarshalInstance(b)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		is[i] = ports.VersionedInstance{Instance: in, Revision: uint64(i + 1)}
+		is[i] = &ports.VersionedInstance{Instance: in, Revision: uint64(i + 1)}
 	}
 	c.insts = make(map[string]*instRec, len(is))
 	c.byProvider = make(map[string]string, len(is))
 	c.idx = newInstIndex()
 	for _, v := range is {
-		c.setInstLocked(v.Instance, v.Revision)
+		c.putInstLocked(v)
 	}
 	is = nil //nolint:ineffassign,wastedassign // the load's list is garbage once cached
 	runtime.GC()
@@ -92,16 +96,25 @@ func cacheBytes(tb testing.TB, n int) float64 {
 // (issue 20: < 256 MiB of RSS at 100,000 instances). Before issue 20's
 // cuts: 1,283 bytes (a second byProvider key per instance, the
 // placeholder; 8-byte states making a history entry 56 bytes; each string
-// of a record its own allocation); 1,090 after.
+// of a record its own allocation; padding; a time.Time per history
+// entry); 980 after.
 func TestCacheMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 10,000 records")
 	}
-	const limit = 1150
+	const limit = 1040
 	got := cacheBytes(t, 10000)
 	t.Logf("%.0f bytes per instance", got)
 	if got > limit {
 		t.Errorf("the cache keeps %.0f bytes per instance, want at most %d", got, limit)
+	}
+}
+
+// TestInstRecSize pins the cached record's struct to its size class:
+// 352 bytes before its small fields were grouped (issue 20).
+func TestInstRecSize(t *testing.T) {
+	if got := unsafe.Sizeof(instRec{}); got > 320 {
+		t.Errorf("instRec is %d bytes, want at most 320 (a field added? group small ones with the others at the end)", got)
 	}
 }
 
@@ -112,4 +125,47 @@ func BenchmarkCacheMemory(b *testing.B) {
 		got = cacheBytes(b, 20000)
 	}
 	b.ReportMetric(got, "B/instance")
+}
+
+// TestLoadKeepsListedRecords pins that a load caches the records the
+// store listed, not copies (issue 20: a copy of 100,000 records beside
+// the listed ones raised the load's peak by a third of the live heap).
+func TestLoadKeepsListedRecords(t *testing.T) {
+	a := &App{cache: &cache{published: map[string]uint32{}, clock: fixedClock{}}}
+	var is []*ports.VersionedInstance
+	for i := range 3 {
+		in, err := protoconv.UnmarshalInstance(mustMarshal(t, memRecord(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		is = append(is, &ports.VersionedInstance{Instance: in, Revision: uint64(i + 1)})
+	}
+	a.setInstancesLocked(is, ports.FeedPos{})
+	for _, v := range is {
+		if got := a.insts[v.Instance.ID]; got != v {
+			t.Errorf("instance %s cached as a copy, not the listed record", v.Instance.ID)
+		}
+		if id, ok := a.instanceByProviderIDLocked(v.Instance.ProviderID); !ok || id != v.Instance.ID {
+			t.Errorf("by providerID %s: %q, %v", v.Instance.ProviderID, id, ok)
+		}
+		if id, ok := a.instanceByProviderIDLocked(providerid.Placeholder(v.Instance.Group, v.Instance.ID)); !ok || id != v.Instance.ID {
+			t.Errorf("by placeholder of %s: %q, %v", v.Instance.ID, id, ok)
+		}
+	}
+	if _, ok := a.instanceByProviderIDLocked(providerid.Placeholder("other-group", is[0].Instance.ID)); ok {
+		t.Error("a placeholder naming another group resolves")
+	}
+}
+
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.Unix(1_780_000_000, 0) }
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

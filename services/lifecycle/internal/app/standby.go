@@ -88,12 +88,13 @@ func (a *App) feedPos(ctx context.Context) (ports.FeedPos, error) {
 }
 
 // setInstancesLocked replaces the cached instances by is, read after pos.
-func (a *App) setInstancesLocked(is []ports.VersionedInstance, pos ports.FeedPos) {
+// The cache keeps the records of is (the store's to give).
+func (a *App) setInstancesLocked(is []*ports.VersionedInstance, pos ports.FeedPos) {
 	a.insts = make(map[string]*instRec, len(is))
 	a.byProvider = make(map[string]string, len(is))
 	a.idx = newInstIndex()
 	for _, v := range is {
-		a.setInstLocked(v.Instance, v.Revision)
+		a.putInstLocked(v)
 	}
 	a.warm = a.feed != nil
 	a.warmPos, a.warmAt = pos, a.clock.Now()
@@ -130,7 +131,7 @@ func (a *App) catchUp(ctx context.Context) bool {
 		return false
 	}
 	for _, v := range ch.Changed {
-		if r, ok := a.insts[v.Instance.ID]; ok && r.rev >= v.Revision {
+		if r, ok := a.insts[v.Instance.ID]; ok && r.Revision >= v.Revision {
 			continue
 		}
 		if rev, ok := ch.Removed[v.Instance.ID]; ok && rev > v.Revision {
@@ -139,7 +140,7 @@ func (a *App) catchUp(ctx context.Context) bool {
 		a.setInstLocked(v.Instance, v.Revision)
 	}
 	for id, rev := range ch.Removed {
-		if r, ok := a.insts[id]; ok && r.rev < rev {
+		if r, ok := a.insts[id]; ok && r.Revision < rev {
 			a.dropInstLocked(id)
 		}
 	}

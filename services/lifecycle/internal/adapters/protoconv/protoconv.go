@@ -243,7 +243,7 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 	}
 	for _, t := range i.History {
 		p.History = append(p.History, &statev1.Transition{
-			From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: ts(t.At),
+			From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: ts(t.At()),
 		})
 	}
 	return p
@@ -300,9 +300,9 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		i.History = make([]domain.Transition, 0, len(h))
 	}
 	for _, t := range p.GetHistory() {
-		i.History = append(i.History, domain.Transition{
-			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: intern.String(t.GetReason()), At: fromTS(t.GetAt()),
-		})
+		i.History = append(i.History, domain.NewTransition(
+			domain.State(t.GetFrom()), domain.State(t.GetTo()), intern.String(t.GetReason()), fromTS(t.GetAt()),
+		))
 	}
 	return i
 }
