@@ -689,7 +689,7 @@ func addedTransitions(before, after []domain.Transition) []domain.Transition {
 		}
 	}
 	for i, t := range after {
-		if t.At.After(last.At) {
+		if t.At().After(last.At()) {
 			return after[i:]
 		}
 	}

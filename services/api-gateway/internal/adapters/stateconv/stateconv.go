@@ -202,7 +202,7 @@ func Instance(p *statev1.Instance) *domain.Instance {
 	if h := p.GetHistory(); len(h) > 0 {
 		in.History = make([]domain.Transition, len(h))
 		for i, t := range h {
-			in.History[i] = domain.Transition{From: domain.InstanceState(t.GetFrom()), To: domain.InstanceState(t.GetTo()), Reason: intern.String(t.GetReason()), At: timeOf(t.GetAt())}
+			in.History[i] = domain.NewTransition(domain.InstanceState(t.GetFrom()), domain.InstanceState(t.GetTo()), intern.String(t.GetReason()), timeOf(t.GetAt()))
 		}
 	}
 	return in
@@ -230,7 +230,7 @@ func InstanceRecord(in *domain.Instance) *statev1.Instance {
 		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: timestampOf(e.At)}
 	}
 	for _, t := range in.History {
-		p.History = append(p.History, &statev1.Transition{From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: timestampOf(t.At)})
+		p.History = append(p.History, &statev1.Transition{From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: timestampOf(t.At())})
 	}
 	return p
 }
