@@ -59,6 +59,8 @@ type env struct {
 	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
 	// gateway processes B5 to B7 start (the deployment sets one).
 	goMemLimit string
+	// b5Sizes, when set, replaces B5's instance counts.
+	b5Sizes []int
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -95,9 +97,10 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.OptionsPerRemovedNode, "ca-options-per-removed-node", mix.OptionsPerRemovedNode, "B1: NodeGroupGetOptions calls per node a scale-down loop removes")
 	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
-	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
+	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle and gateway processes' heap profiles at each size (taken after a GC) in <this>-B5-{lifecycle,api-gateway}-<n>.pprof")
 	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
 	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
+	b5Sizes := fs.String("b5-sizes", "", "B5: instance counts to measure, comma separated (default 0,10000,50000,100000; with -quick 0,10000); per-instance figures need 0 first")
 	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -136,7 +139,12 @@ func realMain(ctx context.Context) error {
 	if *churnHistory < 0 || *churnLive < b6Groups {
 		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
 	}
+	sizes, err := parseSizes(*b5Sizes)
+	if err != nil {
+		return fmt.Errorf("-b5-sizes: %w", err)
+	}
 	e := &env{
+		b5Sizes: sizes,
 		quick:   *quick,
 		caMix:   mix,
 		verbose: *verbose,
