@@ -334,6 +334,7 @@ func (a *App) load(ctx context.Context) error {
 		a.mu.Lock()
 		a.setInstancesLocked(is, pos)
 		a.mu.Unlock()
+		releaseLoadGarbage(len(is))
 	}
 	cat, err := a.listCatalog(ctx)
 	if err != nil {
