@@ -483,7 +483,7 @@ func mib(b int) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // startGatewayProcess runs the api-gateway binary against natsURL on a
 // free port and waits until it is SERVING (its read model loaded).
-func startGatewayProcess(ctx context.Context, e *env, bus *harness.Bus) (*harness.Process, string, error) {
+func startGatewayProcess(ctx context.Context, e *env, bus *harness.Bus, extra ...string) (*harness.Process, string, error) {
 	bin, err := e.binary(ctx, "api-gateway")
 	if err != nil {
 		return nil, "", err
@@ -497,10 +497,10 @@ func startGatewayProcess(ctx context.Context, e *env, bus *harness.Bus) (*harnes
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := harness.StartProcess("api-gateway", bin, append(natsArgs,
+	p, err := harness.StartProcess("api-gateway", bin, append(append(natsArgs,
 		"--grpc-addr", addr, "--grpc-insecure", "--rest-addr=", "--health-addr=",
 		"--log-level", "warn", "--log-format", "text",
-	), e.serviceEnv(), logFile)
+	), extra...), e.serviceEnv(), logFile)
 	if err != nil {
 		return nil, "", err
 	}

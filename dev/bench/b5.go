@@ -7,11 +7,30 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 )
+
+// parseSizes parses -b5-sizes: instance counts, comma separated; empty:
+// nil (B5's defaults).
+func parseSizes(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not an instance count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
 
 // b5Groups is how many groups B5's instances are spread over.
 const b5Groups = 100
@@ -28,27 +47,31 @@ const (
 // instance records (seeded in KV as lifecycle writes them): the gateway
 // once SERVING, lifecycle once its gauges count every instance; both
 // after a few seconds of settling. RSS is VmRSS from /proc/<pid>/status.
-// Lifecycle's Go heap in use (go_memstats_heap_inuse_bytes from its
-// /metrics, read after a collection forced through its pprof server, after
-// RSS) is reported too: it is the live heap, without the garbage and the
+// Each process's Go heap in use (HeapInuse from its pprof server, read
+// after a collection forced through it, after RSS) is reported too: it is the live heap, without the garbage and the
 // pages not yet returned to the kernel that RSS counts, so it varies less.
 func runB5(ctx context.Context, e *env) error {
 	sizes := []int{0, 10_000, 50_000, 100_000}
 	if e.quick {
 		sizes = []int{0, 10_000}
 	}
+	if e.b5Sizes != nil {
+		sizes = e.b5Sizes
+	}
 	base := map[string]harness.Memory{}
-	var baseHeap float64
+	baseHeap := map[string]float64{}
 	for _, n := range sizes {
 		mem, heap, err := b5Run(ctx, e, n)
 		if err != nil {
 			return fmt.Errorf("%d instances: %w", n, err)
 		}
-		e.report.add(Result{Scenario: "B5", Size: count(n), Metric: "lifecycle Go heap in use", Value: heap / (1 << 20), Unit: "MiB"})
-		if n == 0 {
-			baseHeap = heap
-		} else {
-			e.report.add(Result{Scenario: "B5", Size: count(n), Metric: "lifecycle Go heap per instance", Value: (heap - baseHeap) / 1024 / float64(n), Unit: "KiB"})
+		for _, name := range []string{"lifecycle", "api-gateway"} {
+			e.report.add(Result{Scenario: "B5", Size: count(n), Metric: name + " Go heap in use", Value: heap[name] / (1 << 20), Unit: "MiB"})
+			if n == 0 {
+				baseHeap[name] = heap[name]
+			} else if _, ok := baseHeap[name]; ok {
+				e.report.add(Result{Scenario: "B5", Size: count(n), Metric: name + " Go heap per instance", Value: (heap[name] - baseHeap[name]) / 1024 / float64(n), Unit: "KiB"})
+			}
 		}
 		for _, name := range []string{"lifecycle", "api-gateway"} {
 			m := mem[name]
@@ -64,7 +87,7 @@ func runB5(ctx context.Context, e *env) error {
 			e.report.add(res)
 			if n == 0 {
 				base[name] = m
-			} else {
+			} else if _, ok := base[name]; ok {
 				e.report.add(Result{Scenario: "B5", Size: count(n), Metric: name + " RSS per instance", Value: float64(m.RSSKiB-base[name].RSSKiB) / float64(n), Unit: "KiB"})
 			}
 		}
@@ -73,73 +96,106 @@ func runB5(ctx context.Context, e *env) error {
 }
 
 // b5Run measures both processes at n instances: their memory, and
-// lifecycle's Go heap in use in bytes.
-func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, float64, error) {
+// their Go heap in use in bytes after a collection, by process name.
+func b5Run(ctx context.Context, e *env, n int) (map[string]harness.Memory, map[string]float64, error) {
 	for _, b := range []string{"lifecycle", "api-gateway"} {
 		if _, err := e.binary(ctx, b); err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 	}
 	dir, err := e.scratch("b5")
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	bus, err := harness.StartBus(ctx, dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	defer bus.Close()
 	js := bus.JS
 	seed := harness.BuildSeed(b5Groups, n, 5)
 	if err := seed.Write(ctx, js); err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	e.progress("B5 %s instances seeded (%s)", count(n), mib(seed.Bytes))
 	out := map[string]harness.Memory{}
 
-	gw, _, err := startGatewayProcess(ctx, e, bus)
+	gwPprof, err := harness.FreeAddr()
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
+	}
+	gw, _, err := startGatewayProcess(ctx, e, bus, "--pprof-addr", gwPprof)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer func() { _ = gw.Stop(10 * time.Second) }()
 
 	lc, err := startLifecycleProcess(ctx, e, bus, n)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	defer func() { _ = lc.Stop(30 * time.Second) }()
 
 	// Let both settle (a few dispatcher passes, a GC cycle or two).
 	select {
 	case <-ctx.Done():
-		return nil, 0, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-time.After(5 * time.Second):
 	}
 	for _, p := range []*harness.Process{gw, lc.Process} {
 		m, err := p.Memory()
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		out[p.Name] = m
 	}
 	// A heap profile asked with gc=1 runs a collection first: the heap in
-	// use read after it is the live heap, not whatever garbage the last
-	// cycle left.
-	path := filepath.Join(e.tmp, "b5-heap.pprof")
-	if e.heapProfile != "" {
-		path = fmt.Sprintf("%s-B5-lifecycle-%d.pprof", e.heapProfile, n)
-	}
-	if err := saveURL(ctx, lc.pprof+"/debug/pprof/heap?gc=1", path); err != nil {
-		return nil, 0, fmt.Errorf("lifecycle heap profile: %w", err)
-	}
-	if e.heapProfile != "" {
-		e.progress("B5 lifecycle heap profile at %s instances: %s", count(n), path)
-	}
-	heap, err := harness.ScrapeSum(ctx, lc.metrics, "go_memstats_heap_inuse_bytes")
-	if err != nil {
-		return nil, 0, fmt.Errorf("lifecycle heap in use: %w", err)
+	// use it reports (debug=1 ends with runtime.MemStats) is the live
+	// heap, not whatever garbage the last cycle left.
+	heap := map[string]float64{}
+	for name, addr := range map[string]string{"lifecycle": lc.pprof, "api-gateway": "http://" + gwPprof} {
+		path := filepath.Join(e.tmp, "b5-heap.pprof")
+		if e.heapProfile != "" {
+			path = fmt.Sprintf("%s-B5-%s-%d.pprof", e.heapProfile, name, n)
+		}
+		if err := saveURL(ctx, addr+"/debug/pprof/heap?gc=1", path); err != nil {
+			return nil, nil, fmt.Errorf("%s heap profile: %w", name, err)
+		}
+		if e.heapProfile != "" {
+			e.progress("B5 %s heap profile at %s instances: %s", name, count(n), path)
+		}
+		h, err := heapInuse(ctx, addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s heap in use: %w", name, err)
+		}
+		heap[name] = h
 	}
 	return out, heap, nil
+}
+
+// heapInuse returns the HeapInuse bytes a pprof server at base reports
+// right after a collection (/debug/pprof/heap?gc=1&debug=1 ends with the
+// process's runtime.MemStats).
+func heapInuse(ctx context.Context, base string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap?gc=1&debug=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapInuse = "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("GET %s: no HeapInuse line", req.URL)
 }
 
 // saveURL writes the body of a GET of url to path.

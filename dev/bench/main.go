@@ -59,6 +59,8 @@ type env struct {
 	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
 	// gateway processes B5 to B7 start (the deployment sets one).
 	goMemLimit string
+	// b5Sizes, when set, replaces B5's instance counts.
+	b5Sizes []int
 
 	// b1 are B1's harness options.
 	b1 b1Options
@@ -104,9 +106,10 @@ func realMain(ctx context.Context) error {
 	fs.BoolVar(&b1.rotate, "b1-rotate", true, "B1: rotate and reverse the order of the servers across alternation rounds (false: the gateway always first, as before the A/A check)")
 	fs.IntVar(&b1.loops, "b1-loops", 0, "B1: steady loops per server at each size (0: the size's default; more loops, tighter ratios)")
 	fs.IntVar(&b1.aaWorkers, "b1-aa-stream-workers", 0, "B1 with -b1-aa: floor A serves on this many grpc.NumStreamWorkers (an A/B experiment against the plain floor); 0: gRPC's default")
-	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
+	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle and gateway processes' heap profiles at each size (taken after a GC) in <this>-B5-{lifecycle,api-gateway}-<n>.pprof")
 	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
 	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
+	b5Sizes := fs.String("b5-sizes", "", "B5: instance counts to measure, comma separated (default 0,10000,50000,100000; with -quick 0,10000); per-instance figures need 0 first")
 	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -145,7 +148,12 @@ func realMain(ctx context.Context) error {
 	if *churnHistory < 0 || *churnLive < b6Groups {
 		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
 	}
+	sizes, err := parseSizes(*b5Sizes)
+	if err != nil {
+		return fmt.Errorf("-b5-sizes: %w", err)
+	}
 	e := &env{
+		b5Sizes: sizes,
 		quick:   *quick,
 		caMix:   mix,
 		verbose: *verbose,

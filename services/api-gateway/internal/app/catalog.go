@@ -447,7 +447,7 @@ func (s *Service) RecentTransitions(group string, limit int) ([]TransitionView, 
 // newer orders transitions by time, then (for a stable answer) by
 // instance id and target state.
 func newer(a, b TransitionView) bool {
-	if c := a.Transition.At.Compare(b.Transition.At); c != 0 {
+	if c := a.Transition.At().Compare(b.Transition.At()); c != 0 {
 		return c > 0
 	}
 	if c := strings.Compare(a.Instance, b.Instance); c != 0 {

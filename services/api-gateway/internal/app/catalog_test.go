@@ -120,7 +120,7 @@ func TestRecentTransitions(t *testing.T) {
 	f.group("b", 0, 10, 0)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tr := func(sec int, to domain.InstanceState) domain.Transition {
-		return domain.Transition{To: to, Reason: fmt.Sprint(sec), At: base.Add(time.Duration(sec) * time.Second)}
+		return domain.NewTransition(domain.StateUnspecified, to, fmt.Sprint(sec), base.Add(time.Duration(sec)*time.Second))
 	}
 	// Interleaved histories: the answer merges them by time.
 	f.instance("a", "i-1", domain.StateRunning, func(in *domain.Instance) {

@@ -55,7 +55,7 @@ func TestWatchDeliversChangesInOrder(t *testing.T) {
 		t.Fatalf("snapshot = %+v", snap)
 	}
 
-	created := domain.Transition{From: domain.StateUnspecified, To: statePending, Reason: "created", At: at(10)}
+	created := domain.NewTransition(domain.StateUnspecified, statePending, "created", at(10))
 	m.PutInstance("web.i-2", 3, withHistory(testInstance("web", "i-2", statePending), created))
 	ev := next(t, w)
 	if ev.Kind != WatchTransition || ev.Transition.Instance != "i-2" || ev.Transition.Transition.To != statePending {
@@ -66,7 +66,7 @@ func TestWatchDeliversChangesInOrder(t *testing.T) {
 		t.Fatalf("second event = %+v, want web's counts", ev)
 	}
 
-	dispatched := domain.Transition{From: statePending, To: stateCreating, Reason: "dispatched", At: at(11)}
+	dispatched := domain.NewTransition(statePending, stateCreating, "dispatched", at(11))
 	m.PutInstance("web.i-2", 4, withHistory(testInstance("web", "i-2", stateCreating), created, dispatched))
 	if ev = next(t, w); ev.Kind != WatchTransition || ev.Transition.Transition.Reason != "dispatched" {
 		t.Fatalf("event = %+v, want the dispatch", ev)
@@ -192,7 +192,7 @@ func TestWatchResyncsAfterPruneAndReset(t *testing.T) {
 	m.ResetBucket(BucketInstances)
 	// The new bucket's records arrive as a load, not as creations.
 	m.PutInstance("web.i-9", 1, withHistory(testInstance("web", "i-9", stateRunning),
-		domain.Transition{To: statePending, At: at(1)}, domain.Transition{From: statePending, To: stateRunning, At: at(2)}))
+		domain.NewTransition(domain.StateUnspecified, statePending, "", at(1)), domain.NewTransition(statePending, stateRunning, "", at(2))))
 	noEvent(t, w)
 	m.MarkSynced(BucketInstances, map[string]struct{}{"web.i-9": {}})
 	select {
@@ -224,7 +224,7 @@ func TestWatchClose(t *testing.T) {
 
 func TestAddedTransitions(t *testing.T) {
 	tr := func(sec int64, reason string) domain.Transition {
-		return domain.Transition{From: statePending, To: stateCreating, Reason: reason, At: at(sec)}
+		return domain.NewTransition(statePending, stateCreating, reason, at(sec))
 	}
 	a, b, c, d := tr(1, "a"), tr(2, "b"), tr(3, "c"), tr(4, "d")
 	tests := []struct {

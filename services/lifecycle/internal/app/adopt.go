@@ -40,9 +40,9 @@ func (nd *nodes) adoptionsLocked() []adoption {
 	nodeNames := make(map[string]bool, len(nd.insts))
 	cloudIDs := make(map[string]bool, len(nd.insts))
 	for _, r := range nd.insts {
-		nodeNames[r.inst.Node()] = true
-		if r.inst.CloudID != "" {
-			cloudIDs[r.inst.CloudID] = true
+		nodeNames[r.Instance.Node()] = true
+		if r.Instance.CloudID != "" {
+			cloudIDs[r.Instance.CloudID] = true
 		}
 	}
 	nodes := nd.known.all()
@@ -54,7 +54,7 @@ func (nd *nodes) adoptionsLocked() []adoption {
 		if !n.Ready || n.ProviderID == "" || nodeNames[n.Name] {
 			continue
 		}
-		if _, owned := nd.byProvider[n.ProviderID]; owned {
+		if _, owned := nd.instanceByProviderIDLocked(n.ProviderID); owned {
 			continue
 		}
 		if id := n.Labels[LabelInstance]; id != "" {
@@ -141,7 +141,7 @@ func (nd *nodes) adopt(ctx context.Context, ad adoption) {
 	if !nd.loaded || !ok || !g.g.CanAdopt() || g.g.TargetSize >= g.g.MaxSize {
 		return
 	}
-	if _, owned := nd.byProvider[ad.node.ProviderID]; owned {
+	if _, owned := nd.instanceByProviderIDLocked(ad.node.ProviderID); owned {
 		return
 	}
 	in, _, err := nd.recordAdoptedLocked(ctx, g, ad.node.Name, ad.node.ProviderID, ad.cloudID, ad.node.InternalIP)

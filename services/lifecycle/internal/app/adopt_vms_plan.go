@@ -54,7 +54,7 @@ func (nd *nodes) planAdoptLocked(g domain.NodeGroup, out []AdoptOutcome) []candi
 // group's instance of that very VM, refused otherwise.
 func (nd *nodes) ownedLocked(g domain.NodeGroup, o *AdoptOutcome) bool {
 	for _, r := range nd.insts {
-		in := r.inst
+		in := r.Instance
 		if in.State == domain.StateDeleted {
 			continue
 		}

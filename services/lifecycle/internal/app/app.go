@@ -334,6 +334,7 @@ func (a *App) load(ctx context.Context) error {
 		a.mu.Lock()
 		a.setInstancesLocked(is, pos)
 		a.mu.Unlock()
+		releaseLoadGarbage(len(is))
 	}
 	cat, err := a.listCatalog(ctx)
 	if err != nil {
@@ -353,7 +354,7 @@ func (a *App) load(ctx context.Context) error {
 	a.lingerSince = map[string]time.Time{}
 	inFlight := 0
 	for _, r := range a.insts {
-		if r.inst.InFlight {
+		if r.Instance.InFlight {
 			inFlight++
 		}
 	}

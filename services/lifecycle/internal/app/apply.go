@@ -39,14 +39,14 @@ func (c *cache) applyLocked(ctx context.Context, id string, ev domain.Event) (do
 	if !ok {
 		return domain.Result{}, 0, domain.Errorf(contract.CodeNotFound, "instance %s not found", id)
 	}
-	res, err := domain.Apply(rec.inst, ev, c.envLocked(rec.inst.Group))
+	res, err := domain.Apply(rec.Instance, ev, c.envLocked(rec.Instance.Group))
 	if err != nil {
 		return res, 0, err
 	}
 	if len(res.Effects) > 0 {
 		return res, 0, fmt.Errorf("%s on %s has cluster effects; use Apply", domain.EventName(ev), id)
 	}
-	return c.commitLocked(ctx, rec.inst, res)
+	return c.commitLocked(ctx, rec.Instance, res)
 }
 
 func (c *cache) commitLocked(ctx context.Context, old domain.Instance, res domain.Result) (domain.Result, uint64, error) {
@@ -164,7 +164,7 @@ func (c *cache) Apply(ctx context.Context, id string, ev domain.Event) (domain.R
 			c.mu.Unlock()
 			return domain.Result{}, 0, domain.Errorf(contract.CodeNotFound, "instance %s not found", id)
 		}
-		res, err := domain.Apply(rec.inst, ev, c.envLocked(rec.inst.Group))
+		res, err := domain.Apply(rec.Instance, ev, c.envLocked(rec.Instance.Group))
 		if err != nil || !res.Changed {
 			c.mu.Unlock()
 			return res, 0, err
@@ -176,17 +176,17 @@ func (c *cache) Apply(ctx context.Context, id string, ev domain.Event) (domain.R
 			}
 		}
 		if len(todo) == 0 {
-			res, rev, err := c.commitLocked(ctx, rec.inst, res)
+			res, rev, err := c.commitLocked(ctx, rec.Instance, res)
 			c.mu.Unlock()
 			if err == nil {
 				c.Wake()
 			}
 			return res, rev, err
 		}
-		group := c.groups[rec.inst.Group]
+		group := c.groups[rec.Instance.Group]
 		c.mu.Unlock()
 		for _, e := range todo {
-			if err := c.effect(ctx, rec.inst, group, e); err != nil {
+			if err := c.effect(ctx, rec.Instance, group, e); err != nil {
 				return res, 0, err
 			}
 			done[e] = true

@@ -52,7 +52,10 @@ type cache struct {
 	// group is written again), so a repeat is found without a scan.
 	appliedIn map[string]map[string]struct{}
 	insts     map[string]*instRec
-	// byProvider indexes instances by providerID (placeholder or real).
+	// byProvider indexes instances by their recorded providerID
+	// (placeholder or real); an instance whose providerID is real is also
+	// found by its placeholder, parsed (instanceByProviderIDLocked): a
+	// second key per instance cost ~90 bytes each (issue 20).
 	byProvider map[string]string
 	// idx indexes insts for the dispatcher (kept by setInstLocked and
 	// dropInstLocked), so a pass costs what has work, not every record.
@@ -72,10 +75,10 @@ type groupRec struct {
 	rev uint64
 }
 
-type instRec struct {
-	inst domain.Instance
-	rev  uint64
-}
+// instRec is a cached instance at its revision. It is the store's type:
+// a load caches the records the store decoded, not copies of them (issue
+// 20: three copies of every record at once set the load's peak).
+type instRec = ports.VersionedInstance
 
 // resetGroupsLocked empties the group cache, for size groups to come.
 func (c *cache) resetGroupsLocked(size int) {
@@ -106,17 +109,22 @@ func (c *cache) dropGroupLocked(id string) {
 }
 
 func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
+	c.putInstLocked(&instRec{Instance: in, Revision: rev})
+}
+
+// putInstLocked caches r itself (setInstLocked caches a copy).
+func (c *cache) putInstLocked(r *instRec) {
+	in := &r.Instance
 	if old, ok := c.insts[in.ID]; ok {
-		if old.inst.ProviderID != in.ProviderID {
-			delete(c.byProvider, old.inst.ProviderID)
+		if old.Instance.ProviderID != in.ProviderID {
+			delete(c.byProvider, old.Instance.ProviderID)
 		}
-		c.idx.remove(old.inst)
+		c.idx.remove(old.Instance)
 	}
-	c.insts[in.ID] = &instRec{inst: in, rev: rev}
+	c.insts[in.ID] = r
 	c.byProvider[in.ProviderID] = in.ID
-	c.byProvider[providerid.Placeholder(in.Group, in.ID)] = in.ID
-	c.idx.add(in)
-	if _, ok := domain.PendingCommand(in); !ok {
+	c.idx.add(*in)
+	if _, ok := domain.PendingCommand(*in); !ok {
 		// Nothing to publish: forget what was published for it.
 		delete(c.published, in.ID)
 	}
@@ -124,9 +132,8 @@ func (c *cache) setInstLocked(in domain.Instance, rev uint64) {
 
 func (c *cache) dropInstLocked(id string) {
 	if r, ok := c.insts[id]; ok {
-		delete(c.byProvider, r.inst.ProviderID)
-		delete(c.byProvider, providerid.Placeholder(r.inst.Group, r.inst.ID))
-		c.idx.remove(r.inst)
+		delete(c.byProvider, r.Instance.ProviderID)
+		c.idx.remove(r.Instance)
 	}
 	delete(c.insts, id)
 	delete(c.published, id)
@@ -165,8 +172,8 @@ func (c *cache) groupLocked(id string) (*groupRec, error) {
 func (c *cache) liveLocked(group string) []domain.Instance {
 	var out []domain.Instance
 	for id := range c.idx.byGroup[group] {
-		if r := c.insts[id]; r.inst.Live() {
-			out = append(out, r.inst)
+		if r := c.insts[id]; r.Instance.Live() {
+			out = append(out, r.Instance)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -177,7 +184,7 @@ func (c *cache) liveLocked(group string) []domain.Instance {
 func (c *cache) activeCountLocked(group string) int {
 	n := 0
 	for _, r := range c.insts {
-		if r.inst.Group == group && r.inst.State != domain.StateDeleted {
+		if r.Instance.Group == group && r.Instance.State != domain.StateDeleted {
 			n++
 		}
 	}
@@ -228,13 +235,28 @@ func (c *cache) reindexAppliedLocked(group string, old, cur []domain.AppliedRequ
 	}
 }
 
+// instanceByProviderIDLocked returns the id of the cached instance whose
+// providerID is providerID: the one it records (placeholder or real), or
+// its placeholder.
+func (c *cache) instanceByProviderIDLocked(providerID string) (string, bool) {
+	if id, ok := c.byProvider[providerID]; ok {
+		return id, true
+	}
+	if group, id, ok := providerid.ParsePlaceholder(providerID); ok {
+		if r, ok := c.insts[id]; ok && r.Instance.Group == group {
+			return id, true
+		}
+	}
+	return "", false
+}
+
 // finder looks up cached instances for domain.ResolveNode (mu held).
 type finder cache
 
 func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
-	if id, ok := f.byProvider[providerID]; ok {
+	if id, ok := (*cache)(f).instanceByProviderIDLocked(providerID); ok {
 		if r, ok := f.insts[id]; ok {
-			return r.inst, true
+			return r.Instance, true
 		}
 	}
 	return domain.Instance{}, false
@@ -242,15 +264,15 @@ func (f *finder) ByProviderID(providerID string) (domain.Instance, bool) {
 
 func (f *finder) ByID(id string) (domain.Instance, bool) {
 	if r, ok := f.insts[id]; ok {
-		return r.inst, true
+		return r.Instance, true
 	}
 	return domain.Instance{}, false
 }
 
 func (f *finder) ByNodeName(name string) (domain.Instance, bool) {
 	for _, r := range f.insts {
-		if r.inst.NodeName == name {
-			return r.inst, true
+		if r.Instance.NodeName == name {
+			return r.Instance, true
 		}
 	}
 	return domain.Instance{}, false

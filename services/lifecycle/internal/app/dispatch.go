@@ -162,7 +162,7 @@ func (sc *scheduler) dueLocked(now time.Time) ([]string, map[string]string) {
 	var due []string
 	ready := map[string]string{}
 	for id := range sc.idx.active {
-		in := sc.insts[id].inst
+		in := sc.insts[id].Instance
 		if (!in.Deadline.IsZero() && !now.Before(in.Deadline)) ||
 			(!in.NextRetryAt.IsZero() && !now.Before(in.NextRetryAt) && !in.InFlight && in.State != domain.StatePending) {
 			due = append(due, id)
@@ -186,7 +186,7 @@ func (sc *scheduler) startCreatesLocked(ctx context.Context, now time.Time) {
 	perAccount := map[string]int{}
 	pending := map[string][]domain.Instance{}
 	for id := range sc.idx.active {
-		in := sc.insts[id].inst
+		in := sc.insts[id].Instance
 		g, ok := sc.groups[in.Group]
 		if !ok {
 			continue
@@ -255,7 +255,7 @@ func (sc *scheduler) offeringOrderLocked(g domain.NodeGroup, batchID string) str
 	}
 	var insts []domain.Instance
 	for id := range sc.idx.byGroup[g.ID] {
-		insts = append(insts, sc.insts[id].inst)
+		insts = append(insts, sc.insts[id].Instance)
 	}
 	return domain.WithOfferingOrder(batchID, domain.OfferingOrder(t.OfferingStrategy, t.Offerings, domain.LiveByZone(insts)))
 }
@@ -294,7 +294,7 @@ func (sc *scheduler) startDeletesLocked(ctx context.Context) {
 	perAccount := map[string]int{}
 	queued := map[string][]domain.Instance{}
 	for id := range sc.idx.active {
-		in := sc.insts[id].inst
+		in := sc.insts[id].Instance
 		g := sc.groups[in.Group]
 		acct := ""
 		if g != nil {
@@ -352,19 +352,19 @@ func (sc *scheduler) purge(ctx context.Context) {
 	sc.lastPurge = now
 	var old []*instRec
 	for _, r := range sc.insts {
-		if r.inst.State == domain.StateDeleted && now.Sub(r.inst.StateSince) > sc.opts.DeletedRetention {
+		if r.Instance.State == domain.StateDeleted && now.Sub(r.Instance.StateSince) > sc.opts.DeletedRetention {
 			old = append(old, r)
 		}
 	}
-	sort.Slice(old, func(i, j int) bool { return old[i].inst.StateSince.Before(old[j].inst.StateSince) })
+	sort.Slice(old, func(i, j int) bool { return old[i].Instance.StateSince.Before(old[j].Instance.StateSince) })
 	n := 0
 	for _, r := range old[:min(len(old), sc.opts.PurgeBatch)] {
-		if _, err := sc.store.DeleteInstance(ctx, r.inst.Group, r.inst.ID, r.rev); err != nil {
-			sc.log.Warn("purging a deleted record", "instance", r.inst.ID, "group", r.inst.Group, "err", err)
-			sc.refreshInstLocked(ctx, r.inst.Group, r.inst.ID)
+		if _, err := sc.store.DeleteInstance(ctx, r.Instance.Group, r.Instance.ID, r.Revision); err != nil {
+			sc.log.Warn("purging a deleted record", "instance", r.Instance.ID, "group", r.Instance.Group, "err", err)
+			sc.refreshInstLocked(ctx, r.Instance.Group, r.Instance.ID)
 			continue
 		}
-		sc.dropInstLocked(r.inst.ID)
+		sc.dropInstLocked(r.Instance.ID)
 		n++
 	}
 	if n > 0 {

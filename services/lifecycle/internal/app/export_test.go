@@ -15,7 +15,7 @@ func (a *App) CheckIndex() error {
 	defer a.mu.Unlock()
 	want := newInstIndex()
 	for _, r := range a.insts {
-		want.add(r.inst)
+		want.add(r.Instance)
 	}
 	got := a.idx
 	if !maps.EqualFunc(got.byGroup, want.byGroup, maps.Equal) {
@@ -33,7 +33,7 @@ func (a *App) CheckIndex() error {
 	for id := range a.published {
 		if r, ok := a.insts[id]; !ok {
 			return fmt.Errorf("published remembers unknown instance %s", id)
-		} else if _, ok := domain.PendingCommand(r.inst); !ok {
+		} else if _, ok := domain.PendingCommand(r.Instance); !ok {
 			return fmt.Errorf("published remembers %s, which has no command", id)
 		}
 	}

@@ -142,7 +142,7 @@ func (a *App) ActOnInstance(ctx context.Context, id string, action InstanceActio
 		if !ok {
 			return revs, domain.Errorf(contract.CodeNotFound, "instance %q not found", id)
 		}
-		in := r.inst
+		in := r.Instance
 		var ev domain.Event
 		switch action {
 		case ActionRetry:
@@ -210,8 +210,8 @@ func (a *App) Instances(group string) []domain.Instance {
 	defer a.mu.Unlock()
 	var out []domain.Instance
 	for _, r := range a.insts {
-		if group == "" || r.inst.Group == group {
-			out = append(out, r.inst)
+		if group == "" || r.Instance.Group == group {
+			out = append(out, r.Instance)
 		}
 	}
 	slices.SortFunc(out, func(x, y domain.Instance) int { return strings.Compare(x.ID, y.ID) })

@@ -243,10 +243,10 @@ func (nd *nodes) onNodeEvent(ev ports.NodeEvent) {
 	nd.mu.Lock()
 	r, ok := nd.insts[ev.Node.Name]
 	nd.mu.Unlock()
-	if ok && r.inst.State == domain.StateJoined && ev.Node.ProviderID != r.inst.ProviderID {
+	if ok && r.Instance.State == domain.StateJoined && ev.Node.ProviderID != r.Instance.ProviderID {
 		nd.log.Warn("node registered with an unexpected providerID; it will not count as joined",
-			"instance", r.inst.ID, "group", r.inst.Group, "node", ev.Node.Name,
-			"node_provider_id", ev.Node.ProviderID, "want_provider_id", r.inst.ProviderID)
+			"instance", r.Instance.ID, "group", r.Instance.Group, "node", ev.Node.Name,
+			"node_provider_id", ev.Node.ProviderID, "want_provider_id", r.Instance.ProviderID)
 	}
 }
 
@@ -295,11 +295,11 @@ func (nd *nodes) nodeChangesLocked() (events map[string]domain.Event, stale []st
 	}
 	if ids == nil {
 		for id, r := range nd.insts {
-			check(id, r.inst)
+			check(id, r.Instance)
 		}
 	} else {
 		for id := range ids {
-			check(id, nd.insts[id].inst)
+			check(id, nd.insts[id].Instance)
 		}
 	}
 	return out, stale

@@ -87,21 +87,21 @@ func (a *App) Stats() map[string]GroupStats {
 			ByState: map[domain.State]int{}, PastDeadline: map[domain.State]int{}}
 	}
 	for _, r := range a.insts {
-		s, ok := out[r.inst.Group]
+		s, ok := out[r.Instance.Group]
 		if !ok {
 			continue
 		}
-		s.ByState[r.inst.State]++
-		if !r.inst.Deadline.IsZero() && !now.Before(r.inst.Deadline) {
-			s.PastDeadline[r.inst.State]++
+		s.ByState[r.Instance.State]++
+		if !r.Instance.Deadline.IsZero() && !now.Before(r.Instance.Deadline) {
+			s.PastDeadline[r.Instance.State]++
 		}
-		if r.inst.Live() {
+		if r.Instance.Live() {
 			s.Live++
 		}
-		if r.inst.CreationFailed && r.inst.Live() {
+		if r.Instance.CreationFailed && r.Instance.Live() {
 			s.CreationFailed++
 		}
-		out[r.inst.Group] = s
+		out[r.Instance.Group] = s
 	}
 	return out
 }

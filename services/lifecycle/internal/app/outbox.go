@@ -63,7 +63,7 @@ func (sc *scheduler) publishOutbox(ctx context.Context) {
 		sc.mu.Lock()
 		for id, att := range it.covers {
 			// An instance that settled meanwhile has nothing to remember.
-			if r, ok := sc.insts[id]; ok && r.inst.InFlight {
+			if r, ok := sc.insts[id]; ok && r.Instance.InFlight {
 				sc.published[id] = att
 			}
 		}
@@ -87,7 +87,7 @@ func (sc *scheduler) outboxLocked() ([]outboxItem, []domain.Command) {
 	// InFlight); setInstLocked forgets the publication of the others.
 	ids := slices.Sorted(maps.Keys(sc.idx.active))
 	for _, id := range ids {
-		in := sc.insts[id].inst
+		in := sc.insts[id].Instance
 		c, ok := domain.PendingCommand(in)
 		if !ok {
 			delete(sc.published, id)
@@ -179,7 +179,7 @@ func (sc *scheduler) createItemLocked(batch string, waiting []domain.Instance) o
 	// records (once per publication of the batch's command).
 	var members []domain.Instance
 	for id := range sc.idx.byGroup[waiting[0].Group] {
-		if in := sc.insts[id].inst; in.BatchID == batch {
+		if in := sc.insts[id].Instance; in.BatchID == batch {
 			members = append(members, in)
 		}
 	}

@@ -254,7 +254,7 @@ func (rc *reconciler) HandleInventory(ctx context.Context, inv Inventory) error 
 	waitingBatch := map[string]bool{}
 	waitingInstance := map[string]bool{}
 	for _, r := range rc.insts {
-		in := r.inst
+		in := r.Instance
 		if in.State == domain.StateDeleted {
 			continue
 		}
@@ -283,7 +283,7 @@ func (rc *reconciler) HandleInventory(ctx context.Context, inv Inventory) error 
 	var vanished []string
 	considered := 0
 	for id, r := range rc.insts {
-		in := r.inst
+		in := r.Instance
 		g, ok := rc.groups[in.Group]
 		if !ok || targetOf(g.g.Template) != req.target || in.CloudID == "" || in.Adopted {
 			// An adopted VM lacks our cluster tag: the inventory cannot

@@ -189,7 +189,7 @@ func (rq *requests) repeatLocked(ctx context.Context) (revs Revisions, done bool
 	}
 	revs.group(g.rev)
 	for _, in := range rq.insts {
-		revs.inst(in.rev)
+		revs.inst(in.Revision)
 	}
 	for _, e := range rq.cat.entries {
 		revs.Catalog = max(revs.Catalog, e.rev)
@@ -207,12 +207,12 @@ func (rq *requests) finishReleaseLocked(ctx context.Context, g *groupRec, rec do
 	var errs []error
 	for _, id := range rec.Release {
 		r, ok := rq.insts[id]
-		if !ok || r.inst.Group != g.g.ID || !r.inst.Live() {
+		if !ok || r.Instance.Group != g.g.ID || !r.Instance.Live() {
 			continue
 		}
 		reason := "request " + rec.ID
 		var ev domain.Event = domain.DeleteRequested{Reason: reason, Force: rec.Force}
-		if r.inst.State == domain.StatePending {
+		if r.Instance.State == domain.StatePending {
 			ev = domain.Cancel{Reason: reason}
 		}
 		if _, _, err := rq.applyLocked(ctx, id, ev); err != nil {

@@ -30,7 +30,7 @@ func (a *App) Status() (s ports.Status, ok bool) {
 	}
 	var errs []ports.InstanceError
 	for _, r := range a.insts {
-		in := r.inst
+		in := r.Instance
 		gs, ok := byGroup[in.Group]
 		if !ok || in.State == domain.StateDeleted {
 			continue

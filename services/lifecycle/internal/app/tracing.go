@@ -36,15 +36,15 @@ func (sc *scheduler) traceParentsLocked(items []outboxItem) [][]map[string]strin
 		seen := map[string]bool{}
 		for _, id := range slices.Sorted(maps.Keys(it.covers)) {
 			r, ok := sc.insts[id]
-			if !ok || len(r.inst.TraceContext) == 0 {
+			if !ok || len(r.Instance.TraceContext) == 0 {
 				continue
 			}
-			key := r.inst.TraceContext["traceparent"]
+			key := r.Instance.TraceContext["traceparent"]
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			out[i] = append(out[i], r.inst.TraceContext)
+			out[i] = append(out[i], r.Instance.TraceContext)
 		}
 	}
 	return out

@@ -56,7 +56,7 @@ func (c *cache) writeInstLocked(ctx context.Context, in domain.Instance) (uint64
 	if !ok {
 		return 0, fmt.Errorf("instance %s is not cached", in.ID)
 	}
-	rev, err := c.store.UpdateInstance(ctx, in, rec.rev)
+	rev, err := c.store.UpdateInstance(ctx, in, rec.Revision)
 	if err != nil {
 		if errors.Is(err, ports.ErrConflict) {
 			c.refreshInstLocked(ctx, in.Group, in.ID)

@@ -141,6 +141,6 @@ func NewAdoptedInstance(g NodeGroup, nodeName, providerID, cloudID, privateIP st
 	in.NodeName = nodeName
 	in.PrivateIP = privateIP
 	in.Adopted = true
-	in.History = []Transition{{From: StateUnknown, To: StateRunning, Reason: "adopted existing node " + nodeName, At: now}}
+	in.History = []Transition{NewTransition(StateUnknown, StateRunning, "adopted existing node "+nodeName, now)}
 	return in
 }

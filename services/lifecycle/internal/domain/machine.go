@@ -374,7 +374,7 @@ func (m *machine) move(to State, reason string) {
 		m.undeclared = undeclared(from, to, m.event)
 	}
 	m.moves = append(m.moves, Move{From: from, To: to, Reason: reason, InState: now.Sub(m.in.StateSince)})
-	m.in.History = append(m.in.History, Transition{From: from, To: to, Reason: reason, At: now})
+	m.in.History = append(m.in.History, NewTransition(from, to, reason, now))
 	if limit := m.env.Policy.HistoryLimit; limit > 0 && len(m.in.History) > limit {
 		m.in.History = slices.Clone(m.in.History[len(m.in.History)-limit:])
 	}
@@ -424,7 +424,7 @@ func (m *machine) creationFailed(code, msg string, class int32) {
 // note records in the history what happened to the instance without
 // moving it (an entry from and to its current state; not a move).
 func (m *machine) note(reason string) {
-	m.in.History = append(m.in.History, Transition{From: m.in.State, To: m.in.State, Reason: reason, At: m.env.Now})
+	m.in.History = append(m.in.History, NewTransition(m.in.State, m.in.State, reason, m.env.Now))
 	if limit := m.env.Policy.HistoryLimit; limit > 0 && len(m.in.History) > limit {
 		m.in.History = slices.Clone(m.in.History[len(m.in.History)-limit:])
 	}

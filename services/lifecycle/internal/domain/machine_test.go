@@ -633,7 +633,7 @@ func TestHistoryIsBounded(t *testing.T) {
 	e := env(t0)
 	e.Policy.HistoryLimit = 4
 	for range 10 {
-		in.History = append(in.History, Transition{From: StatePending, To: StateCreating, At: t0})
+		in.History = append(in.History, NewTransition(StatePending, StateCreating, "", t0))
 	}
 	n := mustApply(t, in, CloudTerminated{Attempt: in.Attempt}, e)
 	if len(n.History) != 4 || n.History[3].To != StateDeleted {

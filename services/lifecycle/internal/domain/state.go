@@ -4,7 +4,9 @@ import "github.com/nodesmith/nodesmith/libs/contract"
 
 // State is a step of the instance state machine. The numeric values equal
 // nodesmith.state.v1.InstanceState so the store adapter maps them 1:1.
-type State int
+// int32 like them: a history entry (two states, a reason, a time) is 48
+// bytes, not 56, in every cached record (issue 20).
+type State int32
 
 // The states every VM goes through:
 //

@@ -45,7 +45,10 @@ type Store interface {
 	// DeleteGroup returns the revision of the deletion.
 	DeleteGroup(ctx context.Context, id string, revision uint64) (uint64, error)
 
-	ListInstances(ctx context.Context) ([]VersionedInstance, error)
+	// ListInstances returns every instance record, each its own
+	// allocation, the caller's to keep: a load caches them as they are
+	// rather than copying 100,000 of them (issue 20).
+	ListInstances(ctx context.Context) ([]*VersionedInstance, error)
 	GetInstance(ctx context.Context, group, id string) (VersionedInstance, error)
 	CreateInstance(ctx context.Context, i domain.Instance) (uint64, error)
 	UpdateInstance(ctx context.Context, i domain.Instance, revision uint64) (uint64, error)

@@ -122,7 +122,7 @@ func instanceJSON(v app.InstanceView, detail bool) Instance {
 }
 
 func transitionOf(t domain.Transition) Transition {
-	return Transition{From: stateName(t.From), To: stateName(t.To), Reason: t.Reason, At: ts(t.At)}
+	return Transition{From: stateName(t.From), To: stateName(t.To), Reason: t.Reason, At: ts(t.At())}
 }
 
 // traceID is the trace id of a W3C traceparent

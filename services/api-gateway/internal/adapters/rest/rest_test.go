@@ -83,7 +83,7 @@ func (f *fixture) seed() {
 		f.rm.PutInstance("web."+id, f.rev, &domain.Instance{
 			ID: id, Group: "web", State: domain.StateRunning, ProviderID: providerid.Placeholder("web", id),
 			CreationFailed: id == "i-3", HookOutputTail: "joined " + id,
-			History: []domain.Transition{{From: domain.StatePending, To: domain.StateCreating, Reason: "dispatched", At: time.Now()}},
+			History: []domain.Transition{domain.NewTransition(domain.StatePending, domain.StateCreating, "dispatched", time.Now())},
 		})
 	}
 	f.sync()

@@ -163,7 +163,7 @@ func (f *fixture) putInstance(id string, state domain.InstanceState, reason stri
 		cp.History = slices.Clone(cp.History)
 		rec = &cp
 	}
-	rec.History = append(rec.History, domain.Transition{From: rec.State, To: state, Reason: reason, At: time.Now()})
+	rec.History = append(rec.History, domain.NewTransition(rec.State, state, reason, time.Now()))
 	rec.State = state
 	f.rev++
 	f.rm.PutInstance(key, f.rev, rec)

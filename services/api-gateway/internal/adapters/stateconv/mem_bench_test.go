@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
 // BenchmarkReadModelMemory loads memInstances records as the KV watcher
@@ -21,32 +23,80 @@ import (
 // keeps per instance (issue 20: < 256 MiB at 100,000 instances).
 func BenchmarkReadModelMemory(b *testing.B) {
 	const memInstances = 20000
-	raw := make([][]byte, memInstances)
+	raw := memRecords(b, memInstances)
+	var perInstance float64
+	for b.Loop() {
+		perInstance = readModelBytes(b, raw)
+	}
+	b.ReportMetric(perInstance, "B/instance")
+}
+
+// TestReadModelMemory pins the heap the read model keeps per instance
+// (issue 20). 1,479 bytes before the cuts of issue 20 (the indexes' one-
+// element slices, the whole KV subject kept by each key, group and
+// history reasons copied into every record, each string of a record its
+// own allocation); 1,230 after.
+func TestReadModelMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads 10,000 records")
+	}
+	const limit = 1180
+	raw := memRecords(t, 10000)
+	got := readModelBytes(t, raw)
+	t.Logf("%.0f bytes per instance", got)
+	if got > limit {
+		t.Errorf("read model keeps %.0f bytes per instance, want at most %d", got, limit)
+	}
+}
+
+// TestInstanceAllocs pins the allocations of decoding one instance into
+// the read model's type: the record, the block of its strings, the
+// history (group, reasons and error code are interned).
+func TestInstanceAllocs(t *testing.T) {
+	p := memRecord(7)
+	if got := testing.AllocsPerRun(100, func() { stateconv.Instance(p) }); got != 3 {
+		t.Errorf("stateconv.Instance allocates %v times, want 3", got)
+	}
+}
+
+// TestInstanceSize pins the read model's record struct to its size class:
+// 320 bytes before its small fields were grouped (issue 20).
+func TestInstanceSize(t *testing.T) {
+	if got := unsafe.Sizeof(domain.Instance{}); got > 288 {
+		t.Errorf("domain.Instance is %d bytes, want at most 288 (a field added? group small ones with the others at the end)", got)
+	}
+}
+
+func memRecords(tb testing.TB, n int) [][]byte {
+	raw := make([][]byte, n)
 	for i := range raw {
 		var err error
 		if raw[i], err = proto.Marshal(memRecord(i)); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	var perInstance float64
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		m := app.NewReadModel()
-		for i, r := range raw {
-			p := &statev1.Instance{}
-			if err := proto.Unmarshal(r, p); err != nil {
-				b.Fatal(err)
-			}
-			m.PutInstance(p.GetGroup()+"."+p.GetId(), uint64(i+1), stateconv.Instance(p))
+	return raw
+}
+
+// readModelBytes loads raw into a new read model and returns the heap it
+// keeps per record, measured around the load after collections.
+func readModelBytes(tb testing.TB, raw [][]byte) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	m := app.NewReadModel()
+	for i, r := range raw {
+		p := &statev1.Instance{}
+		if err := proto.Unmarshal(r, p); err != nil {
+			tb.Fatal(err)
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		perInstance = float64(after.HeapAlloc-before.HeapAlloc) / memInstances
-		runtime.KeepAlive(m)
+		m.PutInstance(p.GetGroup()+"."+p.GetId(), uint64(i+1), stateconv.Instance(p))
 	}
-	b.ReportMetric(perInstance, "B/instance")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(raw) // measured before the load: it must outlive after
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(len(raw))
 }
 
 // memRecord is an instance record as lifecycle writes one for a RUNNING

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/intern"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
@@ -224,7 +225,7 @@ func Instance(p *statev1.Instance) *domain.Instance {
 		return nil
 	}
 	in := &domain.Instance{
-		ID: p.GetId(), Group: p.GetGroup(), State: domain.InstanceState(p.GetState()),
+		ID: p.GetId(), Group: intern.String(p.GetGroup()), State: domain.InstanceState(p.GetState()),
 		Attempt: p.GetAttempt(), Retries: p.GetRetries(), CloudID: p.GetCloudId(),
 		ProviderID: p.GetProviderId(), NodeName: p.GetNodeName(), PrivateIP: p.GetPrivateIp(), BatchID: p.GetBatchId(),
 		CreationFailed: p.GetCreationFailed(), InFlight: p.GetInFlight(), Released: p.GetReleased(), Adopted: p.GetAdopted(),
@@ -232,13 +233,18 @@ func Instance(p *statev1.Instance) *domain.Instance {
 		Deadline: timeOf(p.GetDeadline()), NextRetryAt: timeOf(p.GetNextRetryAt()),
 		HookOutputTail: p.GetHookOutputTail(), TraceParent: p.GetTraceContext()["traceparent"],
 	}
+	// The read model holds every record (issue 20: 100,000 of them):
+	// the strings the record owns go into one allocation (a node name
+	// equal to the id or the IP shares it), those repeated across records
+	// (group, history reasons, error codes) are shared.
+	intern.Pack(&in.ID, &in.CloudID, &in.ProviderID, &in.NodeName, &in.PrivateIP, &in.BatchID, &in.HookOutputTail, &in.TraceParent)
 	if e := p.GetLastError(); e != nil {
-		in.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: timeOf(e.GetAt())}
+		in.LastError = &domain.ErrorInfo{Code: intern.String(e.GetCode()), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: timeOf(e.GetAt())}
 	}
 	if h := p.GetHistory(); len(h) > 0 {
 		in.History = make([]domain.Transition, len(h))
 		for i, t := range h {
-			in.History[i] = domain.Transition{From: domain.InstanceState(t.GetFrom()), To: domain.InstanceState(t.GetTo()), Reason: t.GetReason(), At: timeOf(t.GetAt())}
+			in.History[i] = domain.NewTransition(domain.InstanceState(t.GetFrom()), domain.InstanceState(t.GetTo()), intern.String(t.GetReason()), timeOf(t.GetAt()))
 		}
 	}
 	return in
@@ -266,7 +272,7 @@ func InstanceRecord(in *domain.Instance) *statev1.Instance {
 		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: timestampOf(e.At)}
 	}
 	for _, t := range in.History {
-		p.History = append(p.History, &statev1.Transition{From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: timestampOf(t.At)})
+		p.History = append(p.History, &statev1.Transition{From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: timestampOf(t.At())})
 	}
 	return p
 }

@@ -182,17 +182,17 @@ func (s *Store) DeleteGroup(_ context.Context, id string, rev uint64) (uint64, e
 }
 
 // ListInstances implements ports.Store.
-func (s *Store) ListInstances(context.Context) ([]ports.VersionedInstance, error) {
+func (s *Store) ListInstances(context.Context) ([]*ports.VersionedInstance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.instanceLists++
-	var out []ports.VersionedInstance
+	var out []*ports.VersionedInstance
 	for _, k := range s.instances.keys() {
 		i, err := protoconv.UnmarshalInstance(s.instances.data[k].data)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ports.VersionedInstance{Instance: i, Revision: s.instances.data[k].rev})
+		out = append(out, &ports.VersionedInstance{Instance: i, Revision: s.instances.data[k].rev})
 	}
 	return out, nil
 }

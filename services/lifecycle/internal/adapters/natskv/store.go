@@ -126,9 +126,14 @@ func list[V any](ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 		sorted = append(sorted, k)
 	}
 	sort.Strings(sorted)
+	// Each value moves out of latest as it is copied: a map stores large
+	// values out of line, so they are garbage one by one rather than all
+	// beside out until the end (issue 20: the load's peak sets how far the
+	// heap may grow before the next collection).
 	out := make([]V, 0, len(sorted))
 	for _, k := range sorted {
 		d := latest[k]
+		delete(latest, k)
 		if d.err != nil {
 			return nil, fmt.Errorf("decoding %s/%s: %w", kv.Bucket(), k, d.err)
 		}
@@ -272,10 +277,14 @@ func (s *Store) DeleteGroup(ctx context.Context, id string, revision uint64) (ui
 }
 
 // ListInstances implements ports.Store.
-func (s *Store) ListInstances(ctx context.Context) ([]ports.VersionedInstance, error) {
-	return list(ctx, s.js, s.instances, noSkip, func(b []byte, rev uint64) (ports.VersionedInstance, error) {
-		in, err := protoconv.UnmarshalInstance(b)
-		return ports.VersionedInstance{Instance: in, Revision: rev}, err
+func (s *Store) ListInstances(ctx context.Context) ([]*ports.VersionedInstance, error) {
+	// Each record is decoded into the allocation the caller keeps: list's
+	// map and slice hold pointers, not copies.
+	return list(ctx, s.js, s.instances, noSkip, func(b []byte, rev uint64) (*ports.VersionedInstance, error) {
+		v := &ports.VersionedInstance{Revision: rev}
+		var err error
+		v.Instance, err = protoconv.UnmarshalInstance(b)
+		return v, err
 	})
 }
 

@@ -7,12 +7,12 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unique"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
+	"github.com/nodesmith/nodesmith/libs/intern"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -256,7 +256,7 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 	}
 	for _, t := range i.History {
 		p.History = append(p.History, &statev1.Transition{
-			From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: ts(t.At),
+			From: statev1.InstanceState(t.From), To: statev1.InstanceState(t.To), Reason: t.Reason, At: ts(t.At()),
 		})
 	}
 	return p
@@ -306,7 +306,7 @@ const legacyAdoptedBatch = "adopted"
 func InstanceFromProto(p *statev1.Instance) domain.Instance {
 	i := domain.Instance{
 		ID:             p.GetId(),
-		Group:          intern(p.GetGroup()),
+		Group:          intern.String(p.GetGroup()),
 		State:          domain.State(p.GetState()),
 		Attempt:        p.GetAttempt(),
 		CloudID:        p.GetCloudId(),
@@ -330,15 +330,17 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		// a batch id.
 		Adopted: p.GetAdopted() || p.GetBatchId() == legacyAdoptedBatch,
 		// Where the VM landed: a few values shared by many instances.
-		Zone:         intern(p.GetZone()),
-		InstanceType: intern(p.GetInstanceType()),
-		CapacityType: intern(p.GetCapacityType()),
+		Zone:         intern.String(p.GetZone()),
+		InstanceType: intern.String(p.GetInstanceType()),
+		CapacityType: intern.String(p.GetCapacityType()),
 	}
-	if i.NodeName == i.ID {
-		i.NodeName = i.ID
-	}
+	// The cache holds every record (issue 20: 100,000 of them): the
+	// strings the record owns go into one allocation (a node name equal
+	// to the id shares it), those repeated across records (group, history
+	// reasons, error codes) are shared.
+	intern.Pack(&i.ID, &i.CloudID, &i.ProviderID, &i.NodeName, &i.PrivateIP, &i.ClientToken, &i.BatchID, &i.SSHHostKey, &i.HookOutputTail)
 	if e := p.GetLastError(); e != nil {
-		i.LastError = &domain.ErrorInfo{Code: e.GetCode(), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
+		i.LastError = &domain.ErrorInfo{Code: intern.String(e.GetCode()), Message: e.GetMessage(), Class: e.GetClass(), Retryable: e.GetRetryable(), At: fromTS(e.GetAt())}
 	}
 	if h := p.GetHistory(); len(h) > 0 {
 		// Sized once: appending grows the backing array to the next power
@@ -347,18 +349,9 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		i.History = make([]domain.Transition, 0, len(h))
 	}
 	for _, t := range p.GetHistory() {
-		i.History = append(i.History, domain.Transition{
-			From: domain.State(t.GetFrom()), To: domain.State(t.GetTo()), Reason: intern(t.GetReason()), At: fromTS(t.GetAt()),
-		})
+		i.History = append(i.History, domain.NewTransition(
+			domain.State(t.GetFrom()), domain.State(t.GetTo()), intern.String(t.GetReason()), fromTS(t.GetAt()),
+		))
 	}
 	return i
-}
-
-// intern returns the canonical copy of s (unique keeps it only while some
-// value refers to it).
-func intern(s string) string {
-	if s == "" {
-		return ""
-	}
-	return unique.Make(s).Value()
 }

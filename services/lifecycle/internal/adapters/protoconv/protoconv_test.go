@@ -71,8 +71,8 @@ func TestDecodedInstancesShareRepeatedStrings(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	decode := func(id string) domain.Instance {
 		in := domain.NewInstance(id, "workers", now)
-		in.History = append(in.History, domain.Transition{From: domain.StatePending, To: domain.StateCreating, Reason: "create batch formed", At: now},
-			domain.Transition{From: domain.StateCreating, To: domain.StateCreated, Reason: "vm running", At: now})
+		in.History = append(in.History, domain.NewTransition(domain.StatePending, domain.StateCreating, "create batch formed", now),
+			domain.NewTransition(domain.StateCreating, domain.StateCreated, "vm running", now))
 		b, err := proto.Marshal(protoconv.InstanceToProto(in))
 		if err != nil {
 			t.Fatal(err)

@@ -246,7 +246,7 @@ func SampleInstance(group, id string) domain.Instance {
 		LastError:      &domain.ErrorInfo{Code: "X", Message: "m", Class: 99, Retryable: true, At: t0},
 		CreationFailed: true, CreatedAt: t0, StateSince: t0.Add(time.Second), Deadline: t0.Add(time.Hour),
 		NextRetryAt: t0.Add(time.Minute), Retries: 2,
-		History:    []domain.Transition{{From: domain.StatePending, To: domain.StateCreating, Reason: "r", At: t0}},
+		History:    []domain.Transition{domain.NewTransition(domain.StatePending, domain.StateCreating, "r", t0)},
 		SSHHostKey: "ssh-ed25519 AAAA", HookOutputTail: "ok", InFlight: true, Released: true,
 		Adopted: true, Zone: "ap-guangzhou-4", InstanceType: "S5.MEDIUM4", CapacityType: cloudspec.CapacitySpot,
 	}
