@@ -3,6 +3,8 @@ package domain
 import (
 	"maps"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 )
 
 // The records of lifecycle's KV buckets as the gateway holds them: plain
@@ -62,6 +64,9 @@ type InstanceTemplate struct {
 	SSHPort            uint32
 	HookEnv            map[string]string
 	SecretParameters   map[string]string
+	// Offerings are the ordered (zone, subnet, type, capacity) places the
+	// VMs may be created in; none: Zone and InstanceType only.
+	Offerings []cloudspec.Offering
 }
 
 // NodeTemplate is the Node a group's VM becomes (for CA's scale from zero).

@@ -1,0 +1,27 @@
+package rest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/nodesmith/nodesmith/libs/cloudshapes"
+
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
+)
+
+// CheckOfferingShapes runs a template write's offering check, as
+// writeCatalog does before storing, on a handler asking ask, and records
+// what the client gets: the error body, or 200 with the headers set.
+func CheckOfferingShapes(ask cloudshapes.Ask, t *domain.InstanceTemplate) *httptest.ResponseRecorder {
+	h := &handler{log: slog.New(slog.DiscardHandler), shapes: ask}
+	w := httptest.NewRecorder()
+	r := httptest.NewRequestWithContext(context.Background(), http.MethodPut, "/api/v1/templates/"+t.Name, nil)
+	if err := h.checkOfferingShapes(r.Context(), w, t); err != nil {
+		h.writeError(w, r, err)
+		return w
+	}
+	w.WriteHeader(http.StatusOK)
+	return w
+}
