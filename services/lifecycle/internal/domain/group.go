@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
@@ -66,6 +67,9 @@ type InstanceTemplate struct {
 	// "template-parameter"): only the cloud adapter opens them, merging
 	// them into ParametersJSON for the cloud call.
 	SecretParameters map[string]string
+	// Offerings are the ordered (zone, subnet, type, capacity) places the
+	// VMs may be created in; none: Zone and InstanceType only.
+	Offerings []cloudspec.Offering
 }
 
 // Taint is a Kubernetes node taint.
