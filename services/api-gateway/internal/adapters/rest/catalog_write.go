@@ -61,7 +61,7 @@ func revisionConflict(err error) error {
 
 // writeCatalog sends e and answers with the stored entry.
 func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *domain.CatalogEntry, rev uint64, anyRev bool, kind, name string, render func() (any, error)) {
-	if err := h.checkOfferingShapes(r.Context(), w, e.Template); err != nil {
+	if err := h.checkOfferingShapes(r.Context(), w, e.Template, ""); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -15,10 +15,19 @@ import (
 // writeCatalog does before storing, on a handler asking ask, and records
 // what the client gets: the error body, or 200 with the headers set.
 func CheckOfferingShapes(ask cloudshapes.Ask, t *domain.InstanceTemplate) *httptest.ResponseRecorder {
+	return checkOfferingShapes(ask, t, "")
+}
+
+// CheckGroupOfferingShapes is CheckOfferingShapes of a group write.
+func CheckGroupOfferingShapes(ask cloudshapes.Ask, g *domain.NodeGroup) *httptest.ResponseRecorder {
+	return checkOfferingShapes(ask, inlineTemplate(g), "instanceTemplate.")
+}
+
+func checkOfferingShapes(ask cloudshapes.Ask, t *domain.InstanceTemplate, prefix string) *httptest.ResponseRecorder {
 	h := &handler{log: slog.New(slog.DiscardHandler), shapes: ask}
 	w := httptest.NewRecorder()
-	r := httptest.NewRequestWithContext(context.Background(), http.MethodPut, "/api/v1/templates/"+t.Name, nil)
-	if err := h.checkOfferingShapes(r.Context(), w, t); err != nil {
+	r := httptest.NewRequestWithContext(context.Background(), http.MethodPut, "/api/v1/", nil)
+	if err := h.checkOfferingShapes(r.Context(), w, t, prefix); err != nil {
 		h.writeError(w, r, err)
 		return w
 	}

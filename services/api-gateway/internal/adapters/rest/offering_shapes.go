@@ -24,8 +24,9 @@ const ShapesTimeout = 3 * time.Second
 // question cannot be answered (no cloud adapter answering within
 // ShapesTimeout, a cloud whose adapter cannot tell) the template is
 // accepted with a 299 Warning saying why. A template without offerings
-// (or no template) asks nothing.
-func (h *handler) checkOfferingShapes(ctx context.Context, w http.ResponseWriter, t *domain.InstanceTemplate) error {
+// (or no template) asks nothing. prefix is the template's field path
+// in the document ("" for a template, "instanceTemplate." in a group).
+func (h *handler) checkOfferingShapes(ctx context.Context, w http.ResponseWriter, t *domain.InstanceTemplate, prefix string) error {
 	offerings := templateOfferings(t)
 	if len(offerings) == 0 {
 		return nil
@@ -38,21 +39,30 @@ func (h *handler) checkOfferingShapes(ctx context.Context, w http.ResponseWriter
 		addWarning(w, cloudshapes.Warning(unchecked))
 		return nil
 	}
-	return shapeErrors(errs)
+	return shapeErrors(prefix, errs)
 }
 
 // shapeErrors is a 422 naming the first offending field in details.field
 // and every problem in details.errors (nil without errors).
-func shapeErrors(errs []cloudspec.FieldError) error {
+func shapeErrors(prefix string, errs []cloudspec.FieldError) error {
 	if len(errs) == 0 {
 		return nil
 	}
 	fe := make(restapi.FieldErrors, len(errs))
 	for i, e := range errs {
-		fe[i] = restapi.FieldError{Field: e.Path, Message: e.Msg}
+		fe[i] = restapi.FieldError{Field: prefix + e.Path, Message: e.Msg}
 	}
 	return newError(http.StatusUnprocessableEntity, contract.CodeInvalidArgument, fe.Error()).
 		with("field", fe[0].Field).with("errors", []restapi.FieldError(fe))
+}
+
+// inlineTemplate is the template a group defines itself (nil when it
+// names one of the catalog, whose offerings were checked when written).
+func inlineTemplate(g *domain.NodeGroup) *domain.InstanceTemplate {
+	if g == nil || g.InstanceTemplate == nil || g.InstanceTemplate.Provider == "" {
+		return nil
+	}
+	return g.InstanceTemplate
 }
 
 // templateOfferings are a template record's offerings, as written.

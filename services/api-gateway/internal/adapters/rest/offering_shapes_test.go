@@ -122,6 +122,18 @@ func TestTemplateOfferingShapes(t *testing.T) {
 		t.Errorf("asked %v", questions())
 	}
 
+	// A group defining its template: the fields are under instanceTemplate;
+	// a group naming a catalog template asks nothing.
+	n := len(questions())
+	w = rest.CheckGroupOfferingShapes(ask, &domain.NodeGroup{ID: "g", InstanceTemplate: tmpl})
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), `"field": "instanceTemplate.offerings[1].instanceType"`) || len(questions()) != n+1 {
+		t.Errorf("group with mixed offerings: %d %s", w.Code, w.Body)
+	}
+	named := &domain.InstanceTemplate{Name: "web", Offerings: tmpl.Offerings}
+	if w := rest.CheckGroupOfferingShapes(ask, &domain.NodeGroup{ID: "g", InstanceTemplate: named}); w.Code != http.StatusOK || len(questions()) != n+1 {
+		t.Errorf("group naming a template: %d, %d questions", w.Code, len(questions())-n-1)
+	}
+
 	good := *tmpl
 	good.Offerings = []cloudspec.Offering{{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"}, {Zone: "ap-guangzhou-4", InstanceType: "SA2.MEDIUM4"}}
 	if w := rest.CheckOfferingShapes(ask, &good); w.Code != http.StatusOK || w.Header().Get("Warning") != "" {
@@ -146,7 +158,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 	}
 
 	// Without offerings nothing is asked.
-	n := len(questions())
+	n = len(questions())
 	plain := good
 	plain.Offerings = nil
 	if w := rest.CheckOfferingShapes(ask, &plain); w.Code != http.StatusOK || w.Header().Get("Warning") != "" || len(questions()) != n {
