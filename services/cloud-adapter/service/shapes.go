@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/shapesrpc"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
@@ -15,13 +16,13 @@ import (
 // lifecycle's offering checks) once the catalog's credentials are known,
 // like the consumer: an account whose credentials exist only there would
 // otherwise be answered with an auth error.
-func serveShapes(nc *nats.Conn, clouds map[string]ports.Cloud, synced <-chan struct{}, log *slog.Logger) func(context.Context) error {
+func serveShapes(nc *nats.Conn, clouds map[string]ports.Cloud, synced <-chan struct{}, reg prometheus.Registerer, log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
 		select {
 		case <-synced:
 		case <-ctx.Done():
 			return nil
 		}
-		return shapesrpc.Serve(ctx, nc, app.NewShapes(clouds, app.ShapeOptions{}), shapesrpc.Options{Logger: log})
+		return shapesrpc.Serve(ctx, nc, app.NewShapes(clouds, app.ShapeOptions{}), shapesrpc.Options{Logger: log, Registry: reg})
 	}
 }

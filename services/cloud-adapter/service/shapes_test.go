@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
@@ -54,7 +56,8 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 	const z3, z4, z6 = "ap-guangzhou-3", "ap-guangzhou-4", "ap-guangzhou-6"
 	srv := startEmulator(t, func(c *cvmemu.Config) { c.Zones = []string{z3, z4} })
 	s := newStack(t)
-	r := s.startReplica("a", emulatorConfig(srv), service.Deps{Environ: credentialsEnv})
+	reg := prometheus.NewRegistry()
+	r := s.startReplica("a", emulatorConfig(srv), service.Deps{Environ: credentialsEnv, Registry: reg})
 	r.waitReady(t)
 	gw, _ := s.env.ConnectAs(t, natsauth.APIGateway)
 
@@ -134,5 +137,17 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 				t.Errorf("error %v, want code %q kind %v", e, tc.code, tc.kind)
 			}
 		})
+	}
+
+	for _, c := range []struct {
+		provider, result string
+		want             float64
+	}{
+		{provider, "cloud", 2}, {provider, "cached", 1}, {provider, "error", 2},
+		{cloudspec.Alibaba, "not_supported", 1}, {"", "not_supported", 1},
+	} {
+		if got := metricstest.Value(t, reg, "nodesmith_cloud_shape_questions_total", map[string]string{"provider": c.provider, "result": c.result}); got != c.want {
+			t.Errorf("questions{provider=%q,result=%q} = %v, want %v", c.provider, c.result, got, c.want)
+		}
 	}
 }

@@ -69,31 +69,32 @@ func NewShapes(clouds map[string]ports.Cloud, o ShapeOptions) *Shapes {
 }
 
 // Shapes returns the shape of each type of types in each zone of zones of
-// t that the cloud offers (a pair it does not offer is missing). Errors:
+// t that the cloud offers (a pair it does not offer is missing), and
+// whether the answer came from the cache. Errors:
 // invalid parameters (ports.CheckShapeQuery), ports.ErrNotSupported
 // (wrapped) for a provider without an adapter or whose adapter cannot
 // tell, else the cloud's.
-func (s *Shapes) Shapes(ctx context.Context, t domain.Target, zones, types []string) ([]domain.InstanceShape, error) {
+func (s *Shapes) Shapes(ctx context.Context, t domain.Target, zones, types []string) (shapes []domain.InstanceShape, cached bool, err error) {
 	if err := ports.CheckShapeQuery(zones, types); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	zones, types = distinct(zones), distinct(types)
 	cloud, ok := s.clouds[t.Provider]
 	if !ok {
-		return nil, fmt.Errorf("no cloud adapter for provider %q: %w", t.Provider, ports.ErrNotSupported)
+		return nil, false, fmt.Errorf("no cloud adapter for provider %q: %w", t.Provider, ports.ErrNotSupported)
 	}
 	is, ok := cloud.(ports.InstanceShapes)
 	if !ok {
-		return nil, fmt.Errorf("provider %q: %w", t.Provider, ports.ErrNotSupported)
+		return nil, false, fmt.Errorf("provider %q: %w", t.Provider, ports.ErrNotSupported)
 	}
 	if out, ok := s.cached(t, zones, types); ok {
-		return out, nil
+		return out, true, nil
 	}
-	shapes, err := is.InstanceShapes(ctx, ports.Target{Account: t.Account, Region: t.Region}, zones, types)
+	shapes, err = is.InstanceShapes(ctx, ports.Target{Account: t.Account, Region: t.Region}, zones, types)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return s.store(t, zones, types, shapes), nil
+	return s.store(t, zones, types, shapes), false, nil
 }
 
 // cached answers from the cache when every pair is in it and fresh.
@@ -158,6 +159,12 @@ func (s *Shapes) store(t domain.Target, zones, types []string, shapes []domain.I
 		s.cache[k] = e
 	}
 	return out
+}
+
+// Knows reports whether provider names a cloud of this adapter.
+func (s *Shapes) Knows(provider string) bool {
+	_, ok := s.clouds[provider]
+	return ok
 }
 
 // CachedShapes is the number of cached (target, zone, type) entries.

@@ -48,7 +48,7 @@ func TestShapesCache(t *testing.T) {
 	tgt := domain.Target{Provider: "c", Account: "a", Region: "r"}
 	ask := func(zones, types []string) []domain.InstanceShape {
 		t.Helper()
-		got, err := s.Shapes(ctx, tgt, zones, types)
+		got, _, err := s.Shapes(ctx, tgt, zones, types)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,11 +59,11 @@ func TestShapesCache(t *testing.T) {
 		t.Fatalf("first answer %v after %d calls", got, cloud.n())
 	}
 	// Offered and not offered pairs both come from the cache.
-	if got := ask([]string{"z3", "z1"}, []string{"B", "A", "A"}); len(got) != 1 || cloud.n() != 1 {
-		t.Fatalf("cached answer %v after %d calls", got, cloud.n())
+	if got, cached, err := s.Shapes(ctx, tgt, []string{"z3", "z1"}, []string{"B", "A", "A"}); err != nil || !cached || len(got) != 1 || cloud.n() != 1 {
+		t.Fatalf("cached answer %v (cached %v, %v) after %d calls", got, cached, err, cloud.n())
 	}
 	// Another account is another question.
-	if _, err := s.Shapes(ctx, domain.Target{Provider: "c", Account: "b", Region: "r"}, []string{"z1"}, []string{"A"}); err != nil || cloud.n() != 2 {
+	if _, cached, err := s.Shapes(ctx, domain.Target{Provider: "c", Account: "b", Region: "r"}, []string{"z1"}, []string{"A"}); err != nil || cached || cloud.n() != 2 {
 		t.Fatalf("other account: %v after %d calls", err, cloud.n())
 	}
 	if n := s.CachedShapes(); n > 4 {
@@ -76,7 +76,7 @@ func TestShapesCache(t *testing.T) {
 	}
 	// A failed call caches nothing.
 	cloud.FailNext(fake.OpShapes, ports.NewThrottledError("RequestLimitExceeded", "slow down"))
-	if _, err := s.Shapes(ctx, tgt, []string{"z2"}, []string{"A"}); ports.KindOf(err) != ports.ErrorKindThrottled {
+	if _, _, err := s.Shapes(ctx, tgt, []string{"z2"}, []string{"A"}); ports.KindOf(err) != ports.ErrorKindThrottled {
 		t.Fatalf("throttled: %v", err)
 	}
 	if got := ask([]string{"z2"}, []string{"A"}); len(got) != 1 || cloud.n() != 5 {
@@ -87,11 +87,11 @@ func TestShapesCache(t *testing.T) {
 	}
 
 	for _, p := range []string{"x", "nope"} {
-		if _, err := s.Shapes(ctx, domain.Target{Provider: p}, []string{"z1"}, []string{"A"}); !errors.Is(err, ports.ErrNotSupported) {
+		if _, _, err := s.Shapes(ctx, domain.Target{Provider: p}, []string{"z1"}, []string{"A"}); !errors.Is(err, ports.ErrNotSupported) {
 			t.Errorf("provider %s: %v, want ErrNotSupported", p, err)
 		}
 	}
-	if _, err := s.Shapes(ctx, tgt, nil, []string{"A"}); ports.KindOf(err) != ports.ErrorKindInvalidParameters {
+	if _, _, err := s.Shapes(ctx, tgt, nil, []string{"A"}); ports.KindOf(err) != ports.ErrorKindInvalidParameters {
 		t.Errorf("no zone: %v", err)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
@@ -40,6 +42,8 @@ type Options struct {
 	// (DefaultConcurrency when zero); more wait their turn.
 	Concurrency int
 	Logger      *slog.Logger
+	// Registry receives nodesmith_cloud_shape_questions_total; nil: none.
+	Registry prometheus.Registerer
 }
 
 // Serve answers questions from shapes on nc until ctx ends, then
@@ -55,6 +59,10 @@ func Serve(ctx context.Context, nc *nats.Conn, shapes *app.Shapes, o Options) er
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	questions := libmetrics.Register(o.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodesmith_cloud_shape_questions_total",
+		Help: "Instance-shape questions answered (template offering checks), by provider and result: cached, cloud (asked the cloud), not_supported, error.",
+	}, []string{"provider", "result"}))
 	sem := make(chan struct{}, o.Concurrency)
 	sub, err := nc.QueueSubscribe(messaging.SubjectCloudShapes, messaging.QueueCloudShapes, func(m *nats.Msg) {
 		select {
@@ -64,7 +72,7 @@ func Serve(ctx context.Context, nc *nats.Conn, shapes *app.Shapes, o Options) er
 		}
 		go func() {
 			defer func() { <-sem }()
-			answer(ctx, m, shapes, o)
+			answer(ctx, m, shapes, o, questions)
 		}()
 	})
 	if err != nil {
@@ -79,10 +87,11 @@ func Serve(ctx context.Context, nc *nats.Conn, shapes *app.Shapes, o Options) er
 	return nil
 }
 
-func answer(ctx context.Context, m *nats.Msg, shapes *app.Shapes, o Options) {
-	reply := Answer(ctx, m.Data, shapes, o.Timeout)
+func answer(ctx context.Context, m *nats.Msg, shapes *app.Shapes, o Options, questions *prometheus.CounterVec) {
+	reply, provider, result := answerOf(ctx, m.Data, shapes, o.Timeout)
+	questions.WithLabelValues(provider, result).Inc()
 	if e := reply.GetError(); e != nil && e.GetCode() != cloudshapes.CodeNotSupported {
-		o.Logger.Warn("instance-shape question not answered", "kind", e.GetKind().String(), "code", e.GetCode(), "err", e.GetMessage())
+		o.Logger.Warn("instance-shape question not answered", "provider", provider, "kind", e.GetKind().String(), "code", e.GetCode(), "err", e.GetMessage())
 	}
 	data, err := proto.Marshal(reply)
 	if err != nil {
@@ -94,18 +103,31 @@ func answer(ctx context.Context, m *nats.Msg, shapes *app.Shapes, o Options) {
 	}
 }
 
-// Answer decodes a cloudv1.ShapesRequest and answers it within timeout.
-func Answer(ctx context.Context, data []byte, shapes *app.Shapes, timeout time.Duration) *cloudv1.ShapesReply {
+// answerOf decodes a cloudv1.ShapesRequest and answers it within
+// timeout; provider and result label the question's metric.
+func answerOf(ctx context.Context, data []byte, shapes *app.Shapes, timeout time.Duration) (reply *cloudv1.ShapesReply, provider, result string) {
 	var req cloudv1.ShapesRequest
 	if err := proto.Unmarshal(data, &req); err != nil {
-		return &cloudv1.ShapesReply{Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS, Code: "InvalidShapesRequest", Message: "malformed ShapesRequest: " + err.Error()}}
+		return &cloudv1.ShapesReply{Error: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS, Code: "InvalidShapesRequest", Message: "malformed ShapesRequest: " + err.Error()}}, "", "error"
 	}
 	t := req.GetTarget()
+	// Only the providers this adapter knows label the metric (the
+	// question is anyone's to write).
+	if shapes.Knows(t.GetProvider()) {
+		provider = t.GetProvider()
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	got, err := shapes.Shapes(ctx, domain.Target{Provider: t.GetProvider(), Account: t.GetAccount(), Region: t.GetRegion()}, req.GetZones(), req.GetInstanceTypes())
-	if err != nil {
-		return &cloudv1.ShapesReply{Error: cloudError(ctx, err)}
+	got, cached, err := shapes.Shapes(ctx, domain.Target{Provider: t.GetProvider(), Account: t.GetAccount(), Region: t.GetRegion()}, req.GetZones(), req.GetInstanceTypes())
+	switch {
+	case errors.Is(err, ports.ErrNotSupported):
+		return &cloudv1.ShapesReply{Error: cloudError(ctx, err)}, provider, "not_supported"
+	case err != nil:
+		return &cloudv1.ShapesReply{Error: cloudError(ctx, err)}, provider, "error"
+	case cached:
+		result = "cached"
+	default:
+		result = "cloud"
 	}
 	out := &cloudv1.ShapesReply{Shapes: make([]*cloudv1.InstanceShape, 0, len(got))}
 	for _, s := range got {
@@ -114,7 +136,7 @@ func Answer(ctx context.Context, data []byte, shapes *app.Shapes, timeout time.D
 			GpuCount: int32(s.GPU), GpuType: s.GPUModel, Arch: s.Arch,
 		})
 	}
-	return out
+	return out, provider, result
 }
 
 // cloudError is err as a reply's error: not supported has its own code.
