@@ -53,7 +53,9 @@ func TestCheck(t *testing.T) {
 	})
 	t.Run("unanswered: unchecked with the reason", func(t *testing.T) {
 		for _, cause := range []error{fmt.Errorf("tencent: %w", cloudshapes.ErrNotSupported), errors.New("no cloud adapter answered")} {
-			ask := func(context.Context, cloudshapes.Target, []string, []string) ([]cloudspec.Shape, error) { return nil, cause }
+			ask := func(context.Context, cloudshapes.Target, []string, []string) ([]cloudspec.Shape, error) {
+				return nil, cause
+			}
 			errs, unchecked := cloudshapes.Check(context.Background(), ask, target, offerings)
 			if errs != nil || !errors.Is(unchecked, cause) {
 				t.Errorf("got %v, %v", errs, unchecked)
