@@ -10,6 +10,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/restapi"
 
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
@@ -33,7 +34,12 @@ func (h *handler) checkOfferingShapes(ctx context.Context, w http.ResponseWriter
 	}
 	ctx, cancel := context.WithTimeout(ctx, ShapesTimeout)
 	defer cancel()
-	errs, unchecked := cloudshapes.Check(ctx, h.shapes, cloudshapes.Target{Provider: t.Provider, Account: t.Account, Region: t.Region}, offerings)
+	target := cloudshapes.Target{Provider: t.Provider, Account: t.Account, Region: t.Region}
+	if target.Region == "" {
+		// Lifecycle creates the VMs in the account's first region then.
+		target.Region = h.accountRegion(t.Account)
+	}
+	errs, unchecked := cloudshapes.Check(ctx, h.shapes, target, offerings)
 	if unchecked != nil {
 		h.log.WarnContext(ctx, "template offerings written unchecked", "template", t.Name, "why", unchecked.Error())
 		addWarning(w, cloudshapes.Warning(unchecked))
@@ -71,4 +77,15 @@ func templateOfferings(t *domain.InstanceTemplate) []cloudspec.Offering {
 		return nil
 	}
 	return t.Offerings
+}
+
+// accountRegion is the first region of a catalog account ("" if none).
+func (h *handler) accountRegion(account string) string {
+	if h.svc == nil {
+		return ""
+	}
+	if v, ok := h.svc.CatalogEntry(app.KindAccounts, account); ok && v.Entry != nil && v.Entry.Account != nil && len(v.Entry.Account.Regions) > 0 {
+		return v.Entry.Account.Regions[0]
+	}
+	return ""
 }

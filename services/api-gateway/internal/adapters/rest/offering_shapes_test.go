@@ -22,6 +22,7 @@ import (
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
@@ -168,5 +169,27 @@ func TestTemplateOfferingShapes(t *testing.T) {
 		return nil, errors.New("unused")
 	}, &plain); w.Code != http.StatusOK {
 		t.Errorf("no offerings, failing Ask: %d", w.Code)
+	}
+}
+
+// A template without a region is asked about in its account's first
+// region, where lifecycle creates its VMs.
+func TestTemplateOfferingShapesRegionFromAccount(t *testing.T) {
+	rm := app.NewReadModel()
+	rm.PutCatalog("accounts.prod", 1, &domain.CatalogEntry{Account: &domain.CloudAccount{Name: "prod", Provider: "tencentcloud", Regions: []string{"ap-shanghai", "ap-guangzhou"}}})
+	rm.MarkSynced(app.BucketCatalog, nil)
+	svc := app.NewService(rm, &natsreq.Fake{}, app.Config{OpTimeout: time.Second}, nil)
+	var got cloudshapes.Target
+	ask := func(_ context.Context, tg cloudshapes.Target, _, _ []string) ([]cloudspec.Shape, error) {
+		got = tg
+		return nil, nil
+	}
+	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Offerings: []cloudspec.Offering{{Zone: "ap-shanghai-2", InstanceType: "S5.MEDIUM4"}}}
+	w := rest.CheckOfferingShapesWith(svc, ask, tmpl)
+	if want := (cloudshapes.Target{Provider: "tencentcloud", Account: "prod", Region: "ap-shanghai"}); got != want {
+		t.Errorf("asked about %+v, want %+v", got, want)
+	}
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "S5.MEDIUM4 is not offered in ap-shanghai-2") {
+		t.Errorf("nothing offered: %d %s", w.Code, w.Body)
 	}
 }
