@@ -22,8 +22,8 @@ import (
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natsreq"
-	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/rest"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
