@@ -73,10 +73,14 @@ func inlineTemplate(g *domain.NodeGroup) *domain.InstanceTemplate {
 
 // templateOfferings are a template record's offerings, as written.
 func templateOfferings(t *domain.InstanceTemplate) []cloudspec.Offering {
-	if t == nil {
+	if t == nil || len(t.Offerings) == 0 {
 		return nil
 	}
-	return t.Offerings
+	out := make([]cloudspec.Offering, len(t.Offerings))
+	for i, o := range t.Offerings {
+		out[i] = cloudspec.Offering{Zone: o.Zone, SubnetID: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+	}
+	return out
 }
 
 // accountRegion is the first region of a catalog account ("" if none).

@@ -39,7 +39,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 	ca, _ := env.ConnectAs(t, natsauth.CloudAdapter)
 	ask := natsreq.Shapes(gw)
 
-	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", Offerings: []cloudspec.Offering{
+	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", Offerings: []domain.Offering{
 		{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"}, {Zone: "ap-guangzhou-4", InstanceType: "SR1.MEDIUM4"}, {Zone: "ap-guangzhou-6", InstanceType: "S5.MEDIUM4"},
 	}}
 
@@ -136,7 +136,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 	}
 
 	good := *tmpl
-	good.Offerings = []cloudspec.Offering{{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"}, {Zone: "ap-guangzhou-4", InstanceType: "SA2.MEDIUM4"}}
+	good.Offerings = []domain.Offering{{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"}, {Zone: "ap-guangzhou-4", InstanceType: "SA2.MEDIUM4"}}
 	if w := rest.CheckOfferingShapes(ask, &good); w.Code != http.StatusOK || w.Header().Get("Warning") != "" {
 		t.Errorf("one shape: %d, Warning %q: %s", w.Code, w.Header().Get("Warning"), w.Body)
 	}
@@ -184,7 +184,7 @@ func TestTemplateOfferingShapesRegionFromAccount(t *testing.T) {
 		got = tg
 		return nil, nil
 	}
-	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Offerings: []cloudspec.Offering{{Zone: "ap-shanghai-2", InstanceType: "S5.MEDIUM4"}}}
+	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Offerings: []domain.Offering{{Zone: "ap-shanghai-2", InstanceType: "S5.MEDIUM4"}}}
 	w := rest.CheckOfferingShapesWith(svc, ask, tmpl)
 	if want := (cloudshapes.Target{Provider: "tencentcloud", Account: "prod", Region: "ap-shanghai"}); got != want {
 		t.Errorf("asked about %+v, want %+v", got, want)
