@@ -18,11 +18,6 @@ import (
 // otherwise be answered with an auth error.
 func serveShapes(nc *nats.Conn, clouds map[string]ports.Cloud, synced <-chan struct{}, reg prometheus.Registerer, log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
-		select {
-		case <-synced:
-		case <-ctx.Done():
-			return nil
-		}
-		return shapesrpc.Serve(ctx, nc, app.NewShapes(clouds, app.ShapeOptions{}), shapesrpc.Options{Logger: log, Registry: reg})
+		return shapesrpc.Serve(ctx, nc, app.NewShapes(clouds, app.ShapeOptions{}), shapesrpc.Options{Logger: log, Registry: reg, Ready: synced})
 	}
 }

@@ -44,11 +44,14 @@ type Options struct {
 	Logger      *slog.Logger
 	// Registry receives nodesmith_cloud_shape_questions_total; nil: none.
 	Registry prometheus.Registerer
+	// Ready, when set, delays answering until it is closed (the catalog's
+	// credentials are loaded).
+	Ready <-chan struct{}
 }
 
-// Serve answers questions from shapes on nc until ctx ends, then
-// unsubscribes and waits for the answers under way. It returns an error
-// only when it cannot subscribe.
+// Serve answers questions from shapes on nc (once o.Ready is closed)
+// until ctx ends, then unsubscribes and waits for the answers under way.
+// It returns an error only when it cannot subscribe.
 func Serve(ctx context.Context, nc *nats.Conn, shapes *app.Shapes, o Options) error {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -59,10 +62,20 @@ func Serve(ctx context.Context, nc *nats.Conn, shapes *app.Shapes, o Options) er
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
 	questions := libmetrics.Register(o.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodesmith_cloud_shape_questions_total",
 		Help: "Instance-shape questions answered (template offering checks), by provider and result: cached, cloud (asked the cloud), not_supported, error.",
 	}, []string{"provider", "result"}))
+	if o.Ready != nil {
+		select {
+		case <-o.Ready:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	sem := make(chan struct{}, o.Concurrency)
 	sub, err := nc.QueueSubscribe(messaging.SubjectCloudShapes, messaging.QueueCloudShapes, func(m *nats.Msg) {
 		select {
