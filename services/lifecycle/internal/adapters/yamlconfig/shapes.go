@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
@@ -69,6 +70,7 @@ func (c *Config) CheckShapes(ctx context.Context, ask cloudshapes.Ask, timeout t
 		}
 	}
 	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Line < problems[j].Line })
 		return unchecked, &Error{File: c.file, Problems: problems}
 	}
 	return unchecked, nil
