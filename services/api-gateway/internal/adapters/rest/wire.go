@@ -10,6 +10,7 @@ type (
 	InstanceTemplate   = restapi.InstanceTemplate
 	NodeTemplate       = restapi.NodeTemplate
 	Taint              = restapi.Taint
+	Offering           = restapi.Offering
 	AutoscalingOptions = restapi.AutoscalingOptions
 	Hook               = restapi.Hook
 	Parallelism        = restapi.Parallelism
