@@ -3,6 +3,7 @@ package rest_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,13 +35,14 @@ func TestTemplateWriteChecksOfferingShapes(t *testing.T) {
 			{Zone: "ap-guangzhou-4", InstanceType: "SR1.MEDIUM4", VCPU: 2, MemoryMiB: 4096, Arch: "arm64"},
 		}, nil
 	}
+	log := slog.New(slog.DiscardHandler)
 	f := &fixture{rm: app.NewReadModel(), lc: &natsreq.Fake{}}
-	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second}, nil)
-	auth, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{adminToken}, ReadOnlyTokens: []string{readOnlyToken}}, nil)
+	svc := app.NewService(f.rm, f.lc, app.Config{OpTimeout: 2 * time.Second}, log)
+	auth, err := rest.NewAuthenticator(rest.TokenConfig{AdminTokens: []string{adminToken}, ReadOnlyTokens: []string{readOnlyToken}}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.h = rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: 1 << 16, Shapes: ask})
+	f.h = rest.NewHandler(svc, auth, rest.Options{MaxBodyBytes: 1 << 16, Shapes: ask, Logger: log})
 	f.sync()
 	f.seed()
 	f.answerSetTarget()
