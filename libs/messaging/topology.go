@@ -50,6 +50,15 @@ const (
 	// lifecyclev1.Request with lifecyclev1.Reply.
 	SubjectLifecycleOps = "nodesmith.lifecycle.ops"
 
+	// SubjectCloudShapes is where any cloud adapter replica (queue group
+	// QueueCloudShapes) answers cloudv1.ShapesRequest with
+	// cloudv1.ShapesReply: the instance shapes templates are checked
+	// against.
+	SubjectCloudShapes = "nodesmith.cloud.shapes"
+	// QueueCloudShapes is the cloud adapters' queue group on
+	// SubjectCloudShapes (one replica answers a request).
+	QueueCloudShapes = "cloud-adapter"
+
 	// ConsumerCloudAdapter is the durable pull consumer shared by cloud-adapter replicas.
 	ConsumerCloudAdapter = "cloud-adapter"
 	// ConsumerHookRunner is the durable pull consumer shared by hook-runner replicas.

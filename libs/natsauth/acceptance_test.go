@@ -285,6 +285,7 @@ func checkPermissions(t *testing.T, dial dialer) {
 		_, err := hr.nc.SubscribeSync(messaging.SubjectLifecycleOps)
 		return err
 	})
+	checkShapesPermissions(t, lc, gw, ca, hr)
 }
 
 // watchOnce watches bucket's keys matching filter until the initial values

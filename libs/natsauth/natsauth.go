@@ -211,13 +211,15 @@ func (id Identity) permissions() Permissions {
 		}
 		// Command the workers.
 		pub = append(pub, messaging.SubjectCloudCommands+".>", messaging.SubjectHookCommands+".>")
+		// Check templates' offerings against the cloud's instance shapes.
+		pub = append(pub, messaging.SubjectCloudShapes)
 		return Permissions{
 			Publish:        pub,
 			Subscribe:      append([]string{messaging.SubjectLifecycleOps}, inbox...),
 			AllowResponses: true,
 		}
 	case APIGateway:
-		pub := []string{jsInfo, messaging.SubjectLifecycleOps}
+		pub := []string{jsInfo, messaging.SubjectLifecycleOps, messaging.SubjectCloudShapes}
 		for _, b := range buckets() {
 			pub = append(pub, kvWatch(b, ">")...)
 		}
@@ -231,7 +233,8 @@ func (id Identity) permissions() Permissions {
 		// Offerings out of capacity: marked and read by every replica.
 		pub = append(pub, kvSubject(messaging.BucketOfferings)+".>")
 		pub = append(pub, kvWatch(messaging.BucketOfferings, ">")...)
-		return Permissions{Publish: pub, Subscribe: inbox}
+		// Answer instance-shape questions (any replica, queue group).
+		return Permissions{Publish: pub, Subscribe: append([]string{messaging.SubjectCloudShapes}, inbox...), AllowResponses: true}
 	case HookRunner:
 		pub := []string{jsInfo}
 		pub = append(pub, pullConsumer(messaging.CommandStream, messaging.ConsumerHookRunner)...)

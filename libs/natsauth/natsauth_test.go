@@ -41,18 +41,25 @@ func TestConfigParses(t *testing.T) {
 }
 
 // Each identity subscribes only to its own inbox (and lifecycle to the
-// operations it answers): no service can read another's replies.
+// operations it answers, the cloud adapter to the instance-shape
+// questions): no service can read another's replies.
 func TestSubscriptionsAreOwnInboxOnly(t *testing.T) {
 	for _, id := range natsauth.All() {
 		want := []string{"_INBOX." + string(id) + ".>"}
-		if id == natsauth.Lifecycle {
+		answers := true
+		switch id {
+		case natsauth.Lifecycle:
 			want = append([]string{"nodesmith.lifecycle.ops"}, want...)
+		case natsauth.CloudAdapter:
+			want = append([]string{"nodesmith.cloud.shapes"}, want...)
+		default:
+			answers = false
 		}
 		if got := id.Permissions().Subscribe; !slices.Equal(got, want) {
 			t.Errorf("%s subscribes %q, want %q", id, got, want)
 		}
-		if id.Permissions().AllowResponses != (id == natsauth.Lifecycle) {
-			t.Errorf("%s: allow_responses is for lifecycle only", id)
+		if id.Permissions().AllowResponses != answers {
+			t.Errorf("%s: allow_responses is for the services answering requests only (lifecycle, cloud adapter)", id)
 		}
 		for _, s := range id.Permissions().Publish {
 			if s == ">" || s == "$JS.API.>" || s == "$KV.>" || s == "nodesmith.>" {

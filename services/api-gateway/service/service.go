@@ -237,6 +237,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey,
 			RateLimit: cfg.RESTRateLimit, RateBurst: cfg.RESTRateBurst,
 			MaxWatchers: cfg.RESTMaxWatchers, Shutdown: restShutdown,
+			Shapes: natsreq.Shapes(nc),
 		})
 		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
 			otelhttp.WithTracerProvider(tp),

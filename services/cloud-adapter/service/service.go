@@ -190,6 +190,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		}, maxDeliver)
 	})
 	g.Go("credentials", func(ctx context.Context) error { return creds.Run(ctx, cfg.CredentialsReloadInterval) })
+	g.Go("instance shapes", serveShapes(nc, clouds, catalogCreds.Synced(), reg, log))
 	if healthL != nil {
 		srv := &http.Server{Handler: health.Handler(checks, reg), ReadHeaderTimeout: 5 * time.Second}
 		g.Go("health", run.HTTP(srv, healthL, 5*time.Second))

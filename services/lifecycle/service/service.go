@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodesmith/nodesmith/libs/cloudshapes"
 	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -182,7 +183,11 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	// Lifecycle is the command stream's only publisher: its fill against
 	// --js-command-max-msgs/-bytes (NodesmithCommandStreamNearLimit).
 	defer messaging.RegisterStreamCollector(reg, js, messaging.CommandStream)()
+	shapes := jsadapter.Shapes(nc)
 	if fileCfg != nil {
+		if err := checkOfferingShapes(ctx, fileCfg, shapes, log); err != nil {
+			return err
+		}
 		a.SetConfigCatalog(fileCfg.Catalog)
 		if err := a.SetConfig(ctx, fileCfg.Groups); err != nil {
 			return err
@@ -257,7 +262,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	g.Go("standby", a.RunStandby)
 	if cfg.ConfigData == nil && cfg.ConfigFile != "" && cfg.ConfigReloadInterval > 0 {
 		g.Go("config reload", func(ctx context.Context) error {
-			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, log)
+			return watchConfig(ctx, cfg.ConfigFile, fileData, cfg.ConfigReloadInterval, a, shapes, log)
 		})
 	}
 	log.Info("lifecycle started", "cluster_id", cfg.ClusterID, "config_file", cfg.ConfigFile, "no_cluster", ext.cluster == nil)
@@ -269,7 +274,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 // watchConfig re-reads the file every interval and applies it when its
 // content changed. Reading by path follows the ConfigMap symlink swap; an
 // invalid file is logged and the previous configuration stays in force.
-func watchConfig(ctx context.Context, path string, applied []byte, every time.Duration, a *app.App, log *slog.Logger) error {
+func watchConfig(ctx context.Context, path string, applied []byte, every time.Duration, a *app.App, shapes cloudshapes.Ask, log *slog.Logger) error {
 	lastSum := sha256.Sum256(applied)
 	return run.Every(ctx, every, func(ctx context.Context) {
 		data, err := os.ReadFile(path)
@@ -283,6 +288,9 @@ func watchConfig(ctx context.Context, path string, applied []byte, every time.Du
 		}
 		lastSum = sum
 		cfg, err := yamlconfig.Parse(path, data, filepath.Dir(path))
+		if err == nil {
+			err = checkOfferingShapes(ctx, cfg, shapes, log)
+		}
 		if err != nil {
 			log.Error("configuration file changed but is invalid; keeping the previous configuration", "err", err)
 			return

@@ -1875,6 +1875,224 @@ func (*Event_TerminateFailed) isEvent_Body() {}
 
 func (*Event_Inventory) isEvent_Body() {}
 
+// ShapesRequest asks the cloud adapter (core NATS request/reply on
+// nodesmith.cloud.shapes, answered by any replica) what the instance types
+// are in the zones of target: what a template's offerings are checked
+// against (Cluster Autoscaler needs one shape per node group).
+type ShapesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// At most 100 zones and 100 instance types.
+	Zones         []string `protobuf:"bytes,2,rep,name=zones,proto3" json:"zones,omitempty"`
+	InstanceTypes []string `protobuf:"bytes,3,rep,name=instance_types,json=instanceTypes,proto3" json:"instance_types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShapesRequest) Reset() {
+	*x = ShapesRequest{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShapesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShapesRequest) ProtoMessage() {}
+
+func (x *ShapesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShapesRequest.ProtoReflect.Descriptor instead.
+func (*ShapesRequest) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ShapesRequest) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ShapesRequest) GetZones() []string {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+func (x *ShapesRequest) GetInstanceTypes() []string {
+	if x != nil {
+		return x.InstanceTypes
+	}
+	return nil
+}
+
+// InstanceShape is one instance type in one zone.
+type InstanceShape struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Zone         string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	InstanceType string                 `protobuf:"bytes,2,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	// vCPUs.
+	Cpu       int32 `protobuf:"varint,3,opt,name=cpu,proto3" json:"cpu,omitempty"`
+	MemoryMib int64 `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	GpuCount  int32 `protobuf:"varint,5,opt,name=gpu_count,json=gpuCount,proto3" json:"gpu_count,omitempty"`
+	// The GPU model or family ("" without GPUs).
+	GpuType string `protobuf:"bytes,6,opt,name=gpu_type,json=gpuType,proto3" json:"gpu_type,omitempty"`
+	// "amd64" or "arm64", as Kubernetes names them.
+	Arch          string `protobuf:"bytes,7,opt,name=arch,proto3" json:"arch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceShape) Reset() {
+	*x = InstanceShape{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceShape) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceShape) ProtoMessage() {}
+
+func (x *InstanceShape) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceShape.ProtoReflect.Descriptor instead.
+func (*InstanceShape) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *InstanceShape) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *InstanceShape) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *InstanceShape) GetCpu() int32 {
+	if x != nil {
+		return x.Cpu
+	}
+	return 0
+}
+
+func (x *InstanceShape) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *InstanceShape) GetGpuCount() int32 {
+	if x != nil {
+		return x.GpuCount
+	}
+	return 0
+}
+
+func (x *InstanceShape) GetGpuType() string {
+	if x != nil {
+		return x.GpuType
+	}
+	return ""
+}
+
+func (x *InstanceShape) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+// ShapesReply answers a ShapesRequest: one shape per (zone, type) the
+// cloud offers; a pair it does not offer is missing. error is set when
+// the cloud could not be asked; its code is "NotSupported" when the
+// target's cloud adapter cannot tell shapes (shapes are then unknown, not
+// absent).
+type ShapesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shapes        []*InstanceShape       `protobuf:"bytes,1,rep,name=shapes,proto3" json:"shapes,omitempty"`
+	Error         *CloudError            `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShapesReply) Reset() {
+	*x = ShapesReply{}
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShapesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShapesReply) ProtoMessage() {}
+
+func (x *ShapesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_nodesmith_cloud_v1_cloud_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShapesReply.ProtoReflect.Descriptor instead.
+func (*ShapesReply) Descriptor() ([]byte, []int) {
+	return file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ShapesReply) GetShapes() []*InstanceShape {
+	if x != nil {
+		return x.Shapes
+	}
+	return nil
+}
+
+func (x *ShapesReply) GetError() *CloudError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_nodesmith_cloud_v1_cloud_proto protoreflect.FileDescriptor
 
 const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
@@ -2021,7 +2239,23 @@ const file_nodesmith_cloud_v1_cloud_proto_rawDesc = "" +
 	"terminated\x12P\n" +
 	"\x10terminate_failed\x18\x05 \x01(\v2#.nodesmith.cloud.v1.TerminateFailedH\x00R\x0fterminateFailed\x12=\n" +
 	"\tinventory\x18\x06 \x01(\v2\x1d.nodesmith.cloud.v1.InventoryH\x00R\tinventoryB\x06\n" +
-	"\x04body*\xc6\x01\n" +
+	"\x04body\"\x80\x01\n" +
+	"\rShapesRequest\x122\n" +
+	"\x06target\x18\x01 \x01(\v2\x1a.nodesmith.cloud.v1.TargetR\x06target\x12\x14\n" +
+	"\x05zones\x18\x02 \x03(\tR\x05zones\x12%\n" +
+	"\x0einstance_types\x18\x03 \x03(\tR\rinstanceTypes\"\xc5\x01\n" +
+	"\rInstanceShape\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12#\n" +
+	"\rinstance_type\x18\x02 \x01(\tR\finstanceType\x12\x10\n" +
+	"\x03cpu\x18\x03 \x01(\x05R\x03cpu\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x03R\tmemoryMib\x12\x1b\n" +
+	"\tgpu_count\x18\x05 \x01(\x05R\bgpuCount\x12\x19\n" +
+	"\bgpu_type\x18\x06 \x01(\tR\agpuType\x12\x12\n" +
+	"\x04arch\x18\a \x01(\tR\x04arch\"~\n" +
+	"\vShapesReply\x129\n" +
+	"\x06shapes\x18\x01 \x03(\v2!.nodesmith.cloud.v1.InstanceShapeR\x06shapes\x124\n" +
+	"\x05error\x18\x02 \x01(\v2\x1e.nodesmith.cloud.v1.CloudErrorR\x05error*\xc6\x01\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_CAPACITY\x10\x01\x12\x18\n" +
@@ -2053,7 +2287,7 @@ func file_nodesmith_cloud_v1_cloud_proto_rawDescGZIP() []byte {
 }
 
 var file_nodesmith_cloud_v1_cloud_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_nodesmith_cloud_v1_cloud_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(ErrorKind)(0),                // 0: nodesmith.cloud.v1.ErrorKind
 	(CloudState)(0),               // 1: nodesmith.cloud.v1.CloudState
@@ -2078,18 +2312,21 @@ var file_nodesmith_cloud_v1_cloud_proto_goTypes = []any{
 	(*TagResult)(nil),             // 20: nodesmith.cloud.v1.TagResult
 	(*InstancesTagged)(nil),       // 21: nodesmith.cloud.v1.InstancesTagged
 	(*Event)(nil),                 // 22: nodesmith.cloud.v1.Event
-	nil,                           // 23: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*ShapesRequest)(nil),         // 23: nodesmith.cloud.v1.ShapesRequest
+	(*InstanceShape)(nil),         // 24: nodesmith.cloud.v1.InstanceShape
+	(*ShapesReply)(nil),           // 25: nodesmith.cloud.v1.ShapesReply
+	nil,                           // 26: nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	(*timestamppb.Timestamp)(nil), // 27: google.protobuf.Timestamp
 }
 var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	2,  // 0: nodesmith.cloud.v1.CreateInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 1: nodesmith.cloud.v1.CreateInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
-	23, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
+	26, // 2: nodesmith.cloud.v1.CreateInstances.secret_parameters:type_name -> nodesmith.cloud.v1.CreateInstances.SecretParametersEntry
 	5,  // 3: nodesmith.cloud.v1.CreateInstances.offerings:type_name -> nodesmith.cloud.v1.Offering
 	2,  // 4: nodesmith.cloud.v1.OfferingUnavailable.target:type_name -> nodesmith.cloud.v1.Target
 	5,  // 5: nodesmith.cloud.v1.OfferingUnavailable.offering:type_name -> nodesmith.cloud.v1.Offering
-	24, // 6: nodesmith.cloud.v1.OfferingUnavailable.at:type_name -> google.protobuf.Timestamp
-	24, // 7: nodesmith.cloud.v1.OfferingUnavailable.until:type_name -> google.protobuf.Timestamp
+	27, // 6: nodesmith.cloud.v1.OfferingUnavailable.at:type_name -> google.protobuf.Timestamp
+	27, // 7: nodesmith.cloud.v1.OfferingUnavailable.until:type_name -> google.protobuf.Timestamp
 	12, // 8: nodesmith.cloud.v1.OfferingUnavailable.reason:type_name -> nodesmith.cloud.v1.CloudError
 	2,  // 9: nodesmith.cloud.v1.WatchInstances.target:type_name -> nodesmith.cloud.v1.Target
 	3,  // 10: nodesmith.cloud.v1.WatchInstances.instances:type_name -> nodesmith.cloud.v1.InstanceRef
@@ -2110,13 +2347,13 @@ var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	12, // 25: nodesmith.cloud.v1.CreateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
 	3,  // 26: nodesmith.cloud.v1.InstanceObserved.instance:type_name -> nodesmith.cloud.v1.InstanceRef
 	1,  // 27: nodesmith.cloud.v1.InstanceObserved.state:type_name -> nodesmith.cloud.v1.CloudState
-	24, // 28: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
+	27, // 28: nodesmith.cloud.v1.InstanceObserved.observed_at:type_name -> google.protobuf.Timestamp
 	12, // 29: nodesmith.cloud.v1.InstanceObserved.launch_error:type_name -> nodesmith.cloud.v1.CloudError
 	3,  // 30: nodesmith.cloud.v1.InstancesTerminated.instances:type_name -> nodesmith.cloud.v1.InstanceRef
 	3,  // 31: nodesmith.cloud.v1.TerminateFailed.instances:type_name -> nodesmith.cloud.v1.InstanceRef
 	12, // 32: nodesmith.cloud.v1.TerminateFailed.error:type_name -> nodesmith.cloud.v1.CloudError
 	1,  // 33: nodesmith.cloud.v1.InventoryItem.state:type_name -> nodesmith.cloud.v1.CloudState
-	24, // 34: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
+	27, // 34: nodesmith.cloud.v1.InventoryItem.created_at:type_name -> google.protobuf.Timestamp
 	2,  // 35: nodesmith.cloud.v1.Inventory.target:type_name -> nodesmith.cloud.v1.Target
 	18, // 36: nodesmith.cloud.v1.Inventory.items:type_name -> nodesmith.cloud.v1.InventoryItem
 	12, // 37: nodesmith.cloud.v1.Inventory.error:type_name -> nodesmith.cloud.v1.CloudError
@@ -2133,11 +2370,14 @@ var file_nodesmith_cloud_v1_cloud_proto_depIdxs = []int32{
 	16, // 48: nodesmith.cloud.v1.Event.terminated:type_name -> nodesmith.cloud.v1.InstancesTerminated
 	17, // 49: nodesmith.cloud.v1.Event.terminate_failed:type_name -> nodesmith.cloud.v1.TerminateFailed
 	19, // 50: nodesmith.cloud.v1.Event.inventory:type_name -> nodesmith.cloud.v1.Inventory
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	2,  // 51: nodesmith.cloud.v1.ShapesRequest.target:type_name -> nodesmith.cloud.v1.Target
+	24, // 52: nodesmith.cloud.v1.ShapesReply.shapes:type_name -> nodesmith.cloud.v1.InstanceShape
+	12, // 53: nodesmith.cloud.v1.ShapesReply.error:type_name -> nodesmith.cloud.v1.CloudError
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_nodesmith_cloud_v1_cloud_proto_init() }
@@ -2167,7 +2407,7 @@ func file_nodesmith_cloud_v1_cloud_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodesmith_cloud_v1_cloud_proto_rawDesc), len(file_nodesmith_cloud_v1_cloud_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

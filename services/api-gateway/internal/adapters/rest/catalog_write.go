@@ -61,6 +61,10 @@ func revisionConflict(err error) error {
 
 // writeCatalog sends e and answers with the stored entry.
 func (h *handler) writeCatalog(w http.ResponseWriter, r *http.Request, e *domain.CatalogEntry, rev uint64, anyRev bool, kind, name string, render func() (any, error)) {
+	if err := h.checkOfferingShapes(r.Context(), w, e.Template, ""); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	view, created, err := h.svc.PutCatalogEntry(r.Context(), e, rev, anyRev)
 	if err != nil {
 		h.writeError(w, r, revisionConflict(err))

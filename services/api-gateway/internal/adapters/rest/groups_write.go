@@ -58,6 +58,9 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		err = h.checkGroupRefs(rec)
 	}
 	if err == nil {
+		err = h.checkOfferingShapes(r.Context(), w, inlineTemplate(rec), "instanceTemplate.")
+	}
+	if err == nil {
 		err = h.sealGroup(rec)
 	}
 	if err != nil {
@@ -109,6 +112,9 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 	rec, err := groupRecord(spec, id, cur.Record)
 	if err == nil {
 		err = h.checkGroupRefs(rec)
+	}
+	if err == nil {
+		err = h.checkOfferingShapes(r.Context(), w, inlineTemplate(rec), "instanceTemplate.")
 	}
 	if err == nil {
 		err = h.sealGroup(rec)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/ports"
 
+	"github.com/nodesmith/nodesmith/libs/cloudshapes"
 	"github.com/nodesmith/nodesmith/libs/sealed"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
@@ -60,6 +61,10 @@ type Options struct {
 	// need not wait for their clients to leave). Register its closing with
 	// http.Server.RegisterOnShutdown.
 	Shutdown <-chan struct{}
+	// Shapes asks the cloud adapters for instance shapes, which a
+	// template's offerings are checked against; nil writes them unchecked
+	// (with a warning).
+	Shapes cloudshapes.Ask
 }
 
 type handler struct {
@@ -76,6 +81,7 @@ type handler struct {
 	watchKeepalive time.Duration
 	watchMetrics   *watchMetrics
 	shutdown       <-chan struct{}
+	shapes         cloudshapes.Ask
 }
 
 type metrics struct {
@@ -131,7 +137,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 	h := &handler{svc: svc, auth: auth, log: o.Logger, maxBody: o.MaxBodyBytes, metrics: newMetrics(o.Registry), secrets: o.SecretsKey,
 		limiter:  newTokenLimiter(o.RateLimit, o.RateBurst),
 		watchers: &watchers{max: int64(o.MaxWatchers)}, watchBuffer: o.WatchBuffer, watchKeepalive: o.WatchKeepalive,
-		watchMetrics: newWatchMetrics(o.Registry), shutdown: o.Shutdown}
+		watchMetrics: newWatchMetrics(o.Registry), shutdown: o.Shutdown, shapes: o.Shapes}
 
 	r := chi.NewRouter()
 	r.Use(h.observe, h.recoverer, h.limitBody, h.authenticate)

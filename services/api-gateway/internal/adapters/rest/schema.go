@@ -34,8 +34,13 @@ func decodeSpec(w http.ResponseWriter, r *http.Request, v any) error {
 // addWarnings adds one Warning header (code 299, agent "-") per warning.
 func addWarnings(w http.ResponseWriter, warnings []restapi.Warning) {
 	for _, x := range warnings {
-		w.Header().Add("Warning", fmt.Sprintf("299 - %q", x.String()))
+		addWarning(w, x.String())
 	}
+}
+
+// addWarning adds one Warning header (code 299, agent "-") saying text.
+func addWarning(w http.ResponseWriter, text string) {
+	w.Header().Add("Warning", fmt.Sprintf("299 - %q", text))
 }
 
 // specError turns restapi's errors into a 400 naming the first field in

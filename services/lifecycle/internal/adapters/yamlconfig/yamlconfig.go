@@ -79,6 +79,12 @@ type Config struct {
 	Catalog []domain.CatalogEntry
 	// Warnings are accepted oddities worth logging.
 	Warnings []string
+
+	// file names the file; offerings are its templates with offerings
+	// and lineOf locates their fields (CheckShapes).
+	file      string
+	offerings []offeringsAt
+	lineOf    func(path string) int
 }
 
 // Load reads and validates the file at path.
@@ -139,6 +145,7 @@ func Parse(name string, data []byte, baseDir string) (*Config, error) {
 		c.add(e.Field, 0, "%s", e.Message)
 	}
 	cfg := c.resolve(&f, baseDir)
+	cfg.file, cfg.offerings, cfg.lineOf = name, c.offerings, c.lineOf
 	for _, w := range warnings {
 		msg := fmt.Sprintf("%s: %s: %s", name, w.Field, w.Message)
 		if line := c.lineOf(w.Field); line > 0 {
@@ -173,6 +180,8 @@ type checker struct {
 	values int
 	// nodes maps paths to their lines, to locate validation problems.
 	nodeLines map[string]int
+	// offerings are the templates with offerings (noteOfferings).
+	offerings []offeringsAt
 }
 
 // add records a problem, once per path: a field that is already wrong
@@ -403,6 +412,7 @@ func (c *checker) template(name string, t *restapi.InstanceTemplateSpec, p strin
 		}
 		c.add(p+"."+e.Field, 0, "%s", e.Problem)
 	}
+	c.noteOfferings(p, dt)
 	return dt
 }
 
