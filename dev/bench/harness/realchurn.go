@@ -3,8 +3,11 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -353,18 +356,43 @@ func (c *ChurnStack) Churn(groups []string, live, batch int, timeout time.Durati
 	return &RealChurn{Client: c.Client, Lifecycle: c.Stack.Registries["lifecycle"], Groups: groups, Live: live, Batch: batch, Timeout: timeout, Seed: 1}
 }
 
-// Close stops the services and the world.
+// Close stops the services and the world (once: it may be called again).
 func (c *ChurnStack) Close() {
 	if c.conn != nil {
 		_ = c.conn.Close()
+		c.conn = nil
 	}
 	if c.nc != nil {
 		c.nc.Close()
+		c.nc = nil
 	}
 	if c.Stack != nil {
 		_ = c.Stack.Stop()
+		c.Stack = nil
 	}
 	if c.World != nil {
 		c.World.Close()
+		c.World = nil
 	}
+}
+
+// DiskBytesOf is what the files of one stream (a directory named stream
+// anywhere under storeDir) take.
+func DiskBytesOf(storeDir, stream string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(storeDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if !slices.Contains(strings.Split(filepath.ToSlash(path), "/"), stream) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += fi.Size()
+		return nil
+	})
+	return n, err
 }
