@@ -31,6 +31,9 @@ const (
 	// b6KVBlock is JetStream's file block size of a KV bucket's stream
 	// (nats-server's defaultKVBlockSize).
 	b6KVBlock = 4 << 20
+	// b6PurgePerSecond is the pace of lifecycle's purge once a backlog
+	// is past the retention: its batch (100) per pass, a pass per tick.
+	b6PurgePerSecond = 100
 )
 
 // b6Checkpoint is the store after some cycles, before the retention.
@@ -40,6 +43,8 @@ type b6Checkpoint struct {
 	instMsgs    uint64
 	instDisk    int64
 	deletedKept int
+	// purgedIn is from the last cycle to every Deleted record purged.
+	purgedIn time.Duration
 }
 
 // b6Store is one store's shape.
@@ -147,7 +152,7 @@ func runB6RealChurn(ctx context.Context, e *env, cycles int) error {
 		if err != nil {
 			return err
 		}
-		checks = append(checks, b6Checkpoint{cycles: done, instBytes: st.InstancesBytes, instMsgs: st.InstancesMsgs, instDisk: disk, deletedKept: kept})
+		checks = append(checks, b6Checkpoint{cycles: done, instBytes: st.InstancesBytes, instMsgs: st.InstancesMsgs, instDisk: disk, deletedKept: kept, purgedIn: purgedIn})
 		e.progress("B6 real churn: %s cycles in %s (%d Deleted kept at the end, all purged %s later); instances bucket %d messages, %s, %s on disk",
 			count(done), took.Round(time.Second), kept, purgedIn.Round(100*time.Millisecond), st.InstancesMsgs, mib(int(st.InstancesBytes)), mib(int(disk)))
 		next += cycles / 4
@@ -185,9 +190,20 @@ func runB6RealChurn(ctx context.Context, e *env, cycles int) error {
 	// cycle, whatever their number.
 	add(Result{Metric: "Deleted records kept during the churn (max)", Value: float64(maxKept),
 		Note: fmt.Sprintf("retention and purge interval %s, %.0f removals/s", b6ChurnRetention, float64(done)/took.Seconds())})
-	add(Result{Metric: "last cycle to every Deleted record purged", Value: sec(purgedIn), Unit: "s",
-		Target: fmt.Sprintf("<= %s (3x retention + interval)", 6*b6ChurnRetention), Met: atMost(sec(purgedIn), sec(6*b6ChurnRetention)),
-		Note: fmt.Sprintf("%d purged", done)})
+	// The purge's pace: a batch (100) per dispatcher pass, a pass at
+	// least every tick (1 s), once past the retention.
+	worst := checks[0]
+	var purges string
+	for _, c := range checks {
+		if c.purgedIn > worst.purgedIn {
+			worst = c
+		}
+		purges += fmt.Sprintf("%d in %s; ", c.deletedKept, c.purgedIn.Round(100*time.Millisecond))
+	}
+	limit := 2*b6ChurnRetention + time.Duration(worst.deletedKept)*time.Second/b6PurgePerSecond + 5*time.Second
+	add(Result{Metric: "last cycle to every Deleted record purged (slowest checkpoint)", Value: sec(worst.purgedIn), Unit: "s",
+		Target: fmt.Sprintf("<= retention + interval + %d/s + 5 s (%s)", b6PurgePerSecond, limit.Round(time.Second)), Met: atMost(sec(worst.purgedIn), sec(limit)),
+		Note: "Deleted kept at the checkpoint, purged in: " + purges})
 	msgs := Result{Metric: "instances bucket messages, real vs synthetic", Value: float64(real.storage.InstancesMsgs),
 		Target: "= live, as synthetic", Met: atMost(float64(real.storage.InstancesMsgs), float64(live)),
 		Note: fmt.Sprintf("synthetic %d, live only %d; real seq %d..%d; %d records left, %d of them Deleted", synth.storage.InstancesMsgs, liveOnly.storage.InstancesMsgs,
