@@ -184,10 +184,10 @@ func runB6RealChurn(ctx context.Context, e *env, cycles int) error {
 	}
 
 	add(Result{Metric: "cycles through the services", Value: float64(done), Note: fmt.Sprintf("%s, %.0f cycles/s; %d instances created", took.Round(time.Second), float64(done)/took.Seconds(), created)})
-	// Retention keeps a Deleted record for the retention, then the purge
-	// (every interval, a batch per pass while a backlog is left) removes
-	// it: all are gone within about retention + interval of the last
-	// cycle, whatever their number.
+	// Lifecycle keeps a Deleted record for the retention, then the purge
+	// (every interval, then a batch per pass while a backlog is left)
+	// removes it: how many are kept depends on the churn's pace, not on
+	// the cycles before.
 	add(Result{Metric: "Deleted records kept during the churn (max)", Value: float64(maxKept),
 		Note: fmt.Sprintf("retention and purge interval %s, %.0f removals/s", b6ChurnRetention, float64(done)/took.Seconds())})
 	// The purge's pace: a batch (100) per dispatcher pass, a pass at
