@@ -51,11 +51,63 @@ func b1Sizes(quick bool) []b1Size {
 // nodes.
 func runB1(ctx context.Context, e *env) error {
 	for _, sz := range b1Sizes(e.quick) {
+		if e.b1.loops > 0 {
+			sz.loops = e.b1.loops
+		}
 		if err := b1Run(ctx, e, sz); err != nil {
 			return fmt.Errorf("%d instances in %d groups: %w", sz.instances, sz.groups, err)
 		}
 	}
 	return nil
+}
+
+// b1Options are B1's harness options (flags -b1-*).
+type b1Options struct {
+	// aa runs B1 as an A/A test: a second floor in the gateway's place.
+	aa bool
+	// check adds the A/A fairness check to B1: a second floor, started
+	// as the gateway is, in the same alternation.
+	check bool
+	// rotate rotates and reverses the order of the sides across rounds
+	// (false: the subject always first, the harness before the A/A
+	// check).
+	rotate bool
+	// loops, when positive, replaces each size's steady loops.
+	loops int
+	// aaWorkers, in A/A mode, gives floor A that many gRPC stream
+	// workers (does grpc.NumStreamWorkers help a server?).
+	aaWorkers int
+}
+
+// b1Side is one server B1's CA loops run against: the gateway, the
+// floor, or (A/A) a second floor started the way the gateway is.
+type b1Side struct {
+	name string
+	proc *harness.Process
+	// beside are processes started with this side whose CPU time is
+	// counted apart (lifecycle beside the gateway's slot).
+	beside []*harness.Process
+	loop   *harness.CALoop
+	// cpu and besideCPU are the CPU time of proc and of all of beside
+	// during each of this side's loops.
+	cpu, besideCPU []time.Duration
+}
+
+// b1Order is the order in which n sides run in alternation round
+// round: rotated by one each round, and every other n rounds reversed,
+// so that over 2n rounds every side runs first (right after the echo
+// traffic) as often as any other, and every side runs right after every
+// other as often as before it.
+func b1Order(n, round int) []int {
+	k := round % (2 * n)
+	out := make([]int, n)
+	for i := range out {
+		out[i] = (k + i) % n
+	}
+	if k >= n {
+		slices.Reverse(out)
+	}
+	return out
 }
 
 func b1Run(ctx context.Context, e *env, sz b1Size) error {
@@ -79,12 +131,28 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	if _, err := e.binary(ctx, "api-gateway"); err != nil {
 		return err
 	}
+	// The subject side: the gateway, or with -b1-aa a floor started in
+	// its place, the same way (the services' environment, after the seed,
+	// before lifecycle, no echo server).
 	start := time.Now()
-	gwProc, gwAddr, err := startGatewayProcess(ctx, e, bus)
+	var subject *harness.Process
+	var subjectAddr, subjectName string
+	if e.b1.aa {
+		subjectName = "floor A"
+		var extra []string
+		if e.b1.aaWorkers > 0 {
+			subjectName = fmt.Sprintf("floor A (%d stream workers)", e.b1.aaWorkers)
+			extra = []string{"-stream-workers", strconv.Itoa(e.b1.aaWorkers)}
+		}
+		subject, subjectAddr, err = startFloorProcess(ctx, e, "floor-a", e.serviceEnv(), sz.groups, sz.instances, "", extra...)
+	} else {
+		subjectName = "gateway"
+		subject, subjectAddr, err = startGatewayProcess(ctx, e, bus)
+	}
 	if err != nil {
 		return err
 	}
-	defer func() { _ = gwProc.Stop(10 * time.Second) }()
+	defer func() { _ = subject.Stop(10 * time.Second) }()
 	loaded := time.Since(start)
 	// Lifecycle answers the gateway's DeleteNodes; it idles otherwise.
 	lc, err := startLifecycleProcess(ctx, e, bus, sz.instances)
@@ -96,11 +164,25 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	if err != nil {
 		return err
 	}
-	floorProc, floorAddr, err := startFloorProcess(ctx, e, sz.groups, sz.instances, echoAddr)
+	floorProc, floorAddr, err := startFloorProcess(ctx, e, "floor", nil, sz.groups, sz.instances, echoAddr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = floorProc.Stop(10 * time.Second) }()
+	addrs := []string{subjectAddr, floorAddr}
+	sides := []*b1Side{{name: subjectName, proc: subject, beside: []*harness.Process{lc.Process}}, {name: "floor", proc: floorProc}}
+	// The fairness check beside the gateway: a second floor started as
+	// the gateway is, given the same loops; its ratio to the floor is
+	// what the harness alone puts between two equal servers.
+	if !e.b1.aa && e.b1.check {
+		p, addr, err := startFloorProcess(ctx, e, "floor-a", e.serviceEnv(), sz.groups, sz.instances, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = p.Stop(10 * time.Second) }()
+		addrs = append(addrs, addr)
+		sides = append(sides, &b1Side{name: "floor A", proc: p})
+	}
 	echo, err := harness.DialEcho(echoAddr)
 	if err != nil {
 		return fmt.Errorf("echo: %w", err)
@@ -110,44 +192,35 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	echoSize := proto.Size(&pb.NodeGroupForNodeRequest{Node: seed.Nodes[0]})
 	echoPerLoop := min(len(seed.Nodes), 10_000)
 
-	gwConn, err := harness.Dial(gwAddr)
-	if err != nil {
-		return err
-	}
-	defer gwConn.Close()
-	floorConn, err := harness.Dial(floorAddr)
-	if err != nil {
-		return err
-	}
-	defer floorConn.Close()
-	gw, err := harness.NewCALoop(gwConn, e.caMix)
-	if err != nil {
-		return err
-	}
-	fl, err := harness.NewCALoop(floorConn, e.caMix)
-	if err != nil {
-		return err
+	for i, s := range sides {
+		conn, err := harness.Dial(addrs[i])
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if s.loop, err = harness.NewCALoop(conn, e.caMix); err != nil {
+			return err
+		}
 	}
 
 	// Warm-up (connections, caches, the allocator) also checks every
 	// answer, NodeGroupNodes included (the first loop asks it).
 	exp := seed.Expect()
-	if err := gw.Run(seed.Nodes, nil, exp); err != nil {
-		return fmt.Errorf("gateway: %w", err)
+	for _, s := range sides {
+		if err := s.loop.Run(seed.Nodes, nil, exp); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
 	}
-	if err := fl.Run(seed.Nodes, nil, exp); err != nil {
-		return fmt.Errorf("floor: %w", err)
+	for _, s := range sides {
+		s.loop.Reset()
 	}
-	gw.Reset()
-	fl.Reset()
 	var gcBefore runtime.MemStats
 	runtime.ReadMemStats(&gcBefore)
-	e.progress("B1 %s: %d steady and %d scale-down loops each (gateway loaded %d records, %s, in %s)", size, sz.loops, sz.scaleDownLoops, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
+	e.progress("B1 %s: %d steady and %d scale-down loops against each of %s (%s loaded %d records, %s, in %s)", size, sz.loops, sz.scaleDownLoops, b1Names(sides), subjectName, len(seed.Instances)+len(seed.Groups), mib(seed.Bytes), loaded.Round(time.Millisecond))
 	removable := b1Removable(seed)
 	// The servers' CPU time per loop, another view than latencies (it
 	// counts the runtime's spinning too). Lifecycle's is apart: it works
 	// only for DeleteNodes.
-	var gwCPU, lcCPU, flCPU []time.Duration
 	for i := range sz.loops + sz.scaleDownLoops {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -156,15 +229,19 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		if i >= sz.loops {
 			remove, removable = removable[:b1RemovePerLoop], removable[b1RemovePerLoop:]
 		}
-		cpu, err := b1CPU(func() error { return gw.Run(seed.Nodes, remove, nil) }, gwProc, lc.Process)
-		if err != nil {
-			return fmt.Errorf("gateway: %w", err)
+		round := i
+		if !e.b1.rotate {
+			round = 0
 		}
-		gwCPU, lcCPU = append(gwCPU, cpu[0]), append(lcCPU, cpu[1])
-		if cpu, err = b1CPU(func() error { return fl.Run(seed.Nodes, remove, nil) }, floorProc); err != nil {
-			return fmt.Errorf("floor: %w", err)
+		for _, k := range b1Order(len(sides), round) {
+			s := sides[k]
+			cpu, err := b1CPU(func() error { return s.loop.Run(seed.Nodes, remove, nil) }, append([]*harness.Process{s.proc}, s.beside...)...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			s.cpu = append(s.cpu, cpu[0])
+			s.besideCPU = append(s.besideCPU, sum(cpu[1:]))
 		}
-		flCPU = append(flCPU, cpu[0])
 		if err := echo.RoundTrips(echoPerLoop, echoSize); err != nil {
 			return err
 		}
@@ -173,16 +250,30 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	runtime.ReadMemStats(&gcAfter)
 
 	r := e.report
+	// In A/A mode every "gateway" row is floor A's.
+	scenario := "B1"
+	if e.b1.aa {
+		scenario = "B1 A/A"
+	}
 	add := func(res Result) {
-		res.Scenario, res.Size = "B1", size
+		res.Scenario, res.Size = scenario, size
 		r.add(res)
 	}
+	gw, fl := sides[0], sides[1]
 	add(Result{Metric: "gateway initial load (KV to ready)", Value: ms(loaded), Unit: "ms"})
-	n := sz.loops
-	b1Loops(add, "steady loop", gw.Loops[:n], fl.Loops[:n], gwCPU[:n], lcCPU[:n], flCPU[:n])
-	b1Loops(add, "scale-down loop", gw.Loops[n:], fl.Loops[n:], gwCPU[n:], lcCPU[n:], flCPU[n:])
+	// The fairness check right under the gateway's ratios, per kind of
+	// loop.
+	for _, k := range []struct {
+		kind     string
+		from, to int
+	}{{"steady loop", 0, sz.loops}, {"scale-down loop", sz.loops, len(gw.cpu)}} {
+		b1Loops(add, k.kind, gw, fl, k.from, k.to)
+		if len(sides) > 2 {
+			b1AALoops(add, k.kind, sides[2], fl, k.from, k.to)
+		}
+	}
 	for _, rpc := range harness.RPCs {
-		g, f := harness.Summarize(gw.Latencies[rpc]), harness.Summarize(fl.Latencies[rpc])
+		g, f := harness.Summarize(gw.loop.Latencies[rpc]), harness.Summarize(fl.loop.Latencies[rpc])
 		switch rpc {
 		case harness.RPCNodeGroupForNode, harness.RPCGetOptions:
 			p99 := Result{Metric: rpc + " p99", Value: us(g.P99), Unit: "us"}
@@ -204,10 +295,18 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 	add(Result{Metric: "TCP echo round trip p99 (no gRPC)", Value: us(ec.P99), Unit: "us"})
 	add(Result{Metric: "client GCs during the loops", Value: float64(gcAfter.NumGC - gcBefore.NumGC), Unit: "",
 		Note: fmt.Sprintf("stop-the-world total %s", time.Duration(gcAfter.PauseTotalNs-gcBefore.PauseTotalNs).Round(time.Microsecond))})
-	if m, err := gwProc.Memory(); err == nil {
+	if m, err := subject.Memory(); err == nil {
 		add(Result{Metric: "gateway RSS after the loops", Value: float64(m.RSSKiB) / 1024, Unit: "MiB"})
 	}
 	return nil
+}
+
+func b1Names(sides []*b1Side) string {
+	names := make([]string, len(sides))
+	for i, s := range sides {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // b1Removable lists the managed nodes in the order scale-down loops remove
@@ -252,11 +351,13 @@ func b1CPU(loop func() error, procs ...*harness.Process) ([]time.Duration, error
 	return after, nil
 }
 
-// b1Loops reports one kind of loop: calls per loop, the whole loop and the
-// time inside the provider (the sum of the sequential calls' latencies),
-// each beside the floor's, with their ratios against the 1.1x target, and
-// the servers' CPU time per call.
-func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, lcCPU, flCPU []time.Duration) {
+// b1Loops reports one kind of loop (loops [from, to) of each side):
+// calls per loop, the whole loop and the time inside the provider (the
+// sum of the sequential calls' latencies), each beside the floor's, with
+// their ratios against the 1.1x target, and the servers' CPU time per
+// call.
+func b1Loops(add func(Result), kind string, gwSide, flSide *b1Side, from, to int) {
+	gw, fl := gwSide.loop.Loops[from:to], flSide.loop.Loops[from:to]
 	if len(gw) == 0 {
 		return
 	}
@@ -275,23 +376,75 @@ func b1Loops(add func(Result), kind string, gw, fl []harness.LoopStat, gwCPU, lc
 		}
 	}
 	add(Result{Metric: kind + ": calls per loop", Value: float64(total) / float64(len(gw)), Unit: "", Note: strings.Join(calls, ", ") + " (the floor gets the same)"})
-	for _, m := range []struct {
-		name string
-		of   func(harness.LoopStat) time.Duration
-	}{
-		{"CA " + kind, func(s harness.LoopStat) time.Duration { return s.Wall }},
-		{kind + " time in the provider", func(s harness.LoopStat) time.Duration { return s.InProvider }},
-	} {
+	for _, m := range b1LoopMeasures(kind) {
 		g, f := medianOf(gw, m.of), medianOf(fl, m.of)
-		ratio := float64(g) / float64(f)
+		ratio := pairedRatio(gw, fl, m.of)
 		add(Result{Metric: m.name + " (median)", Value: ms(g), Unit: "ms"})
 		add(Result{Metric: m.name + " (median, floor)", Value: ms(f), Unit: "ms"})
-		add(Result{Metric: m.name + " / floor", Value: ratio, Unit: "x", Target: "<= 1.1x", Met: atMost(ratio, b1RatioTarget)})
+		add(Result{Metric: m.name + " / floor", Value: ratio, Unit: "x", Target: "<= 1.1x", Met: atMost(ratio, b1RatioTarget),
+			Note: fmt.Sprintf("median of the %d rounds' ratios (each round's loops ran back to back); ratio of the medians %.2fx", len(gw), float64(g)/float64(f))})
 	}
 	calls1 := time.Duration(total)
-	g, l, f := sum(gwCPU), sum(lcCPU), sum(flCPU)
+	g, l, f := sum(gwSide.cpu[from:to]), sum(gwSide.besideCPU[from:to]), sum(flSide.cpu[from:to])
 	add(Result{Metric: kind + " gateway CPU per call", Value: us(g / calls1), Unit: "us",
 		Note: fmt.Sprintf("floor %.1f us, ratio %.2fx; lifecycle %.1f us (user+system of each process during the loops)", us(f/calls1), float64(g)/float64(f), us(l/calls1))})
+}
+
+type b1Measure struct {
+	name string
+	of   func(harness.LoopStat) time.Duration
+}
+
+func b1LoopMeasures(kind string) []b1Measure {
+	return []b1Measure{
+		{"CA " + kind, func(s harness.LoopStat) time.Duration { return s.Wall }},
+		{kind + " time in the provider", func(s harness.LoopStat) time.Duration { return s.InProvider }},
+	}
+}
+
+// b1AATarget is how far apart two equal servers may read before the
+// harness itself is suspect.
+const b1AATarget = 1.03
+
+// b1AALoops reports the fairness check: a second floor, started the way
+// the gateway is, against the floor, over the same loops as the gateway.
+// A ratio away from 1.00x is what the harness (or the noise of this run)
+// puts between two equal servers; the gateway's ratio means no more than
+// that.
+func b1AALoops(add func(Result), kind string, aa, fl *b1Side, from, to int) {
+	a, f := aa.loop.Loops[from:to], fl.loop.Loops[from:to]
+	if len(a) == 0 {
+		return
+	}
+	m := b1LoopMeasures(kind)[1]
+	ratio := pairedRatio(a, f, m.of)
+	add(Result{Metric: "A/A fairness check: " + m.name + ", floor A / floor", Value: ratio, Unit: "x", Target: fmt.Sprintf("1.00x ± %.2f", b1AATarget-1),
+		Met: atMost(math.Abs(ratio-1), b1AATarget-1), Note: fmt.Sprintf("CPU per call %.2fx; two equal floors, floor A started as the gateway is", float64(sum(aa.cpu[from:to]))/float64(sum(fl.cpu[from:to])))})
+}
+
+// pairedRatio is the median over alternation rounds of a's loop over b's
+// loop of the same round: two loops that ran back to back saw nearly the
+// same machine, so each round's ratio cancels the load's drift across the
+// run, which the ratio of the two sides' medians does not.
+func pairedRatio(a, b []harness.LoopStat, of func(harness.LoopStat) time.Duration) float64 {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return 0
+	}
+	rs := make([]float64, 0, n)
+	for i := range n {
+		if d := of(b[i]); d > 0 {
+			rs = append(rs, float64(of(a[i]))/float64(d))
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	if len(rs)%2 == 0 {
+		return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	return rs[len(rs)/2]
 }
 
 func sum(ds []time.Duration) time.Duration {

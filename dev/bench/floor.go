@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/nodesmith/nodesmith/dev/bench/harness"
 )
 
@@ -22,10 +24,15 @@ func floorMain(ctx context.Context, args []string) error {
 	instances := fs.Int("instances", 1000, "instances")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	echoAddr := fs.String("echo-addr", "", "listen address of a TCP echo server (empty: none)")
+	workers := fs.Uint("stream-workers", 0, "serve calls on this many gRPC stream workers (grpc.NumStreamWorkers) instead of a goroutine per call; 0: gRPC's default")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	f, err := harness.StartFloor(harness.BuildSeed(*groups, *instances, b1Seed), *addr)
+	var opts []grpc.ServerOption
+	if *workers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(min(*workers, 1024))))
+	}
+	f, err := harness.StartFloor(harness.BuildSeed(*groups, *instances, b1Seed), *addr, opts...)
 	if err != nil {
 		return err
 	}
@@ -42,9 +49,10 @@ func floorMain(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startFloorProcess runs `bench floor` as a child process on a free port,
-// with a TCP echo server on another (echoAddr).
-func startFloorProcess(ctx context.Context, e *env, groups, instances int, echoAddr string) (*harness.Process, string, error) {
+// startFloorProcess runs `bench floor` as a child process called name on a
+// free port, with env added to its environment and, unless echoAddr is
+// empty, a TCP echo server on echoAddr.
+func startFloorProcess(ctx context.Context, e *env, name string, env []string, groups, instances int, echoAddr string, extra ...string) (*harness.Process, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
@@ -53,8 +61,8 @@ func startFloorProcess(ctx context.Context, e *env, groups, instances int, echoA
 	if err != nil {
 		return nil, "", err
 	}
-	logFile := filepath.Join(e.tmp, "floor.log")
-	p, err := harness.StartProcess("floor", self, []string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr, "-echo-addr", echoAddr}, nil, logFile)
+	logFile := filepath.Join(e.tmp, name+".log")
+	p, err := harness.StartProcess(name, self, append([]string{"floor", "-groups", strconv.Itoa(groups), "-instances", strconv.Itoa(instances), "-addr", addr, "-echo-addr", echoAddr}, extra...), env, logFile)
 	if err != nil {
 		return nil, "", err
 	}

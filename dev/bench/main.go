@@ -61,6 +61,9 @@ type env struct {
 	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
 	// gateway processes B5 to B7 start (the deployment sets one).
 	goMemLimit string
+
+	// b1 are B1's harness options.
+	b1 b1Options
 }
 
 func (e *env) progress(format string, args ...any) {
@@ -97,6 +100,12 @@ func realMain(ctx context.Context) error {
 	fs.IntVar(&mix.OptionsPerRemovedNode, "ca-options-per-removed-node", mix.OptionsPerRemovedNode, "B1: NodeGroupGetOptions calls per node a scale-down loop removes")
 	fs.IntVar(&mix.TargetSizePerGroup, "ca-target-size-per-group", mix.TargetSizePerGroup, "B1: NodeGroupTargetSize calls per group per CA loop")
 	fs.IntVar(&mix.NodesEvery, "ca-nodes-every", mix.NodesEvery, "B1: NodeGroupNodes per group every this many CA loops (CA caches instances)")
+	var b1 b1Options
+	fs.BoolVar(&b1.aa, "b1-aa", false, "B1 as an A/A test: a second floor server, started the way the gateway is, in the gateway's place (a fair harness reads ~1.00x)")
+	fs.BoolVar(&b1.check, "b1-aa-check", true, "B1: run a second floor, started the way the gateway is, in the same alternation and report its ratio to the floor (the A/A fairness check)")
+	fs.BoolVar(&b1.rotate, "b1-rotate", true, "B1: rotate and reverse the order of the servers across alternation rounds (false: the gateway always first, as before the A/A check)")
+	fs.IntVar(&b1.loops, "b1-loops", 0, "B1: steady loops per server at each size (0: the size's default; more loops, tighter ratios)")
+	fs.IntVar(&b1.aaWorkers, "b1-aa-stream-workers", 0, "B1 with -b1-aa: floor A serves on this many grpc.NumStreamWorkers (an A/B experiment against the plain floor); 0: gRPC's default")
 	heapProfile := fs.String("heapprofile", "", "B5: keep the lifecycle process's heap profile at each size (taken after a GC) in <this>-B5-lifecycle-<n>.pprof")
 	churnHistory := fs.Int("churn-history", 1_000_000, "B6: instances created and removed before the start (default 20000 with -quick)")
 	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
@@ -158,6 +167,8 @@ func realMain(ctx context.Context) error {
 		churnLive:    *churnLive,
 		realChurn:    *realChurn,
 		goMemLimit:   *goMemLimit,
+
+		b1: b1,
 	}
 	for _, s := range scenarios {
 		if !want[s.name] {

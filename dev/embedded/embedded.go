@@ -59,6 +59,9 @@ type Config struct {
 	Kube bool
 	// Quiet hides the banner (tests).
 	Quiet bool
+	// OfferingUnavailableTTL is the cloud adapter's
+	// --offering-unavailable-ttl (0: its default).
+	OfferingUnavailableTTL time.Duration
 	// EmulatorKeys are more API keys the CVM emulator accepts, each for a
 	// named emulator account (e.g. for accounts created through the admin
 	// API with their own credentials). The built-in "dev" key is always

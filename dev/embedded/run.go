@@ -254,6 +254,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	ca.CredentialsDir = credDir
 	ca.SecretsKeyFile = secretsKeyFile
 	ca.WatchPollInterval = time.Second
+	if cfg.OfferingUnavailableTTL > 0 {
+		ca.OfferingUnavailableTTL = cfg.OfferingUnavailableTTL
+	}
 
 	hr := hookrunner.DefaultConfig()
 	hr.NATS = natsKeys.ConnOptions(natsauth.HookRunner, natsconn.Options{URL: natsURL})

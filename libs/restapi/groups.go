@@ -15,6 +15,9 @@ type Group struct {
 	AutoscalingOptions *AutoscalingOptions `json:"autoscalingOptions,omitempty"`
 	Hooks              map[string]Hook     `json:"hooks,omitempty"`
 	Parallelism        *Parallelism        `json:"parallelism,omitempty"`
+	// Offerings are the template's offerings and which are unavailable
+	// (offerings.go); absent when it has none.
+	Offerings *GroupOfferings `json:"offerings,omitempty"`
 	// Instances counts the group's instances per state.
 	Instances map[string]int `json:"instances"`
 }
@@ -32,6 +35,28 @@ type InstanceTemplate struct {
 	OS           string  `json:"os,omitempty"`
 	HourlyPrice  float64 `json:"hourlyPrice,omitempty"`
 	SSHPort      uint32  `json:"sshPort,omitempty"`
+	// CapacityType is "spot" or "on-demand" (the default); MaxPrice is a
+	// spot VM's highest hourly price, a decimal string such as "0.25".
+	// The cloud's rules (libs/cloudspec) write them into the parameters.
+	CapacityType string `json:"capacityType,omitempty"`
+	MaxPrice     string `json:"maxPrice,omitempty"`
+	// Offerings are the ordered alternatives of where to create VMs; with
+	// offerings, zone and instanceType are the first offering's.
+	// OfferingStrategy orders them for each new batch: "priority" (as
+	// written, the default) or "balanced" (the zone with the fewest live
+	// instances of the group first).
+	Offerings        []Offering `json:"offerings,omitempty"`
+	OfferingStrategy string     `json:"offeringStrategy,omitempty"`
+}
+
+// Offering is one place a template's VMs may be created (libs/cloudspec
+// Offering): a zone, the subnet there (empty: the parameters'), an
+// instance type, and a capacity type (empty: the template's).
+type Offering struct {
+	Zone         string `json:"zone"`
+	SubnetID     string `json:"subnetId,omitempty"`
+	InstanceType string `json:"instanceType"`
+	CapacityType string `json:"capacityType,omitempty"`
 }
 
 // NodeTemplate is the Node the group's VMs become.

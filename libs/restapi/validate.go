@@ -237,6 +237,7 @@ func durationErrors(field, s string) FieldErrors {
 func (t *InstanceTemplateSpec) ByName() bool {
 	return t.Name != "" && t.Provider == "" && t.Account == "" && t.Region == "" && t.Zone == "" &&
 		t.InstanceType == "" && t.Arch == "" && t.OS == "" && t.HourlyPrice == 0 && t.SSHPort == 0 &&
+		t.CapacityType == "" && t.MaxPrice == "" && len(t.Offerings) == 0 && t.OfferingStrategy == "" &&
 		len(t.Parameters) == 0 && t.ProviderIDTemplate == "" && len(t.HookEnv) == 0 && len(t.SecretParameters) == 0
 }
 

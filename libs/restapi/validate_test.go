@@ -63,6 +63,9 @@ func TestValidateReportsFieldPaths(t *testing.T) {
 		{"template price", `{"instanceTemplates": {"t": {"account": "a", "hourlyPrice": -1}}}`, "instanceTemplates.t.hourlyPrice", "must not be negative"},
 		{"credentials in the file", `{"accounts": {"a": {"credentials": {"secretId": "x", "secretKey": "y"}}}}`, "accounts.a.credentials", "not part of the configuration file"},
 		{"duplicate region", `{"accounts": {"a": {"regions": ["r", "r"]}}}`, "accounts.a.regions[1]", "duplicate region"},
+		{"offering field", `{"instanceTemplates": {"t": {"account": "a", "offerings": [{"zone": "z", "instanceType": "t"}, {"zone": "z", "size": 1}]}}}`, "instanceTemplates.t.offerings[1].size", `unknown field "size"`},
+		{"offering zone type", `{"instanceTemplates": {"t": {"account": "a", "offerings": [{"zone": 3, "instanceType": "t"}]}}}`, "instanceTemplates.t.offerings[0].zone", "cannot unmarshal"},
+		{"max price type", `{"instanceTemplates": {"t": {"account": "a", "capacityType": "spot", "maxPrice": 0.5}}}`, "instanceTemplates.t.maxPrice", "cannot unmarshal"},
 		{"alias and name", group(`"maxSize": 2, "autoscalingOptions": {"scaleDownUnneeded": "1m", "scaleDownUnneededTime": "2m"}`), "nodeGroups[1].autoscalingOptions.scaleDownUnneeded", "set only scaleDownUnneededTime"},
 	}
 	for _, tt := range tests {
@@ -149,5 +152,24 @@ func TestHookRulesDifferBetweenFileAndAPI(t *testing.T) {
 	}
 	if errs := g.ValidateIn(InFile); len(errs) == 0 || errs[0].Field != "hooks.afterCreated" {
 		t.Errorf("file group naming a hook without a script: %v", errs)
+	}
+}
+
+// The offering fields decode as written, and a template that sets only
+// them is an inline definition, not a reference by name.
+func TestOfferingFieldsDecode(t *testing.T) {
+	f, _, errs := decodeFile(t, `{"accounts": {"a": {"regions": ["r"]}}, "instanceTemplates": {"t": {"account": "a", "capacityType": "spot", "maxPrice": "0.5",
+		"offeringStrategy": "balanced", "offerings": [{"zone": "z1", "instanceType": "t1", "subnetId": "s1"}, {"zone": "z2", "instanceType": "t1", "capacityType": "on-demand"}]}},
+		"nodeGroups": [{"id": "g", "maxSize": 1, "instanceTemplate": {"name": "t", "offerings": [{"zone": "z", "instanceType": "t"}]}}]}`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tm := f.InstanceTemplates["t"]
+	want := []Offering{{Zone: "z1", InstanceType: "t1", SubnetID: "s1"}, {Zone: "z2", InstanceType: "t1", CapacityType: "on-demand"}}
+	if tm.CapacityType != "spot" || tm.MaxPrice != "0.5" || tm.OfferingStrategy != "balanced" || !reflect.DeepEqual(tm.Offerings, want) {
+		t.Errorf("template %+v", tm)
+	}
+	if f.NodeGroups[0].InstanceTemplate.ByName() {
+		t.Error("a template with offerings is taken for a reference by name")
 	}
 }

@@ -375,3 +375,30 @@ func TestApplyKeepsGroupsInlineWriteOnlyParts(t *testing.T) {
 		t.Fatalf("--drop-write-only: exit %d %s", code, errOut)
 	}
 }
+
+// A template's offerings and capacity show in get's wide table and YAML
+// document, and the document applies back unchanged.
+func TestGetTemplateShowsOfferings(t *testing.T) {
+	f := newFakeGateway(t)
+	f.put("templates", "multi", map[string]any{"account": "prod", "zone": "ap-guangzhou-3", "instanceType": "S5.MEDIUM4",
+		"capacityType": "spot", "maxPrice": "0.5", "offeringStrategy": "balanced",
+		"offerings": []any{
+			map[string]any{"zone": "ap-guangzhou-3", "instanceType": "S5.MEDIUM4"},
+			map[string]any{"zone": "ap-guangzhou-4", "instanceType": "S5.MEDIUM4", "subnetId": "subnet-b", "capacityType": "on-demand"},
+		}})
+	code, out, errOut := f.ctl(t, readerToken, "", "get", "templates", "-o", "wide")
+	if code != 0 || !strings.Contains(out, "CAPACITY") || !strings.Contains(out, "spot (max 0.5)") ||
+		!strings.Contains(out, "ap-guangzhou-3/S5.MEDIUM4,ap-guangzhou-4/S5.MEDIUM4/on-demand (balanced)") {
+		t.Fatalf("get templates -o wide: exit %d\n%s%s", code, out, errOut)
+	}
+	_, yml, _ := f.ctl(t, readerToken, "", "get", "templates", "multi", "-o", "yaml")
+	for _, want := range []string{"capacityType: spot", "maxPrice: \"0.5\"", "offeringStrategy: balanced", "subnetId: subnet-b"} {
+		if !strings.Contains(yml, want) {
+			t.Errorf("yaml lacks %q:\n%s", want, yml)
+		}
+	}
+	f.puts = nil
+	if code, out, errOut := f.ctl(t, adminToken, yml, "apply", "-f", "-"); code != 0 || !strings.Contains(out, "instancetemplate/multi") {
+		t.Fatalf("apply the document back: exit %d %s%s", code, out, errOut)
+	}
+}

@@ -129,6 +129,14 @@ func (f *fakeGateway) view(collection, name string, o *fakeObject) any {
 		t.Name = name
 		t.Account, _ = o.spec["account"].(string)
 		t.InstanceType, _ = o.spec["instanceType"].(string)
+		t.Zone, _ = o.spec["zone"].(string)
+		t.CapacityType, _ = o.spec["capacityType"].(string)
+		t.MaxPrice, _ = o.spec["maxPrice"].(string)
+		t.OfferingStrategy, _ = o.spec["offeringStrategy"].(string)
+		if os, ok := o.spec["offerings"]; ok {
+			b, _ := json.Marshal(os)
+			_ = json.Unmarshal(b, &t.Offerings)
+		}
 		_, t.HasParameters = o.spec["parameters"]
 		if env, ok := o.spec["hookEnv"].(map[string]any); ok {
 			t.HookEnv = map[string]string{}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -385,14 +386,15 @@ func (g *getter) templates(ctx context.Context, name string) error {
 	tw := g.table()
 	head := "NAME\tPROVIDER\tACCOUNT\tREGION\tZONE\tINSTANCE-TYPE\tGROUPS\tSOURCE"
 	if g.o.output == outWide {
-		head += "\tARCH\tOS\tHOURLY-PRICE\tPARAMETERS\tDIVERGENT"
+		head += "\tARCH\tOS\tHOURLY-PRICE\tPARAMETERS\tDIVERGENT\tCAPACITY\tOFFERINGS"
 	}
 	fmt.Fprintln(tw, head)
 	for _, t := range items {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", t.Name, orDash(t.Provider), orDash(t.Account), orDash(t.Region), orDash(t.Zone),
 			orDash(t.InstanceType), joinOrDash(t.Groups), orDash(t.Source))
 		if g.o.output == outWide {
-			fmt.Fprintf(tw, "\t%s\t%s\t%g\t%t\t%t", orDash(t.Arch), orDash(t.OS), t.HourlyPrice, t.HasParameters, t.Divergent)
+			fmt.Fprintf(tw, "\t%s\t%s\t%g\t%t\t%t\t%s\t%s", orDash(t.Arch), orDash(t.OS), t.HourlyPrice, t.HasParameters, t.Divergent,
+				capacityOf(t.InstanceTemplate), offeringsOf(t.InstanceTemplate))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -520,4 +522,29 @@ func (g *getter) hooks(ctx context.Context, name string) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// capacityOf is a template's capacity type, with its max price.
+func capacityOf(t restapi.InstanceTemplate) string {
+	if t.MaxPrice != "" {
+		return orDash(t.CapacityType) + " (max " + t.MaxPrice + ")"
+	}
+	return orDash(t.CapacityType)
+}
+
+// offeringsOf lists a template's offerings, zone/type[/capacity] in order,
+// with the strategy: "ap-guangzhou-3/S5.MEDIUM4,ap-guangzhou-4/S5.MEDIUM4
+// (balanced)".
+func offeringsOf(t restapi.InstanceTemplate) string {
+	if len(t.Offerings) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(t.Offerings))
+	for i, o := range t.Offerings {
+		parts[i] = o.Zone + "/" + o.InstanceType
+		if o.CapacityType != "" {
+			parts[i] += "/" + o.CapacityType
+		}
+	}
+	return strings.Join(parts, ",") + " (" + cmp.Or(t.OfferingStrategy, "priority") + ")"
 }

@@ -38,8 +38,9 @@ type FloorServer struct {
 	Addr string
 }
 
-// StartFloor serves the seeded state on addr ("127.0.0.1:0": any port).
-func StartFloor(s *Seeded, addr string) (*FloorServer, error) {
+// StartFloor serves the seeded state on addr ("127.0.0.1:0": any port),
+// with gRPC's defaults plus opts.
+func StartFloor(s *Seeded, addr string, opts ...grpc.ServerOption) (*FloorServer, error) {
 	f := &FloorServer{
 		groups: &pb.NodeGroupsResponse{}, byPID: map[string]*pb.NodeGroupForNodeResponse{},
 		unmanaged: &pb.NodeGroupForNodeResponse{NodeGroup: &pb.NodeGroup{}},
@@ -73,7 +74,7 @@ func StartFloor(s *Seeded, addr string) (*FloorServer, error) {
 		return nil, err
 	}
 	f.Addr = l.Addr().String()
-	f.srv = grpc.NewServer()
+	f.srv = grpc.NewServer(opts...)
 	pb.RegisterCloudProviderServer(f.srv, f)
 	go func() { _ = f.srv.Serve(l) }()
 	return f, nil

@@ -163,6 +163,9 @@ func normalize(g domain.NodeGroup) domain.NodeGroup {
 	}
 	g.Template.HookEnv = nm(g.Template.HookEnv)
 	g.Template.SecretParameters = nm(g.Template.SecretParameters)
+	if len(g.Template.Offerings) == 0 {
+		g.Template.Offerings = nil
+	}
 	g.NodeTemplate.Labels = nm(g.NodeTemplate.Labels)
 	g.NodeTemplate.Annotations = nm(g.NodeTemplate.Annotations)
 	g.NodeTemplate.Capacity = nm(g.NodeTemplate.Capacity)

@@ -274,6 +274,7 @@ func cloneEntry(e domain.CatalogEntry) domain.CatalogEntry {
 		t := *e.Template
 		t.HookEnv = maps.Clone(t.HookEnv)
 		t.SecretParameters = maps.Clone(t.SecretParameters)
+		t.Offerings = slices.Clone(t.Offerings)
 		e.Template = &t
 	}
 	if e.Account != nil {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
@@ -228,7 +229,7 @@ func (sc *scheduler) startCreatesLocked(ctx context.Context, now time.Time) {
 			n := min(len(ready), sc.opts.MaxBatch)
 			batch := ready[:n]
 			ready = ready[n:]
-			batchID := "b-" + sc.random(16)
+			batchID := sc.offeringOrderLocked(g.g, "b-"+sc.random(16))
 			token := domain.NewClientToken(batchID)
 			started := 0
 			for _, in := range batch {
@@ -245,6 +246,22 @@ func (sc *scheduler) startCreatesLocked(ctx context.Context, now time.Time) {
 			}
 		}
 	}
+}
+
+// offeringOrderLocked returns the id of a new batch of the group, with the
+// order its create command tries the template's offerings in (balanced:
+// the zones with the fewest live instances of the group first) when that
+// is not the written order.
+func (sc *scheduler) offeringOrderLocked(g domain.NodeGroup, batchID string) string {
+	t := g.Template
+	if len(t.Offerings) < 2 || t.OfferingStrategy != cloudspec.StrategyBalanced {
+		return batchID
+	}
+	var insts []domain.Instance
+	for id := range sc.idx.byGroup[g.ID] {
+		insts = append(insts, sc.insts[id].inst)
+	}
+	return domain.WithOfferingOrder(batchID, domain.OfferingOrder(t.OfferingStrategy, t.Offerings, domain.LiveByZone(insts)))
 }
 
 // lingerLocked reports whether a group's create batch should wait for more

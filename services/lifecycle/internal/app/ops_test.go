@@ -170,9 +170,10 @@ func TestConcurrentOperationsKeepTheTargetConsistent(t *testing.T) {
 		accepted = 10
 		wg       sync.WaitGroup
 	)
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	// Workers answer in the background while operations race.
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
@@ -239,6 +240,7 @@ func TestConcurrentOperationsKeepTheTargetConsistent(t *testing.T) {
 	}
 	wg.Wait()
 	close(stop)
+	<-stopped // settle below must not race a pass of this goroutine
 	if got := h.target("g"); got != accepted {
 		t.Errorf("target %d, want %d (sum of accepted deltas): an update was lost", got, accepted)
 	}

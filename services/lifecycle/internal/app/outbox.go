@@ -192,6 +192,9 @@ func (sc *scheduler) createItemLocked(batch string, waiting []domain.Instance) o
 		Group:       first.Group,
 		ClusterID:   sc.opts.ClusterID,
 		Template:    g.Template,
+		// In the order the batch was formed with (its id carries it).
+		Offerings: domain.BatchOfferings(g.Template, domain.OfferingOrderOf(batch)),
+		MaxPrice:  g.Template.MaxPrice,
 	}
 	covers := map[string]uint32{}
 	for _, m := range members {

@@ -91,10 +91,15 @@ func (g NodeGroup) CloudIDFromProviderID(providerID string) (string, bool) {
 // capturing the cloud id: the template is rendered with markers in place of
 // the fields an adopted Node's providerID may carry any value for.
 func (g NodeGroup) providerIDPattern() (*regexp.Regexp, error) {
-	const cloudMark, instMark = "\x00cloud\x00", "\x00instance\x00"
+	const cloudMark, instMark, zoneMark = "\x00cloud\x00", "\x00instance\x00", "\x00zone\x00"
 	t := g.Template
+	zone := t.Zone
+	if len(t.Offerings) > 0 {
+		// VMs of a template with offerings are in any of its zones.
+		zone = zoneMark
+	}
 	out, err := RenderProviderID(t.ProviderIDTemplate, ProviderIDFields{
-		Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
+		Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: zone,
 		CloudID: cloudMark, InstanceID: instMark, Group: g.ID,
 	})
 	if err != nil {
@@ -106,6 +111,7 @@ func (g NodeGroup) providerIDPattern() (*regexp.Regexp, error) {
 	p := regexp.QuoteMeta(out)
 	p = strings.Replace(p, cloudMark, cloudIDPattern, 1)
 	p = strings.ReplaceAll(p, instMark, `[a-z0-9-]+`)
+	p = strings.ReplaceAll(p, zoneMark, `[a-z0-9-]+`)
 	return regexp.Compile("^" + p + "$")
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
@@ -66,6 +67,18 @@ type InstanceTemplate struct {
 	// "template-parameter"): only the cloud adapter opens them, merging
 	// them into ParametersJSON for the cloud call.
 	SecretParameters map[string]string
+	// CapacityType ("spot", "on-demand" or "" for the parameters' choice)
+	// and MaxPrice are already written into ParametersJSON; they are kept
+	// to show operators and to write spot offerings of an on-demand
+	// template (the create command's max price).
+	CapacityType string
+	MaxPrice     string
+	// Offerings are the ordered alternatives of where to create VMs (empty:
+	// Zone and InstanceType only; with offerings those are the first
+	// offering's). OfferingStrategy orders them for each batch
+	// (OrderOfferings).
+	Offerings        []cloudspec.Offering
+	OfferingStrategy string
 }
 
 // Taint is a Kubernetes node taint.

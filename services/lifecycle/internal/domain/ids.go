@@ -89,10 +89,16 @@ func RenderProviderID(tmpl string, f ProviderIDFields) (string, error) {
 	return out, nil
 }
 
-// ProviderIDFor renders the real providerID of an instance with a cloud id.
-func ProviderIDFor(t InstanceTemplate, group, instanceID, cloudID string) (string, error) {
+// ProviderIDFor renders the real providerID of an instance with a cloud
+// id. zone is the zone its VM is in ("" for the template's): with
+// offerings the VMs of one template are in several zones, and a providerID
+// such as Tencent's qcloud:///<zone>/<id> must name the VM's.
+func ProviderIDFor(t InstanceTemplate, zone, group, instanceID, cloudID string) (string, error) {
+	if zone == "" {
+		zone = t.Zone
+	}
 	return RenderProviderID(t.ProviderIDTemplate, ProviderIDFields{
-		Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
+		Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: zone,
 		CloudID: cloudID, InstanceID: instanceID, Group: group,
 	})
 }

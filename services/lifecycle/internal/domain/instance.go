@@ -56,6 +56,12 @@ type Instance struct {
 	// created by a create batch, and its VM does not carry nodesmith's
 	// cluster tag (the reconciler's inventory does not list it).
 	Adopted bool
+	// Zone, InstanceType and CapacityType say where the VM was created:
+	// the offering its InstancesCreated named (empty for a template
+	// without offerings: the template's zone and type).
+	Zone         string
+	InstanceType string
+	CapacityType string
 }
 
 // ErrorInfo is an instance's last error as CA and operators see it.

@@ -3,8 +3,10 @@ package domain
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/contract"
 )
 
@@ -19,6 +21,13 @@ type CloudCreated struct {
 	Attempt uint32
 	BatchID string
 	CloudID string
+	// Offering is where the VM was created (InstancesCreated.offering);
+	// nil for a create without offerings, or when the cloud id comes from
+	// an observation. A later CloudCreated of the same batch naming
+	// another VM for a still Creating instance, with an offering, is a
+	// relaunch: the cloud adapter terminated the first VM, which failed to
+	// launch for want of capacity, and created this one elsewhere.
+	Offering *cloudspec.Offering
 }
 
 // CloudCreateFailed reports that the create call failed for good (the
@@ -31,7 +40,10 @@ type CloudCreateFailed struct {
 
 // CloudObserved reports the VM's state as the cloud sees it.
 type CloudObserved struct {
-	Attempt   uint32
+	Attempt uint32
+	// CloudID is the observed VM ("": the instance's); an observation of
+	// another VM than the instance's is not applied.
+	CloudID   string
 	State     CloudState
 	PrivateIP string
 	// LaunchError is, for CloudLaunchFailed, why the cloud says the VM
@@ -448,7 +460,29 @@ func (m *machine) cloudCreated(e CloudCreated) error {
 	}
 	if m.in.CloudID != "" {
 		if m.in.CloudID == e.CloudID {
+			// The cloud id may have come first from an observation,
+			// without the offering: record where the VM is.
+			if e.Offering != nil && m.in.Zone == "" && m.in.State != StateDeleted {
+				m.landedOn(*e.Offering)
+				return nil
+			}
 			return m.ignore("duplicate: cloud id already recorded")
+		}
+		if m.relaunched(e.CloudID) {
+			return m.ignore(fmt.Sprintf("stale: VM %s was replaced by a relaunch", e.CloudID))
+		}
+		if e.Offering != nil && e.BatchID != "" && e.BatchID == m.in.BatchID && !m.stale(e.Attempt) &&
+			m.in.State == StateCreating && m.in.InFlight {
+			// A relaunch (never for a record that moved on: the new VM
+			// of a Created instance would be an orphan the reconciler
+			// terminates).
+			m.note(RelaunchNote(*e.Offering, m.in.CloudID, e.CloudID))
+			m.in.CloudID = e.CloudID
+			m.landedOn(*e.Offering)
+			// A new VM to wait for: a full launch timeout, under the same
+			// attempt (the create command watches it).
+			m.in.Deadline = m.env.Now.Add(m.env.Policy.LaunchTimeout)
+			return nil
 		}
 		return m.ignore(fmt.Sprintf("conflicting cloud id %s (have %s)", e.CloudID, m.in.CloudID))
 	}
@@ -467,14 +501,11 @@ func (m *machine) cloudCreated(e CloudCreated) error {
 		return invalid("no create outstanding")
 	}
 	m.in.CloudID = e.CloudID
-	pid, err := ProviderIDFor(m.env.Group.Template, m.in.Group, m.in.ID, e.CloudID)
-	if err != nil {
-		// Templates are validated on load, so this is a template changed
-		// under a running instance: fall back to the default rather than
-		// lose the cloud id.
-		pid, _ = ProviderIDFor(InstanceTemplate{Provider: m.env.Group.Template.Provider, Account: m.env.Group.Template.Account, Region: m.env.Group.Template.Region}, m.in.Group, m.in.ID, e.CloudID)
+	if e.Offering != nil {
+		m.landedOn(*e.Offering)
+	} else {
+		m.renderProviderID()
 	}
-	m.in.ProviderID = pid
 	m.changed = true
 	// A Creating instance stays in flight under the same attempt and launch
 	// deadline: the create command goes on to watch the VM it created, and
@@ -485,6 +516,39 @@ func (m *machine) cloudCreated(e CloudCreated) error {
 		m.issue(m.env.Policy.TerminateTimeout)
 	}
 	return nil
+}
+
+// landedOn records the offering the instance's VM was created on and
+// renders its providerID with the VM's zone.
+func (m *machine) landedOn(o cloudspec.Offering) {
+	m.in.Zone, m.in.InstanceType, m.in.CapacityType = o.Zone, o.InstanceType, o.CapacityType
+	m.renderProviderID()
+	m.changed = true
+}
+
+// renderProviderID renders the providerID of the instance's cloud id, in
+// the zone its VM is in (the template's when not recorded).
+func (m *machine) renderProviderID() {
+	t := m.env.Group.Template
+	pid, err := ProviderIDFor(t, m.in.Zone, m.in.Group, m.in.ID, m.in.CloudID)
+	if err != nil {
+		// Templates are validated on load, so this is a template changed
+		// under a running instance: fall back to the default rather than
+		// lose the cloud id.
+		pid, _ = ProviderIDFor(InstanceTemplate{Provider: t.Provider, Account: t.Account, Region: t.Region}, m.in.Zone, m.in.Group, m.in.ID, m.in.CloudID)
+	}
+	m.in.ProviderID = pid
+}
+
+// relaunched reports whether VM cloudID was the instance's until a
+// relaunch replaced it (RelaunchNote in its history).
+func (m *machine) relaunched(cloudID string) bool {
+	for _, t := range m.in.History {
+		if strings.Contains(t.Reason, "VM "+cloudID+" replaced by ") {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *machine) createFailed(e CloudCreateFailed) error {
@@ -541,6 +605,15 @@ func (m *machine) observed(e CloudObserved) error {
 	}
 	if m.in.State != StateCreating || m.in.CloudID == "" || (!m.in.InFlight && !m.in.CreationFailed) {
 		return invalid("not watching a launching VM")
+	}
+	if e.CloudID != "" && e.CloudID != m.in.CloudID {
+		if m.relaunched(e.CloudID) || !m.in.InFlight {
+			return m.ignore(fmt.Sprintf("observation of VM %s, not the instance's %s", e.CloudID, m.in.CloudID))
+		}
+		// The VM of a relaunch, observed before the InstancesCreated
+		// naming it was applied (events are handled concurrently): try
+		// again once it is.
+		return Errorf(contract.CodeUnavailable, "observation of VM %s before the relaunch naming it (the instance's VM is %s); redeliver", e.CloudID, m.in.CloudID)
 	}
 	if m.in.CreationFailed && e.State != CloudRunning {
 		return m.ignore("creation already failed")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
 
@@ -35,6 +36,12 @@ type CreateCommand struct {
 	ClusterID string
 	Template  domain.InstanceTemplate
 	Instances []InstanceRef
+	// Offerings are the template's offerings in the order to try them,
+	// each with its capacity type resolved (domain.BatchOfferings); empty
+	// for a template without offerings. MaxPrice is the template's, for
+	// offerings that ask for spot capacity.
+	Offerings []cloudspec.Offering
+	MaxPrice  string
 }
 
 // WatchCommand follows launching VMs until RUNNING with an IP, failed or gone.

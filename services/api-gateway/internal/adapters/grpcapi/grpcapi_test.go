@@ -302,6 +302,51 @@ func TestPodPriceDecodesBothGenerations(t *testing.T) {
 	}
 }
 
+// The series resolved once per method count every call: OK calls on the
+// method's OK series, created on its first success, and the others by
+// their code; the latency histogram sees them all, per method.
+func TestInterceptorCountsEveryCallPerMethod(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ic := grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), nil)
+	const svc = "/clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/"
+	ok := func(context.Context, any) (any, error) { return nil, nil }
+	notFound := func(context.Context, any) (any, error) { return nil, status.Error(codes.NotFound, "x") }
+	for _, c := range []struct {
+		method  string
+		handler grpc.UnaryHandler
+	}{{"NodeGroupTargetSize", notFound}, {"NodeGroupTargetSize", ok}, {"NodeGroupTargetSize", ok}, {"NodeGroups", ok}, {"NodeGroupTargetSize", ok}} {
+		_, _ = ic(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: svc + c.method}, c.handler)
+	}
+	const want = `
+# HELP nodesmith_gateway_grpc_requests_total gRPC requests handled, by method and status code.
+# TYPE nodesmith_gateway_grpc_requests_total counter
+nodesmith_gateway_grpc_requests_total{code="NotFound",method="NodeGroupTargetSize"} 1
+nodesmith_gateway_grpc_requests_total{code="OK",method="NodeGroupTargetSize"} 3
+nodesmith_gateway_grpc_requests_total{code="OK",method="NodeGroups"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodesmith_gateway_grpc_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "nodesmith_gateway_grpc_request_duration_seconds"); n != 2 {
+		t.Errorf("%d latency series, want one per method (2)", n)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "nodesmith_gateway_grpc_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			want := map[string]uint64{"NodeGroupTargetSize": 4, "NodeGroups": 1}[m.GetLabel()[0].GetValue()]
+			if got := m.GetHistogram().GetSampleCount(); got != want {
+				t.Errorf("latency of %s: %d samples, want %d", m.GetLabel()[0].GetValue(), got, want)
+			}
+		}
+	}
+}
+
 func TestInterceptorRecoversAndCounts(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ic := grpcapi.UnaryInterceptor(grpcapi.NewMetrics(reg), nil)

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,45 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// methods holds each method's series, resolved on its first call
+	// (full method name -> *methodMetrics): CA's loop makes tens of
+	// thousands of calls, and a label lookup per call and series is
+	// wasted work.
+	methods sync.Map
+}
+
+// methodMetrics are one method's series.
+type methodMetrics struct {
+	name     string
+	duration prometheus.Observer
+	// ok is the counter of its OK calls, resolved on the first OK call
+	// (a method that never succeeded shows no OK series, as before).
+	ok atomic.Pointer[prometheus.Counter]
+}
+
+// method returns the series of fullMethod ("/<service>/<method>").
+func (m *Metrics) method(fullMethod string) *methodMetrics {
+	if mm, ok := m.methods.Load(fullMethod); ok {
+		return mm.(*methodMetrics)
+	}
+	name := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+	mm, _ := m.methods.LoadOrStore(fullMethod, &methodMetrics{name: name, duration: m.duration.WithLabelValues(name)})
+	return mm.(*methodMetrics)
+}
+
+// count counts one call of mm ending with code.
+func (m *Metrics) count(mm *methodMetrics, code codes.Code) {
+	if code != codes.OK {
+		m.requests.WithLabelValues(mm.name, code.String()).Inc()
+		return
+	}
+	c := mm.ok.Load()
+	if c == nil {
+		ok := m.requests.WithLabelValues(mm.name, codes.OK.String())
+		c = &ok
+		mm.ok.Store(c)
+	}
+	(*c).Inc()
 }
 
 // NewMetrics registers the gRPC metrics on reg (nil: unregistered).
@@ -55,7 +96,8 @@ func UnaryInterceptor(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor 
 		log = slog.Default()
 	}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+		mm := m.method(info.FullMethod)
+		method := mm.name
 		start := time.Now()
 		defer func() {
 			if p := recover(); p != nil {
@@ -63,8 +105,8 @@ func UnaryInterceptor(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor 
 				resp, err = nil, status.Error(codes.Internal, "internal error")
 			}
 			code := status.Code(err)
-			m.duration.WithLabelValues(method).Observe(time.Since(start).Seconds())
-			m.requests.WithLabelValues(method, code.String()).Inc()
+			mm.duration.Observe(time.Since(start).Seconds())
+			m.count(mm, code)
 			// Mutations log their outcome with group and delta in the app
 			// layer; here only faults are worth more than debug.
 			switch code {

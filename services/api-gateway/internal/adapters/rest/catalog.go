@@ -28,7 +28,31 @@ func templateJSON(t *domain.InstanceTemplate) InstanceTemplate {
 		Name: t.Name, Provider: t.Provider, Account: t.Account, Region: t.Region,
 		Zone: t.Zone, InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS,
 		HourlyPrice: t.HourlyPrice, SSHPort: t.SSHPort,
+		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice,
+		Offerings: templateOfferingsJSON(t.Offerings), OfferingStrategy: t.OfferingStrategy,
 	}
+}
+
+func templateOfferingsJSON(os []domain.Offering) []Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]Offering, len(os))
+	for i, o := range os {
+		out[i] = Offering{Zone: o.Zone, SubnetID: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+	}
+	return out
+}
+
+func offeringsOf(os []Offering) []domain.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]domain.Offering, len(os))
+	for i, o := range os {
+		out[i] = domain.Offering{Zone: o.Zone, SubnetID: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+	}
+	return out
 }
 
 func sourceOf(s string) string {

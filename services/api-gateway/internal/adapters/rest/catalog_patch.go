@@ -53,16 +53,31 @@ func templateSpecOf(t *domain.InstanceTemplate) *InstanceTemplateSpec {
 // the parameters carry the change into them: the stored parameters'
 // Placement.Zone and InstanceType are dropped so that templateParameters
 // fills them from the new values (instead of refusing the disagreement).
+// A patch of the offerings of a template with offerings counts as a
+// change of both.
 func followPlacement(base *InstanceTemplateSpec, patch []byte) {
 	var p map[string]json.RawMessage
-	if json.Unmarshal(patch, &p) != nil || len(base.Parameters) == 0 {
+	if json.Unmarshal(patch, &p) != nil {
+		return
+	}
+	_, zone := p["zone"]
+	_, itype := p["instanceType"]
+	// New offerings bring their first zone and instance type (the stored
+	// ones are the old first offering's).
+	if _, ok := p["offerings"]; ok && len(base.Offerings) > 0 {
+		if !zone {
+			base.Zone, zone = "", true
+		}
+		if !itype {
+			base.InstanceType, itype = "", true
+		}
+	}
+	if len(base.Parameters) == 0 {
 		return
 	}
 	if _, ok := p["parameters"]; ok {
 		return
 	}
-	_, zone := p["zone"]
-	_, itype := p["instanceType"]
 	if !zone && !itype {
 		return
 	}

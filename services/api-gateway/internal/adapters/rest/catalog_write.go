@@ -147,6 +147,8 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*doma
 		Name: name, Provider: provider, Account: spec.Account, Region: spec.Region, Zone: spec.Zone,
 		InstanceType: spec.InstanceType, Arch: spec.Arch, OS: spec.OS, HourlyPrice: spec.HourlyPrice, SSHPort: spec.SSHPort,
 		ParametersJSON: params, ProviderIDTemplate: spec.ProviderIDTemplate, HookEnv: spec.HookEnv,
+		CapacityType: spec.CapacityType, MaxPrice: spec.MaxPrice,
+		Offerings: offeringsOf(spec.Offerings), OfferingStrategy: spec.OfferingStrategy,
 	}
 	if t.SecretParameters, err = secretParameters("secretParameters", spec.SecretParameters); err != nil {
 		return nil, err
@@ -163,7 +165,11 @@ func (h *handler) templateRecord(name string, spec *InstanceTemplateSpec) (*doma
 // instance type must agree with the template's (whichever is given fills
 // the other, so the cloud call and the template node Cluster Autoscaler
 // sees describe the same VM). A disagreement is a 400, parameters the
-// cloud would refuse a 422, each naming the field.
+// cloud would refuse a 422, each naming the field. The capacity type and
+// max price are written into the parameters; offerings are checked (a bad
+// offering, capacity type, max price or strategy is a 422 naming the
+// field, such as "offerings[1].zone") and the first one's zone and
+// instance type become the template's.
 func templateParameters(provider string, spec *InstanceTemplateSpec) (string, error) {
 	raw := bytes.TrimSpace(spec.Parameters)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -181,8 +187,18 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 		}
 		return compact.String(), nil
 	}
-	t := cloudspec.Template{Zone: spec.Zone, InstanceType: spec.InstanceType, Parameters: string(raw)}
+	t := cloudspec.Template{
+		Zone: spec.Zone, InstanceType: spec.InstanceType, Parameters: string(raw),
+		CapacityType: spec.CapacityType, MaxPrice: spec.MaxPrice, OfferingStrategy: spec.OfferingStrategy,
+	}
+	for _, o := range spec.Offerings {
+		t.Offerings = append(t.Offerings, cloudspec.Offering(o))
+	}
 	if errs := p.Reconcile(&t); len(errs) > 0 {
+		if offeringField(errs[0].Path) {
+			return "", newError(http.StatusUnprocessableEntity, contract.CodeInvalidArgument,
+				errs[0].Path+": "+errs[0].Msg).with("field", errs[0].Path)
+		}
 		return "", invalid(errs[0].Path, "%s", errs[0].Msg)
 	}
 	// The secret parameters' names are checked too (their values may be
@@ -194,7 +210,20 @@ func templateParameters(provider string, spec *InstanceTemplateSpec) (string, er
 			fieldErrors(p.Title, errs)).with("field", errs[0].Path)
 	}
 	spec.Zone, spec.InstanceType = t.Zone, t.InstanceType
+	spec.CapacityType, spec.MaxPrice = t.CapacityType, t.MaxPrice
 	return t.Parameters, nil
+}
+
+// offeringField reports whether a template error is about its offerings,
+// capacity type or max price: values the cloud cannot serve (422), not a
+// disagreement between two fields of the body (400).
+func offeringField(path string) bool {
+	for _, f := range []string{"offerings", "offeringStrategy", "capacityType", "maxPrice"} {
+		if path == f || strings.HasPrefix(path, f+"[") || strings.HasPrefix(path, f+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldErrors joins a cloud's parameter problems into one message.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/contract"
 	"github.com/nodesmith/nodesmith/libs/restapi"
 
@@ -83,6 +84,11 @@ func groupRecord(spec *GroupSpec, id string, current *domain.NodeGroup) (*domain
 		Name: it.Name, Provider: it.Provider, Account: it.Account, Region: it.Region, Zone: it.Zone,
 		InstanceType: it.InstanceType, Arch: it.Arch, OS: it.OS, HourlyPrice: it.HourlyPrice, SSHPort: it.SSHPort,
 		ParametersJSON: params, ProviderIDTemplate: it.ProviderIDTemplate, HookEnv: it.HookEnv,
+		CapacityType: it.CapacityType, MaxPrice: it.MaxPrice,
+		Offerings: offeringsOf(it.Offerings), OfferingStrategy: it.OfferingStrategy,
+	}
+	if err := inlineOfferings(g.InstanceTemplate); err != nil {
+		return nil, err
 	}
 	var err error
 	if g.InstanceTemplate.SecretParameters, err = secretParameters("instanceTemplate.secretParameters", it.SecretParameters); err != nil {
@@ -220,4 +226,32 @@ func applyPatch[T any](w http.ResponseWriter, base *T, patch []byte) (*T, error)
 		return nil, specError(err)
 	}
 	return &out, nil
+}
+
+// inlineOfferings applies the cloud's rules (libs/cloudspec Reconcile) to
+// an inline template that names offerings, a capacity type or a max
+// price, as a catalog template write does: the capacity is written into
+// the parameters and the offerings checked (422 naming the field under
+// instanceTemplate). Other inline templates are stored as given.
+func inlineOfferings(t *domain.InstanceTemplate) error {
+	if t.CapacityType == "" && t.MaxPrice == "" && len(t.Offerings) == 0 && t.OfferingStrategy == "" {
+		return nil
+	}
+	p, known := cloudspec.Lookup(t.Provider)
+	if !known {
+		return nil
+	}
+	ct := cloudspec.Template{
+		Zone: t.Zone, InstanceType: t.InstanceType, Parameters: t.ParametersJSON,
+		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice, OfferingStrategy: t.OfferingStrategy,
+	}
+	for _, o := range t.Offerings {
+		ct.Offerings = append(ct.Offerings, cloudspec.Offering(o))
+	}
+	if errs := p.Reconcile(&ct); len(errs) > 0 {
+		field := "instanceTemplate." + errs[0].Path
+		return newError(http.StatusUnprocessableEntity, contract.CodeInvalidArgument, field+": "+errs[0].Msg).with("field", field)
+	}
+	t.Zone, t.InstanceType, t.ParametersJSON, t.CapacityType, t.MaxPrice = ct.Zone, ct.InstanceType, ct.Parameters, ct.CapacityType, ct.MaxPrice
+	return nil
 }

@@ -10,6 +10,7 @@ type (
 	InstanceTemplate   = restapi.InstanceTemplate
 	NodeTemplate       = restapi.NodeTemplate
 	Taint              = restapi.Taint
+	Offering           = restapi.Offering
 	AutoscalingOptions = restapi.AutoscalingOptions
 	Hook               = restapi.Hook
 	Parallelism        = restapi.Parallelism
@@ -42,6 +43,12 @@ type (
 	AdoptResponse = restapi.AdoptResponse
 
 	ErrorBody = restapi.ErrorBody
+
+	GroupOfferings          = restapi.GroupOfferings
+	OfferingStatus          = restapi.OfferingStatus
+	OfferingReason          = restapi.OfferingReason
+	UnavailableOffering     = restapi.UnavailableOffering
+	UnavailableOfferingList = restapi.UnavailableOfferingList
 
 	WatchSnapshot     = restapi.WatchSnapshot
 	WatchDeletedGroup = restapi.WatchDeletedGroup

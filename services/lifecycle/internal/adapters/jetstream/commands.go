@@ -14,9 +14,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -98,8 +100,21 @@ func (c *Commands) Create(ctx context.Context, cmd ports.CreateCommand) error {
 		Instances:        refs(cmd.Instances),
 		ClusterId:        cmd.ClusterID,
 		Group:            cmd.Group,
+		Offerings:        offerings(cmd.Offerings),
+		MaxPrice:         cmd.MaxPrice,
 	}}}
 	return c.pub.Publish(ctx, messaging.SubjectCloudCreate, fmt.Sprintf("create.%s.%d", cmd.BatchID, cmd.Attempt), msg)
+}
+
+func offerings(os []cloudspec.Offering) []*cloudv1.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]*cloudv1.Offering, len(os))
+	for i, o := range os {
+		out[i] = protoconv.OfferingToProto(o)
+	}
+	return out
 }
 
 // Watch implements ports.Commands.

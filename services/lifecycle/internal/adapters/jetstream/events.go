@@ -9,10 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	hookv1 "github.com/nodesmith/nodesmith/proto/nodesmith/hook/v1"
+	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/protoconv"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
@@ -69,8 +71,13 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 	}
 	switch b := ev.GetBody().(type) {
 	case *cloudv1.Event_Created:
+		var offering *cloudspec.Offering
+		if o := b.Created.GetOffering(); o != nil {
+			x := protoconv.OfferingFromProto(o)
+			offering = &x
+		}
 		each(b.Created.GetInstances(), func(r *cloudv1.InstanceRef) domain.Event {
-			return domain.CloudCreated{Attempt: r.GetAttempt(), BatchID: b.Created.GetBatchId(), CloudID: r.GetCloudId()}
+			return domain.CloudCreated{Attempt: r.GetAttempt(), BatchID: b.Created.GetBatchId(), CloudID: r.GetCloudId(), Offering: offering}
 		})
 	case *cloudv1.Event_CreateFailed:
 		each(b.CreateFailed.GetInstances(), func(r *cloudv1.InstanceRef) domain.Event {
@@ -93,7 +100,7 @@ func HandleCloudEvent(ctx context.Context, sink EventSink, ev *cloudv1.Event) er
 				return err
 			}
 		}
-		ev := domain.CloudObserved{Attempt: r.GetAttempt(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
+		ev := domain.CloudObserved{Attempt: r.GetAttempt(), CloudID: r.GetCloudId(), State: domain.CloudState(o.GetState()), PrivateIP: o.GetPrivateIp()}
 		if o.GetLaunchError() != nil {
 			e := cloudErr(o.GetLaunchError())
 			ev.LaunchError = &e

@@ -421,7 +421,7 @@ func TestObservationRecordsItsCloudIDFirst(t *testing.T) {
 	}}})
 	want := []domain.Event{
 		domain.CloudCreated{Attempt: 2, CloudID: "ins-a"},
-		domain.CloudObserved{Attempt: 2, State: domain.CloudRunning, PrivateIP: "10.0.0.2"},
+		domain.CloudObserved{Attempt: 2, CloudID: "ins-a", State: domain.CloudRunning, PrivateIP: "10.0.0.2"},
 	}
 	if err != nil || fmt.Sprint(s.events) != fmt.Sprint(want) || fmt.Sprint(s.ids) != "[a a]" {
 		t.Fatalf("observed: %v %v %v, want %v", err, s.ids, s.events, want)

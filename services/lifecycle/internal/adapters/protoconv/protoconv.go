@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
 )
@@ -81,6 +83,10 @@ func GroupToProto(g domain.NodeGroup) *statev1.NodeGroup {
 			HookEnv:            cloneMap(g.Template.HookEnv),
 			SecretParameters:   cloneMap(g.Template.SecretParameters),
 			SshPort:            g.Template.SSHPort,
+			Offerings:          offeringsToProto(g.Template.Offerings),
+			OfferingStrategy:   g.Template.OfferingStrategy,
+			CapacityType:       g.Template.CapacityType,
+			MaxPrice:           g.Template.MaxPrice,
 		},
 		NodeTemplate: &statev1.NodeTemplate{
 			Labels:      cloneMap(g.NodeTemplate.Labels),
@@ -171,6 +177,10 @@ func GroupFromProto(p *statev1.NodeGroup) domain.NodeGroup {
 			HookEnv:            cloneMap(t.GetHookEnv()),
 			SecretParameters:   cloneMap(t.GetSecretParameters()),
 			SSHPort:            t.GetSshPort(),
+			Offerings:          offeringsFromProto(t.GetOfferings()),
+			OfferingStrategy:   t.GetOfferingStrategy(),
+			CapacityType:       t.GetCapacityType(),
+			MaxPrice:           t.GetMaxPrice(),
 		},
 		NodeTemplate: domain.NodeTemplate{
 			Labels:      cloneMap(nt.GetLabels()),
@@ -237,6 +247,9 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 		Released:       i.Released,
 		TraceContext:   i.TraceContext,
 		Adopted:        i.Adopted,
+		Zone:           i.Zone,
+		InstanceType:   i.InstanceType,
+		CapacityType:   i.CapacityType,
 	}
 	if e := i.LastError; e != nil {
 		p.LastError = &statev1.ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}
@@ -247,6 +260,38 @@ func InstanceToProto(i domain.Instance) *statev1.Instance {
 		})
 	}
 	return p
+}
+
+// OfferingToProto maps an offering.
+func OfferingToProto(o cloudspec.Offering) *cloudv1.Offering {
+	return &cloudv1.Offering{Zone: o.Zone, SubnetId: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+}
+
+// OfferingFromProto maps an offering.
+func OfferingFromProto(p *cloudv1.Offering) cloudspec.Offering {
+	return cloudspec.Offering{Zone: p.GetZone(), SubnetID: p.GetSubnetId(), InstanceType: p.GetInstanceType(), CapacityType: p.GetCapacityType()}
+}
+
+func offeringsToProto(os []cloudspec.Offering) []*cloudv1.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]*cloudv1.Offering, len(os))
+	for i, o := range os {
+		out[i] = OfferingToProto(o)
+	}
+	return out
+}
+
+func offeringsFromProto(ps []*cloudv1.Offering) []cloudspec.Offering {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]cloudspec.Offering, len(ps))
+	for i, p := range ps {
+		out[i] = OfferingFromProto(p)
+	}
+	return out
 }
 
 // legacyAdoptedBatch is the batch id that marked an adopted instance
@@ -284,6 +329,10 @@ func InstanceFromProto(p *statev1.Instance) domain.Instance {
 		// Records written before the adopted field marked adoption with
 		// a batch id.
 		Adopted: p.GetAdopted() || p.GetBatchId() == legacyAdoptedBatch,
+		// Where the VM landed: a few values shared by many instances.
+		Zone:         intern(p.GetZone()),
+		InstanceType: intern(p.GetInstanceType()),
+		CapacityType: intern(p.GetCapacityType()),
 	}
 	if i.NodeName == i.ID {
 		i.NodeName = i.ID

@@ -205,6 +205,11 @@ func SampleGroup(id string) domain.NodeGroup {
 			ParametersJSON: `{"InstanceType":"S5.MEDIUM4"}`, ProviderIDTemplate: "tc://{{.CloudID}}",
 			HourlyPrice: 0.25, InstanceType: "S5.MEDIUM4", Arch: "amd64", OS: "linux",
 			HookEnv: map[string]string{"K": "V"}, SSHPort: 2222,
+			CapacityType: cloudspec.CapacitySpot, MaxPrice: "0.08", OfferingStrategy: cloudspec.StrategyBalanced,
+			Offerings: []cloudspec.Offering{
+				{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"},
+				{Zone: "ap-guangzhou-4", SubnetID: "subnet-4", InstanceType: "S5.MEDIUM4", CapacityType: cloudspec.CapacityOnDemand},
+			},
 		},
 		NodeTemplate: domain.NodeTemplate{
 			Labels:      map[string]string{"role": "worker"},
@@ -243,6 +248,6 @@ func SampleInstance(group, id string) domain.Instance {
 		NextRetryAt: t0.Add(time.Minute), Retries: 2,
 		History:    []domain.Transition{{From: domain.StatePending, To: domain.StateCreating, Reason: "r", At: t0}},
 		SSHHostKey: "ssh-ed25519 AAAA", HookOutputTail: "ok", InFlight: true, Released: true,
-		Adopted: true,
+		Adopted: true, Zone: "ap-guangzhou-4", InstanceType: "S5.MEDIUM4", CapacityType: cloudspec.CapacitySpot,
 	}
 }

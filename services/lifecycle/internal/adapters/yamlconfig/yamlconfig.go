@@ -340,6 +340,10 @@ func (c *checker) template(name string, t *restapi.InstanceTemplateSpec, p strin
 		Name: name, Provider: t.Provider, Account: t.Account, Region: t.Region, Zone: t.Zone,
 		InstanceType: t.InstanceType, Arch: t.Arch, OS: t.OS, HourlyPrice: t.HourlyPrice,
 		ProviderIDTemplate: t.ProviderIDTemplate, SSHPort: t.SSHPort, HookEnv: t.HookEnv,
+		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice, OfferingStrategy: t.OfferingStrategy,
+	}
+	for _, o := range t.Offerings {
+		dt.Offerings = append(dt.Offerings, cloudspec.Offering(o))
 	}
 	if t.Account == "" {
 		c.add(p+".account", 0, "required")
@@ -562,17 +566,23 @@ func (c *checker) hook(h *restapi.HookSpec, p, defaultName, baseDir string) *dom
 // cloudParameters applies the cloud's template rules (libs/cloudspec) to a
 // template of a known provider: its zone and instance type and those of
 // its create parameters fill each other and must agree, and the parameters
-// must be a valid create request (with the secret parameters' names).
-// Unknown providers' parameters pass through.
+// must be a valid create request (with the secret parameters' names). The
+// capacity type and max price are written into the parameters, and the
+// offerings checked (the first one's zone and instance type become the
+// template's). Unknown providers' parameters pass through.
 func (c *checker) cloudParameters(dt *domain.InstanceTemplate, p string, secretParameters []string) {
 	cloud, ok := cloudspec.Lookup(dt.Provider)
 	if !ok || c.hasProblem(p+".parameters") {
 		return
 	}
-	t := cloudspec.Template{Zone: dt.Zone, InstanceType: dt.InstanceType, Parameters: dt.ParametersJSON}
+	t := cloudspec.Template{
+		Zone: dt.Zone, InstanceType: dt.InstanceType, Parameters: dt.ParametersJSON,
+		CapacityType: dt.CapacityType, MaxPrice: dt.MaxPrice, Offerings: dt.Offerings, OfferingStrategy: dt.OfferingStrategy,
+	}
 	errs := cloud.Reconcile(&t)
 	if errs == nil {
 		dt.Zone, dt.InstanceType, dt.ParametersJSON = t.Zone, t.InstanceType, t.Parameters
+		dt.CapacityType, dt.MaxPrice = t.CapacityType, t.MaxPrice
 		errs = cloud.ValidateParameters(t.Parameters, secretParameters...)
 	}
 	for _, e := range errs {
