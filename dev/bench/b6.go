@@ -81,6 +81,9 @@ func runB6(ctx context.Context, e *env) error {
 			base = res
 		}
 	}
+	if e.realChurn > 0 {
+		return runB6RealChurn(ctx, e, e.realChurn)
+	}
 	return nil
 }
 

@@ -6,7 +6,7 @@
 // a table and writes a JSON report; `make bench` runs it. Numbers come
 // from here, never from timed assertions in tests.
 //
-//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5,B6,B7] [-quick] [-churn-history N -live N] [-out bench/results.json]
+//	go run ./dev/bench [-scenarios B1,B2,B3,B4,B5,B6,B7] [-quick] [-churn-history N -live N -b6-real-churn N] [-out bench/results.json]
 package main
 
 import (
@@ -56,6 +56,8 @@ type env struct {
 	heapProfile string
 	// churnHistory and churnLive size B6: removed and live instances.
 	churnHistory, churnLive int
+	// realChurn is B6's create/delete cycles through the services.
+	realChurn int
 	// goMemLimit, when set, is the GOMEMLIMIT of the lifecycle and
 	// gateway processes B5 to B7 start (the deployment sets one).
 	goMemLimit string
@@ -111,6 +113,7 @@ func realMain(ctx context.Context) error {
 	goMemLimit := fs.String("gomemlimit", "", "B5-B7: GOMEMLIMIT of the lifecycle and gateway processes (e.g. 200MiB; the deployment sets one); empty: none")
 	b5Sizes := fs.String("b5-sizes", "", "B5: instance counts to measure, comma separated (default 0,10000,50000,100000; with -quick 0,10000); per-instance figures need 0 first")
 	churnLive := fs.Int("live", 100_000, "B6: live instances, in 500 groups (default 5000 with -quick)")
+	realChurn := fs.Int("b6-real-churn", 20_000, "B6: create/delete cycles driven through the services, the store's shape then compared with the synthetic one (0: none; default 2000 with -quick)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -145,6 +148,12 @@ func realMain(ctx context.Context) error {
 	if *quick && !set["live"] {
 		*churnLive = 5_000
 	}
+	if *quick && !set["b6-real-churn"] {
+		*realChurn = 2_000
+	}
+	if *realChurn < 0 {
+		return fmt.Errorf("-b6-real-churn must be at least 0, got %d", *realChurn)
+	}
 	if *churnHistory < 0 || *churnLive < b6Groups {
 		return fmt.Errorf("-churn-history must be at least 0 and -live at least %d (one per group)", b6Groups)
 	}
@@ -164,6 +173,7 @@ func realMain(ctx context.Context) error {
 		heapProfile:  *heapProfile,
 		churnHistory: *churnHistory,
 		churnLive:    *churnLive,
+		realChurn:    *realChurn,
 		goMemLimit:   *goMemLimit,
 
 		b1: b1,

@@ -24,7 +24,7 @@ const ChurnMarkerTTL = time.Second
 // WriteChurn writes the seed (its groups and live instances) and, spread
 // evenly among the live records, `history` instances that lived and were
 // removed: each written as lifecycle writes a record (a value under its
-// key), then removed as lifecycle's store removes one (a purge marker with
+// key, created with a compare-and-set header), then removed as lifecycle's store removes one (a purge marker with
 // a TTL, which the server drops once it expires). The live records are
 // spread through the whole history, the worst case for the store's file
 // blocks (no block holds history only). It returns the bytes written.
@@ -42,7 +42,13 @@ func (s *Seeded) WriteChurn(ctx context.Context, js jetstream.JetStream, history
 			return err
 		}
 		bytes += len(b)
-		return pub(&nats.Msg{Subject: "$KV." + bucket + "." + key, Data: b})
+		// As lifecycle writes a record: a compare-and-set create (the
+		// stream keeps the header, ~50 bytes a record; its later updates
+		// carry the previous revision instead of 0, a few digits more).
+		msg := nats.NewMsg("$KV." + bucket + "." + key)
+		msg.Data = b
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		return pub(msg)
 	}
 	for _, g := range s.Groups {
 		if err := put(messaging.BucketGroups, g.GetId(), g); err != nil {

@@ -56,6 +56,9 @@ type WorldConfig struct {
 	Dir string
 	// NATSPort is the NATS client port (-1: any free port).
 	NATSPort int
+	// NATSSync is how often JetStream syncs (and compacts) its files;
+	// 0: the server's default (2 minutes).
+	NATSSync time.Duration
 	// BootDelay is how long a VM stays PENDING.
 	BootDelay time.Duration
 	// ReadyDelay is how long a joined node takes to become Ready.
@@ -236,7 +239,7 @@ func (w *World) startNATS(port int) (*natsembed.Server, error) {
 		return nil, err
 	}
 	users = append(users, w.natsAdmin.User)
-	return natsembed.Start(natsembed.Options{Port: port, StoreDir: w.NATSStoreDir, Users: users})
+	return natsembed.Start(natsembed.Options{Port: port, StoreDir: w.NATSStoreDir, Users: users, SyncInterval: w.cfg.NATSSync})
 }
 
 // NATSOptions are the --nats-* options of a service replica connecting as

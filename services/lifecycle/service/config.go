@@ -139,6 +139,9 @@ type Config struct {
 
 	// DeletedRetention is how long Deleted records are kept before purging.
 	DeletedRetention time.Duration
+	// PurgeInterval is how often Deleted records past the retention are
+	// looked for (a backlog is drained pass after pass, not per interval).
+	PurgeInterval time.Duration
 	// ReconcileInterval is how often the cloud inventory is reconciled with
 	// the records (0 disables); OrphanGrace is how old an untracked tagged
 	// VM must be before it is terminated.
@@ -203,6 +206,7 @@ func DefaultConfig() Config {
 		RetryBackoff:             p.BackoffBase,
 		RetryBackoffMax:          p.BackoffMax,
 		DeletedRetention:         o.DeletedRetention,
+		PurgeInterval:            o.PurgeInterval,
 		ReconcileInterval:        o.ReconcileInterval,
 		OrphanGrace:              o.OrphanGrace,
 		MaxOrphanTerminations:    o.MaxOrphanTerminations,
@@ -255,6 +259,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetryBackoff, "retry-backoff", c.RetryBackoff, "first retry delay (doubles per retry, +/-20% jitter)")
 	fs.DurationVar(&c.RetryBackoffMax, "retry-backoff-max", c.RetryBackoffMax, "longest retry delay")
 	fs.DurationVar(&c.DeletedRetention, "deleted-retention", c.DeletedRetention, "how long Deleted instance records are kept")
+	fs.DurationVar(&c.PurgeInterval, "purge-interval", c.PurgeInterval, "how often Deleted records past the retention are looked for (a backlog is then purged pass after pass)")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often cloud inventory is reconciled with the records (0 disables)")
 	fs.DurationVar(&c.OrphanGrace, "orphan-grace", c.OrphanGrace, "age before an untracked tagged VM is terminated")
 	fs.IntVar(&c.MaxOrphanTerminations, "max-orphan-terminations", c.MaxOrphanTerminations, "orphan VMs one reconciler pass terminates at most, per account and region, the oldest first (0: none, only report them)")
@@ -286,6 +291,7 @@ func (c Config) Validate() error {
 		"join-timeout": c.JoinTimeout, "before-delete-hook-timeout": c.BeforeDeleteHookTimeout,
 		"terminate-timeout": c.TerminateTimeout, "retry-backoff": c.RetryBackoff, "retry-backoff-max": c.RetryBackoffMax,
 		"tick-interval": c.TickInterval, "op-timeout": c.OpTimeout, "shutdown-grace": c.ShutdownGrace,
+		"purge-interval": c.PurgeInterval,
 	} {
 		check(d > 0, "%s must be positive, got %s", name, d)
 	}
@@ -343,6 +349,7 @@ func (c Config) appOptions() app.Options {
 	o.CreateLinger = c.CreateLinger
 	o.TickInterval = c.TickInterval
 	o.DeletedRetention = c.DeletedRetention
+	o.PurgeInterval = c.PurgeInterval
 	o.ReconcileInterval = c.ReconcileInterval
 	o.OrphanGrace = c.OrphanGrace
 	o.MaxOrphanTerminations = c.MaxOrphanTerminations

@@ -21,6 +21,10 @@ type scheduler struct {
 	// free slots (see Options.CreateLinger).
 	lingerSince map[string]time.Time
 	lastPurge   time.Time
+	// purgeBacklog: the last purge left records past the retention (more
+	// than a batch), so the next pass purges again without waiting for
+	// the interval.
+	purgeBacklog bool
 }
 
 func newScheduler(c *cache, n *nodes, r *requests) *scheduler {
@@ -340,13 +344,17 @@ func (sc *scheduler) startDeletesLocked(ctx context.Context) {
 	}
 }
 
-// purge deletes Deleted records older than the retention, a bounded batch
-// per interval.
+// purge deletes Deleted records older than the retention: a bounded
+// batch per pass, every interval, and at every pass while a backlog is
+// left (and the last batch made progress). One batch per interval alone
+// would purge at most PurgeBatch records per PurgeInterval (14,400 a day
+// by default), and a provider churning faster would keep Deleted records
+// without bound.
 func (sc *scheduler) purge(ctx context.Context) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	now := sc.clock.Now()
-	if !sc.loaded || sc.opts.DeletedRetention <= 0 || now.Sub(sc.lastPurge) < sc.opts.PurgeInterval {
+	if !sc.loaded || sc.opts.DeletedRetention <= 0 || (!sc.purgeBacklog && now.Sub(sc.lastPurge) < sc.opts.PurgeInterval) {
 		return
 	}
 	sc.lastPurge = now
@@ -367,6 +375,7 @@ func (sc *scheduler) purge(ctx context.Context) {
 		sc.dropInstLocked(r.Instance.ID)
 		n++
 	}
+	sc.purgeBacklog = n > 0 && len(old) > n
 	if n > 0 {
 		sc.log.Info("purged deleted records", "count", n, "remaining", len(old)-n)
 		sc.obs.Purged(n)

@@ -238,6 +238,34 @@ func TestDeadlinesDriveRecovery(t *testing.T) {
 	}
 }
 
+// TestPurgeDrainsABacklogPassAfterPass: one batch per interval caps the
+// purge at PurgeBatch records per PurgeInterval (14,400 a day by
+// default); a provider churning faster kept Deleted records without
+// bound. A purge that leaves records past the retention purges again at
+// the next pass, a batch each, until none is left.
+func TestPurgeDrainsABacklogPassAfterPass(t *testing.T) {
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 100, 0)}, withOptions(func(o *app.Options) {
+		o.DeletedRetention = time.Hour
+		o.PurgeInterval = time.Minute
+		o.PurgeBatch = 2
+	}))
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 9))
+	h.ok(h.app.DecreaseTargetSize(h.ctx, "g", -9)) // nine Pending cancelled: Deleted
+	h.app.Pass(h.ctx)
+	h.clock.Advance(2 * time.Hour)
+	// Passes at the same instant (well within one interval): each purges
+	// one batch while records past the retention remain.
+	for i, want := range []int{7, 5, 3, 1, 0, 0} {
+		h.app.Pass(h.ctx)
+		if n := len(h.instances("g")); n != want {
+			t.Fatalf("records after pass %d: %d, want %d (a batch of 2 per pass while a backlog remains)", i+1, n, want)
+		}
+	}
+	if is, _ := h.store.ListInstances(h.ctx); len(is) != 0 {
+		t.Errorf("stored records %d, want 0", len(is))
+	}
+}
+
 func TestPurgeOfOldDeletedRecords(t *testing.T) {
 	h := newHarness(t, []domain.NodeGroup{group("g", 0, 10, 0)}, withOptions(func(o *app.Options) {
 		o.DeletedRetention = time.Hour
