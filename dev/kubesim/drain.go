@@ -241,13 +241,16 @@ func (d *Drainer) evict(ctx context.Context, p corev1.Pod, grace int64) error {
 // stand-in kubelet runs no containers, so it confirms at once.
 func (d *Drainer) waitGone(ctx context.Context, p corev1.Pod) error {
 	pods := d.client.CoreV1().Pods(p.Namespace)
+	var last error // the last failed read, retried until ctx ends
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		have, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
+		have, gerr := pods.Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) {
 			return true, nil
-		case err != nil:
-			return false, nil // transient; retried until ctx ends
+		}
+		last = gerr
+		switch {
+		case gerr != nil:
+			return false, nil //nolint:nilerr // a failed read is retried until ctx ends (kept in last)
 		case have.UID != p.UID:
 			return true, nil
 		case have.DeletionTimestamp != nil:
@@ -258,6 +261,9 @@ func (d *Drainer) waitGone(ctx context.Context, p corev1.Pod) error {
 		return false, nil
 	})
 	if err != nil {
+		if last != nil {
+			return fmt.Errorf("waiting for pod %s/%s to be deleted: %w (last read: %w)", p.Namespace, p.Name, err, last)
+		}
 		return fmt.Errorf("waiting for pod %s/%s to be deleted: %w", p.Namespace, p.Name, err)
 	}
 	return nil
