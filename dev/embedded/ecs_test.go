@@ -23,10 +23,7 @@ func TestECSGroupScalesThroughExternalGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
-	var emu *cvmemu.Server
-	emulatorHook = func(e *cvmemu.Server) { emu = e }
-	t.Cleanup(func() { emulatorHook = nil })
-	s := start(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
+	s, emu := startWithEmulator(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
 	defer s.stop(t)
 	c := s.client(t)
 	const group = "ecs-workers"

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
+	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
 
 // stack is one run of the embedded system on free ports.
@@ -62,6 +63,22 @@ func start(t *testing.T, cfg Config) *stack {
 		t.Fatalf("stack not ready after %s", timeout)
 	}
 	return s
+}
+
+// startWithEmulator starts the stack like start and also returns its
+// cloud emulator (to inject stock-outs, read VMs); each of before sees the
+// emulator before any service calls it.
+func startWithEmulator(t *testing.T, cfg Config, before ...func(*cvmemu.Server)) (*stack, *cvmemu.Server) {
+	t.Helper()
+	var emu *cvmemu.Server
+	emulatorHook = func(e *cvmemu.Server) {
+		emu = e
+		for _, f := range before {
+			f(e)
+		}
+	}
+	t.Cleanup(func() { emulatorHook = nil })
+	return start(t, cfg), emu
 }
 
 func (s *stack) stop(t *testing.T) {

@@ -179,10 +179,7 @@ func TestMetricsFollowAScaleUpAndAScaleDown(t *testing.T) {
 		t.Skip("starts the whole stack")
 	}
 	components := captureComponents(t)
-	var emu *cvmemu.Server
-	emulatorHook = func(e *cvmemu.Server) { emu = e }
-	t.Cleanup(func() { emulatorHook = nil })
-	s := start(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
+	s, emu := startWithEmulator(t, testConfig(t, t.TempDir(), 20000+rand.IntN(20000)))
 	defer s.stop(t)
 	comps := components()
 	c := s.client(t)

@@ -101,15 +101,11 @@ func TestMigrateFromPrototype(t *testing.T) {
 	// 2. The stack, on the converted configuration.
 	cfg := testConfig(t, dataDir, 20000+rand.IntN(20000))
 	cfg.ConfigFile = cfgFile
-	var emu *cvmemu.Server
 	var runMu sync.Mutex
 	runs := 0
-	emulatorHook = func(e *cvmemu.Server) {
-		emu = e
+	s, emu := startWithEmulator(t, cfg, func(e *cvmemu.Server) {
 		e.ObserveRunInstances(func(string, []byte) { runMu.Lock(); runs++; runMu.Unlock() })
-	}
-	t.Cleanup(func() { emulatorHook = nil })
-	s := start(t, cfg)
+	})
 	defer s.stop(t)
 
 	// 3. The prototype's VMs: created without nodesmith's tags, joined by

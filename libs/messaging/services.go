@@ -54,7 +54,7 @@ func NeedsOf(service string) (n Needs, ok bool) {
 	case ServiceAPIGateway:
 		return Needs{Buckets: []string{BucketGroups, BucketInstances, BucketCatalog}}, true
 	case ServiceCloudAdapter:
-		return Needs{Consumers: map[string][]string{CommandStream: {ConsumerCloudAdapter}}, Buckets: []string{BucketCatalog}}, true
+		return Needs{Consumers: map[string][]string{CommandStream: {ConsumerCloudAdapter}}, Buckets: []string{BucketCatalog, BucketOfferings}}, true
 	case ServiceHookRunner:
 		return Needs{Consumers: map[string][]string{CommandStream: {ConsumerHookRunner}}}, true
 	}

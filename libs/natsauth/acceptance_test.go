@@ -171,6 +171,17 @@ func checkPermissions(t *testing.T, dial dialer) {
 		_, err := gw.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketGroups, legacyConsumerCreate(messaging.BucketGroups, natsauth.APIGateway.InboxPrefix()+".legacy"))
 		return err
 	})
+	gw.allowed(t, "the gateway watches the offering marks", func(ctx context.Context) error {
+		return watchOnce(ctx, gw.js, messaging.BucketOfferings, ">")
+	})
+	offeringKey := messaging.OfferingKey("tencentcloud", "main", "ap-guangzhou", "ap-guangzhou-3", "S5.MEDIUM2", "on-demand")
+	gw.forbidden(t, "the gateway marks an offering", "$KV."+messaging.BucketOfferings+"."+offeringKey, func(ctx context.Context) error {
+		kv, err := gw.js.KeyValue(ctx, messaging.BucketOfferings)
+		if err == nil {
+			_, err = kv.Put(ctx, offeringKey, []byte("x"))
+		}
+		return err
+	})
 	gw.forbidden(t, "the gateway writes an instance", "$KV."+messaging.BucketInstances+".g.i-2", func(ctx context.Context) error {
 		_, err := gw.nc.Request("$KV."+messaging.BucketInstances+".g.i-2", []byte("x"), time.Second)
 		return err
@@ -201,6 +212,23 @@ func checkPermissions(t *testing.T, dial dialer) {
 	})
 	ca.allowed(t, "the cloud adapter watches the accounts", func(ctx context.Context) error {
 		return watchOnce(ctx, ca.js, messaging.BucketCatalog, messaging.CatalogKey(messaging.CatalogKeyAccount, ">"))
+	})
+	ca.allowed(t, "the cloud adapter marks an offering", func(ctx context.Context) error {
+		kv, err := ca.js.KeyValue(ctx, messaging.BucketOfferings)
+		if err == nil {
+			_, err = kv.Put(ctx, offeringKey, []byte("mark"))
+		}
+		return err
+	})
+	ca.allowed(t, "the cloud adapter watches the offering marks", func(ctx context.Context) error {
+		return watchOnce(ctx, ca.js, messaging.BucketOfferings, ">")
+	})
+	ca.allowed(t, "the cloud adapter re-creates its offerings watch through the legacy endpoint", func(ctx context.Context) error {
+		_, err := ca.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.KV_"+messaging.BucketOfferings, legacyConsumerCreate(messaging.BucketOfferings, natsauth.CloudAdapter.InboxPrefix()+".legacy"))
+		return err
+	})
+	ca.forbidden(t, "the cloud adapter writes the instances bucket", "$KV."+messaging.BucketInstances+".g.i-3", func(ctx context.Context) error {
+		return ca.nc.Publish("$KV."+messaging.BucketInstances+".g.i-3", []byte("x"))
 	})
 	ca.forbidden(t, "the cloud adapter pulls hook commands", "$JS.API.CONSUMER.MSG.NEXT."+messaging.CommandStream+"."+messaging.ConsumerHookRunner, func(ctx context.Context) error {
 		_, err := ca.nc.Request("$JS.API.CONSUMER.MSG.NEXT."+messaging.CommandStream+"."+messaging.ConsumerHookRunner, []byte(`{"batch":1,"no_wait":true}`), time.Second)
@@ -245,6 +273,9 @@ func checkPermissions(t *testing.T, dial dialer) {
 	hr.forbidden(t, "the hook runner reads the catalog", "$JS.API.STREAM.INFO.KV_"+messaging.BucketCatalog, func(ctx context.Context) error {
 		_, err := hr.js.KeyValue(ctx, messaging.BucketCatalog)
 		return err
+	})
+	hr.forbidden(t, "the hook runner marks an offering", "$KV."+messaging.BucketOfferings+"."+offeringKey, func(ctx context.Context) error {
+		return hr.nc.Publish("$KV."+messaging.BucketOfferings+"."+offeringKey, []byte("x"))
 	})
 	hr.forbidden(t, "the hook runner reads the cloud adapter's replies", "_INBOX.cloud-adapter.>", func(ctx context.Context) error {
 		_, err := hr.nc.SubscribeSync("_INBOX.cloud-adapter.>")

@@ -15,6 +15,9 @@ type Group struct {
 	AutoscalingOptions *AutoscalingOptions `json:"autoscalingOptions,omitempty"`
 	Hooks              map[string]Hook     `json:"hooks,omitempty"`
 	Parallelism        *Parallelism        `json:"parallelism,omitempty"`
+	// Offerings are the template's offerings and which are unavailable
+	// (offerings.go); absent when it has none.
+	Offerings *GroupOfferings `json:"offerings,omitempty"`
 	// Instances counts the group's instances per state.
 	Instances map[string]int `json:"instances"`
 }

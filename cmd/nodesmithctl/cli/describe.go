@@ -22,7 +22,8 @@ func newDescribeCommand(env *Env) *cobra.Command {
 trace id of the operation that created or released it, its history with
 reasons and (admin tokens only) the tail of its last hook's output.
 describe group shows a group's bounds, template, hooks, instances per state,
-its instances and their recent transitions.`,
+its offerings (which are unavailable until when), its instances and their
+recent transitions.`,
 		Example: `  nodesmithctl describe instance web-7f3k
   nodesmithctl describe group web`,
 		Args:              exactArgs(2),
@@ -190,6 +191,9 @@ func describeGroup(w io.Writer, g restapi.Group, insts []restapi.Instance, trans
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := describeOfferings(w, g.Offerings, now); err != nil {
+		return err
+	}
 	fmt.Fprintln(w, "Instances:")
 	if len(insts) == 0 {
 		fmt.Fprintln(w, "  (none)")
@@ -216,6 +220,36 @@ func describeGroup(w io.Writer, g restapi.Group, insts []restapi.Instance, trans
 	fmt.Fprintln(tw, "  TIME\tINSTANCE\tFROM\tTO\tREASON")
 	for _, t := range trans {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", orDash(t.At), t.Instance, t.From, t.To, orDash(oneLine(t.Reason, 100)))
+	}
+	return tw.Flush()
+}
+
+// describeOfferings writes the Offerings section: the template's
+// offerings in order, each available or unavailable until when and why.
+func describeOfferings(w io.Writer, o *restapi.GroupOfferings, now time.Time) error {
+	if o == nil || len(o.Items) == 0 {
+		fmt.Fprintln(w, "Offerings:")
+		fmt.Fprintln(w, "  (none: the template's zone and instance type only)")
+		return nil
+	}
+	fmt.Fprintf(w, "Offerings (%s):\n", o.Strategy)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ZONE\tSUBNET\tTYPE\tCAPACITY\tSTATE")
+	for _, it := range o.Items {
+		state := "available"
+		if !it.Available {
+			state = "unavailable until " + orDash(it.UnavailableUntil)
+			if t, err := time.Parse(time.RFC3339Nano, it.UnavailableUntil); err == nil {
+				state += " (in " + age(now.Format(time.RFC3339Nano), t) + ")"
+			}
+			if r := it.Reason; r != nil {
+				state += ": " + orDash(r.Code)
+				if r.Message != "" {
+					state += " " + oneLine(r.Message, 60)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", it.Zone, orDash(it.SubnetID), it.InstanceType, orDash(it.CapacityType), state)
 	}
 	return tw.Flush()
 }

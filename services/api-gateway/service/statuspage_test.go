@@ -101,6 +101,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	browser := findChromium(t)
 	gw := startGateway(t, nil)
+	until := seedOfferings(t, gw)
 	page := "http://" + gw.addrs.REST + "/ui/"
 
 	t.Run("with a token", func(t *testing.T) {
@@ -140,6 +141,36 @@ func TestStatusPageInChromium(t *testing.T) {
 			if got := cells(row); !slices.Equal(got, append([]string{id}, want...)) {
 				t.Errorf("group %s row = %q, want %q", id, got, append([]string{id}, want...))
 			}
+		}
+
+		// A group's offerings, under its row: in order, the marked one
+		// unavailable until when (local time; the title has the
+		// timestamp) and why. Groups without offerings have no such row.
+		offerings := find(doc, "tr", "data-offerings-of", "spot")
+		if offerings == nil {
+			t.Fatalf("the spot group's offerings are not shown; DOM:\n%s", dom)
+		}
+		wantOfferings := [][]string{
+			{"ap-guangzhou-3", "", "S5.LARGE8", "spot", "unavailable until " + until.Local().Format("15:04:05") + " (" + soldOut + ")"},
+			{"ap-guangzhou-4", "subnet-4", "S5.LARGE8", "spot", "available"},
+			{"ap-guangzhou-6", "", "S5.LARGE8", "on-demand", "available"},
+		}
+		rows := findAll(offerings, "tr", "data-offering", "")
+		if len(rows) != len(wantOfferings) {
+			t.Errorf("%d offering rows, want %d", len(rows), len(wantOfferings))
+		}
+		for i, row := range rows {
+			if i < len(wantOfferings) && !slices.Equal(cells(row), wantOfferings[i]) {
+				t.Errorf("offering row %d = %q, want %q", i, cells(row), wantOfferings[i])
+			}
+		}
+		if len(rows) > 0 {
+			if title := attr(findAll(rows[0], "td", "", "")[4], "title"); !strings.HasPrefix(title, until.Format(time.RFC3339)) || !strings.Contains(title, "sold out in ap-guangzhou-3") {
+				t.Errorf("unavailable cell title = %q", title)
+			}
+		}
+		if n := len(findAll(doc, "tr", "data-offerings-of", "")); n != 1 {
+			t.Errorf("%d offerings rows, want the spot group's only", n)
 		}
 
 		// Live instances with state and age; the DELETED one is not listed.

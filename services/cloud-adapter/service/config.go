@@ -13,6 +13,7 @@ import (
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/alibaba"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/tencent"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ratelimit"
 )
 
@@ -90,6 +91,10 @@ type Config struct {
 	// accounts' credentials with; the same file as the gateway's. Empty:
 	// sealed catalog credentials are not used (files and environment are).
 	SecretsKeyFile string
+
+	// OfferingUnavailableTTL is how long an offering that answered out of
+	// capacity is skipped by every replica.
+	OfferingUnavailableTTL time.Duration
 }
 
 // minAckWaitPerHeartbeat is how many heartbeats the cloud ack wait must
@@ -120,6 +125,7 @@ func DefaultConfig() Config {
 		AlibabaRateLimits:         alibaba.DefaultLimits().String(),
 		AlibabaScheme:             "https",
 		CredentialsReloadInterval: 10 * time.Second,
+		OfferingUnavailableTTL:    app.DefaultOfferingUnavailableTTL,
 	}
 }
 
@@ -151,6 +157,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "YAML/JSON file: accounts: {<account>: {secretId, secretKey, token}}")
 	fs.StringVar(&c.SecretsKeyFile, "secrets-key-file", c.SecretsKeyFile, "file with the key (base64 of 32 bytes) that opens credentials stored with accounts through the admin API; the gateway's file")
 	fs.DurationVar(&c.CredentialsReloadInterval, "credentials-reload-interval", c.CredentialsReloadInterval, "how often credential files are re-read")
+	fs.DurationVar(&c.OfferingUnavailableTTL, "offering-unavailable-ttl", c.OfferingUnavailableTTL, "how long an offering (zone, instance type, capacity type) that answered out of capacity is skipped by every replica")
 	// NODESMITH_ACCOUNT_<ACCOUNT>_SECRET_ID etc.: credentials as values.
 	config.AcceptEnv(fs, secrets.EnvPrefix+"*")
 }
@@ -203,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if strings.Contains(c.AlibabaEndpoint, "/") {
 		errs = append(errs, fmt.Errorf("alibaba endpoint must be host[:port] (set the scheme with --alibaba-scheme), got %q", c.AlibabaEndpoint))
+	}
+	if c.OfferingUnavailableTTL <= 0 {
+		errs = append(errs, fmt.Errorf("offering unavailable ttl must be positive, got %s (--offering-unavailable-ttl)", c.OfferingUnavailableTTL))
 	}
 	if c.CredentialsReloadInterval <= 0 {
 		errs = append(errs, errors.New("credentials reload interval must be positive"))

@@ -26,6 +26,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/sealed"
 	"github.com/nodesmith/nodesmith/libs/worker"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/jetstream"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/offerings"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/secrets"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/app"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/metrics"
@@ -104,6 +105,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		}
 	}
 	catalogCreds := secrets.NewCatalogWatcher(creds, js, secretsKey)
+	marks := offerings.New(js, log)
 	clouds := map[string]ports.Cloud{}
 	for name, build := range providers {
 		c, err := build(providerEnv{cfg: cfg, creds: creds, metrics: m, log: log})
@@ -128,6 +130,14 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			return errors.New("catalog credentials not loaded yet")
 		}
 	})
+	checks.Add(Name+"-offerings", func(context.Context) error {
+		select {
+		case <-marks.Synced():
+			return nil
+		default:
+			return errors.New("offering marks not loaded yet")
+		}
+	})
 	checks.Add(Name+"-consumer", func(ctx context.Context) error {
 		_, err := cons.Info(ctx)
 		return err
@@ -142,6 +152,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 
 	g, gctx := run.NewGroup(ctx)
 	g.Go("catalog credentials", catalogCreds.Run)
+	g.Go("offering marks", marks.Run)
 	svc := app.New(clouds, jetstream.NewEvents(js, m), app.Options{
 		PollInterval:     cfg.WatchPollInterval,
 		FastPollInterval: cfg.WatchFastPollInterval,
@@ -151,15 +162,23 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 		Stopping:         gctx.Done(),
 		Logger:           log,
 		OpenParameter:    openParameter(secretsKey),
+		Marks:            marks,
+		Metrics:          m,
+
+		OfferingUnavailableTTL: cfg.OfferingUnavailableTTL,
 	})
 	g.Go("consumer", func(ctx context.Context) error {
 		// Commands are taken only once the catalog's credentials are
 		// known: an account whose credentials exist only there would
 		// otherwise fail its first commands.
-		select {
-		case <-catalogCreds.Synced():
-		case <-ctx.Done():
-			return nil
+		// Likewise the offering marks: a replica that took creates
+		// before knowing them would try sold-out offerings again.
+		for _, synced := range []<-chan struct{}{catalogCreds.Synced(), marks.Synced()} {
+			select {
+			case <-synced:
+			case <-ctx.Done():
+				return nil
+			}
 		}
 		return jetstream.Consume(ctx, cons, svc, worker.Options{
 			Name:          messaging.ConsumerCloudAdapter,

@@ -65,6 +65,7 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 		{"endpoint with scheme", func(c *service.Config) { c.TencentEndpoint = "http://x:1" }, "endpoint"},
 		{"no concurrency", func(c *service.Config) { c.Concurrency = 0 }, "concurrency"},
 		{"watch shorter than a poll", func(c *service.Config) { c.WatchMaxDuration = time.Millisecond }, "watch"},
+		{"no offering unavailable ttl", func(c *service.Config) { c.OfferingUnavailableTTL = 0 }, "--offering-unavailable-ttl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := service.DefaultConfig()
@@ -73,6 +74,15 @@ func TestConfigFlagsAndValidation(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error about %s", err, tc.want)
 			}
 		})
+	}
+	if d := service.DefaultConfig(); d.OfferingUnavailableTTL != 3*time.Minute {
+		t.Errorf("default --offering-unavailable-ttl = %s, want 3m", d.OfferingUnavailableTTL)
+	}
+	ttl := service.DefaultConfig()
+	fs = flag.NewFlagSet("test", flag.ContinueOnError)
+	ttl.RegisterFlags(fs)
+	if err := config.Parse(fs, []string{"--offering-unavailable-ttl=90s"}, func(string) (string, bool) { return "", false }); err != nil || ttl.OfferingUnavailableTTL != 90*time.Second {
+		t.Errorf("--offering-unavailable-ttl=90s gives %s, %v", ttl.OfferingUnavailableTTL, err)
 	}
 	err = service.Run(context.Background(), service.Config{}, service.Deps{})
 	if err == nil || !strings.Contains(err.Error(), "invalid configuration") {

@@ -25,6 +25,9 @@ const (
 	BucketGroups Bucket = iota
 	BucketInstances
 	BucketCatalog
+	// BucketOfferings holds the offerings cloud adapters marked
+	// unavailable (readmodel_offerings.go).
+	BucketOfferings
 	numBuckets
 )
 
@@ -36,6 +39,8 @@ func (b Bucket) String() string {
 		return "instances"
 	case BucketCatalog:
 		return "catalog"
+	case BucketOfferings:
+		return "offerings"
 	}
 	return fmt.Sprintf("bucket(%d)", int(b))
 }
@@ -147,6 +152,10 @@ type ReadModel struct {
 	byID         multiIndex
 	// catalog holds the catalog bucket by KV key (readmodel_catalog.go).
 	catalog map[string]CatalogView
+	// offerings holds the offerings bucket's marks by KV key, expired
+	// ones included (readers compare with their clock).
+	offerings      map[string]OfferingMarkView
+	offeringsByRef map[domain.OfferingRef]map[string]struct{}
 	// orphanHold is the reserved key of the groups bucket
 	// (readmodel_orphans.go); nil when none is stored.
 	orphanHold *OrphanHold
@@ -166,14 +175,16 @@ type ReadModel struct {
 // NewReadModel returns an empty, unsynced read model.
 func NewReadModel() *ReadModel {
 	return &ReadModel{
-		groups:       map[string]*groupEntry{},
-		instances:    map[string]*instanceEntry{},
-		byGroup:      map[string]map[string]*instanceEntry{},
-		stateCounts:  map[string]map[domain.InstanceState]int{},
-		byProviderID: multiIndex{},
-		byNodeName:   multiIndex{},
-		byID:         multiIndex{},
-		catalog:      map[string]CatalogView{},
+		groups:         map[string]*groupEntry{},
+		instances:      map[string]*instanceEntry{},
+		byGroup:        map[string]map[string]*instanceEntry{},
+		stateCounts:    map[string]map[domain.InstanceState]int{},
+		byProviderID:   multiIndex{},
+		byNodeName:     multiIndex{},
+		byID:           multiIndex{},
+		catalog:        map[string]CatalogView{},
+		offerings:      map[string]OfferingMarkView{},
+		offeringsByRef: map[domain.OfferingRef]map[string]struct{}{},
 	}
 }
 
@@ -366,6 +377,12 @@ func (m *ReadModel) MarkSynced(b Bucket, seen map[string]struct{}) {
 		for k := range m.catalog {
 			if _, ok := seen[k]; !ok {
 				delete(m.catalog, k)
+			}
+		}
+	case b == BucketOfferings:
+		for k, v := range m.offerings {
+			if _, ok := seen[k]; !ok {
+				m.unindexOffering(v)
 			}
 		}
 	}

@@ -59,6 +59,9 @@ func (m *ReadModel) ResetBucket(b Bucket) {
 		}
 	case BucketCatalog:
 		clear(m.catalog)
+	case BucketOfferings:
+		clear(m.offerings)
+		clear(m.offeringsByRef)
 	}
 	m.rev[b] = 0
 	m.reloading[b] = true

@@ -30,6 +30,9 @@ type Config struct {
 	OpTimeout time.Duration
 	// GPULabel is the node label whose value names a node's GPU type.
 	GPULabel string
+	// Now is the clock offerings marks are compared with (time.Now when
+	// nil).
+	Now func() time.Time
 }
 
 // Service implements the gateway's use cases on a ReadModel and lifecycle.
@@ -48,6 +51,9 @@ func NewService(rm *ReadModel, lc ports.Lifecycle, cfg Config, log *slog.Logger)
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 4 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Service{rm: rm, lc: lc, cfg: cfg, log: log}
 }

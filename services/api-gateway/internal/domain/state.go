@@ -2,6 +2,7 @@ package domain
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -62,6 +63,14 @@ type InstanceTemplate struct {
 	SSHPort            uint32
 	HookEnv            map[string]string
 	SecretParameters   map[string]string
+	// Offerings are the ordered alternatives of where VMs are created
+	// (empty: Zone and InstanceType only); OfferingStrategy orders them
+	// per batch ("priority" or "balanced", "" for priority).
+	Offerings        []Offering
+	OfferingStrategy string
+	// CapacityType is "spot" or "on-demand" ("" for on-demand); MaxPrice
+	// a spot VM's highest hourly price ("" for none).
+	CapacityType, MaxPrice string
 }
 
 // NodeTemplate is the Node a group's VM becomes (for CA's scale from zero).
@@ -171,7 +180,9 @@ func (t *InstanceTemplate) Equal(o *InstanceTemplate) bool {
 		t.Zone == o.Zone && t.InstanceType == o.InstanceType && t.Arch == o.Arch && t.OS == o.OS &&
 		t.ParametersJSON == o.ParametersJSON && t.ProviderIDTemplate == o.ProviderIDTemplate &&
 		t.HourlyPrice == o.HourlyPrice && t.SSHPort == o.SSHPort &&
-		maps.Equal(t.HookEnv, o.HookEnv) && maps.Equal(t.SecretParameters, o.SecretParameters)
+		maps.Equal(t.HookEnv, o.HookEnv) && maps.Equal(t.SecretParameters, o.SecretParameters) &&
+		slices.Equal(t.Offerings, o.Offerings) && t.OfferingStrategy == o.OfferingStrategy &&
+		t.CapacityType == o.CapacityType && t.MaxPrice == o.MaxPrice
 }
 
 // Equal reports whether h and o define the same hook (both nil: equal).

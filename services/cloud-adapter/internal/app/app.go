@@ -54,7 +54,20 @@ type Options struct {
 	// token of the parameter's JSON value, bound to its name); nil: a
 	// create command with secret parameters fails (no --secrets-key-file).
 	OpenParameter func(name, token string) (string, error)
+	// Marks are the offerings found out of capacity, shared by every
+	// replica; nil: a create with offerings still moves on to the next
+	// offering after a capacity answer, but no offering is ever skipped.
+	Marks ports.OfferingMarks
+	// OfferingUnavailableTTL is how long an offering that answered out of
+	// capacity is skipped (3 minutes if not positive).
+	OfferingUnavailableTTL time.Duration
+	// Metrics counts what offerings did; nil records nothing.
+	Metrics ports.OfferingMetrics
 }
+
+// DefaultOfferingUnavailableTTL is Options.OfferingUnavailableTTL's
+// default (Karpenter's).
+const DefaultOfferingUnavailableTTL = 3 * time.Minute
 
 // Delivery describes how the command being handled was delivered.
 type Delivery struct {
@@ -92,6 +105,12 @@ func New(clouds map[string]ports.Cloud, events ports.Events, o Options) *Service
 	o.FastPollInterval = min(o.FastPollInterval, o.PollInterval)
 	if o.FastPollFor < 0 {
 		o.FastPollFor = 0
+	}
+	if o.OfferingUnavailableTTL <= 0 {
+		o.OfferingUnavailableTTL = DefaultOfferingUnavailableTTL
+	}
+	if o.Metrics == nil {
+		o.Metrics = ports.NoMetrics{}
 	}
 	if o.MaxWatch <= 0 {
 		o.MaxWatch = 10 * time.Minute

@@ -53,6 +53,10 @@ func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Deliv
 		return s.createFailed(ctx, log, c, c.Instances, err, createFailedID(c.BatchID, attempt, 0, 1))
 	}
 
+	if len(c.Offerings) > 0 {
+		return s.createOnOfferings(ctx, log, c, d, cloud, target, params)
+	}
+
 	chunks := domain.SplitBatch(c.ClientToken, len(c.Instances), ports.MaxBatch)
 	var watched []domain.InstanceRef
 	for _, ch := range chunks {
@@ -112,7 +116,7 @@ func (s *Service) Create(ctx context.Context, c *domain.CreateInstances, d Deliv
 	if len(watched) == 0 {
 		return nil
 	}
-	return s.watch(ctx, log, cloud, target, watched)
+	return s.watch(ctx, log, cloud, target, watched, nil)
 }
 
 func (s *Service) createFailed(ctx context.Context, log *slog.Logger, c *domain.CreateInstances, refs []domain.InstanceRef, cause error, msgID string) error {

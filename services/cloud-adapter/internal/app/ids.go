@@ -19,6 +19,18 @@ func createdID(batch string, attempt uint32, chunk, chunks int) string {
 	return withChunk("created."+batch+"."+u32(attempt), chunk, chunks)
 }
 
+// createdOnID is createdID of a chunk created on offering k of the
+// command (each offering of a chunk its own event).
+func createdOnID(batch string, attempt uint32, chunk, chunks, k int) string {
+	return createdID(batch, attempt, chunk, chunks) + ".o" + strconv.Itoa(k)
+}
+
+// relaunchedID names the InstancesCreated of an instance created again on
+// offering k after its VM failed to launch for capacity.
+func relaunchedID(batch string, attempt uint32, instance string, k int) string {
+	return "created." + batch + "." + u32(attempt) + ".relaunch." + instance + ".o" + strconv.Itoa(k)
+}
+
 func createFailedID(batch string, attempt uint32, chunk, chunks int) string {
 	return withChunk("create_failed."+batch+"."+u32(attempt), chunk, chunks)
 }

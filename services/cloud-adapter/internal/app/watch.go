@@ -43,12 +43,14 @@ func (s *Service) Watch(ctx context.Context, w *domain.WatchInstances, d Deliver
 		return fmt.Errorf("%w: %w", ErrInvalidCommand, err)
 	}
 	log := logging.WithTrace(ctx, s.log).With("account", target.Account, "region", target.Region, "delivery", d.Attempt)
-	return s.watch(ctx, log, cloud, target, refs)
+	return s.watch(ctx, log, cloud, target, refs, nil)
 }
 
 // watch is the polling loop of Watch and of Create (which watches the VMs
-// it created); every ref has a cloud id.
-func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud, target ports.Target, refs []domain.InstanceRef) error {
+// it created); every ref has a cloud id. rl, set for a create with
+// offerings, relaunches a VM that fails to launch for capacity on another
+// offering and watches the new VM instead.
+func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud, target ports.Target, refs []domain.InstanceRef, rl *relaunches) error {
 	byCloud := map[string][]domain.InstanceRef{}
 	var ids []string
 	for _, r := range refs {
@@ -73,14 +75,26 @@ func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud
 				lastChange = now
 			}
 			for _, ch := range changes {
+				if rl != nil && ch.Status.State == domain.StateLaunchFailed && len(byCloud[ch.CloudID]) == 1 {
+					next, ok, err := rl.relaunch(ctx, log, byCloud[ch.CloudID][0], ch.Status)
+					if err != nil {
+						return err
+					}
+					if ok {
+						byCloud[next.CloudID] = []domain.InstanceRef{next}
+						watch.Add(next.CloudID)
+						lastChange = now
+						continue
+					}
+				}
 				for _, ref := range byCloud[ch.CloudID] {
-					if err := s.observed(ctx, ref, ch.Status); err != nil {
+					if err := s.observed(ctx, ref, ch.Status, rl.observedSuffix(ch.CloudID)); err != nil {
 						return err
 					}
 				}
 			}
 			if watch.Done() {
-				return nil
+				return rl.terminateFailed(ctx, log)
 			}
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -94,7 +108,7 @@ func (s *Service) watch(ctx context.Context, log *slog.Logger, cloud ports.Cloud
 		}
 		if !s.o.Now().Before(deadline) {
 			log.Warn("giving up watch: instances did not settle in time", "unsettled", len(watch.Pending()), "max_watch", s.o.MaxWatch)
-			return nil
+			return rl.terminateFailed(ctx, log)
 		}
 		if err := s.sleep(ctx, s.o.UntilNextRound(s.o.Now(), lastChange)); err != nil {
 			return err
@@ -117,7 +131,9 @@ func (s *Service) describe(ctx context.Context, cloud ports.Cloud, t ports.Targe
 	return found, nil
 }
 
-func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domain.Status) error {
+// observed publishes st for ref; idSuffix ends the message id (a
+// relaunched VM's, see relaunches.observedSuffix).
+func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domain.Status, idSuffix string) error {
 	ev := &domain.InstanceObserved{
 		Instance:   ref,
 		State:      st.State,
@@ -129,7 +145,7 @@ func (s *Service) observed(ctx context.Context, ref domain.InstanceRef, st domai
 		le := st.LaunchError
 		ev.LaunchError = &domain.CloudError{Kind: le.Kind, Code: le.Code, Message: le.Message}
 	}
-	if err := s.events.Publish(ctx, observedID(ref.InstanceID, ref.Attempt, st.State), ev); err != nil {
+	if err := s.events.Publish(ctx, observedID(ref.InstanceID, ref.Attempt, st.State)+idSuffix, ev); err != nil {
 		return fmt.Errorf("publishing observation of instance %s: %w", ref.InstanceID, err)
 	}
 	if ev.LaunchError == nil {

@@ -52,6 +52,12 @@ type CreateInstances struct {
 	// SecretParameters are sealed template parameters by name (libs/sealed
 	// tokens), opened only for the cloud call.
 	SecretParameters map[string]string
+	// Offerings are where to create the VMs, in the order to try them
+	// (capacity types resolved); empty for a template without offerings,
+	// whose parameters are used as they are.
+	Offerings []Offering
+	// MaxPrice is the template's max price for spot offerings ("" for none).
+	MaxPrice string
 }
 
 // WatchInstances watches VMs until they settle.
@@ -117,6 +123,9 @@ type Event interface{ isEvent() }
 type InstancesCreated struct {
 	BatchID   string
 	Instances []InstanceRef
+	// Offering is the offering the VMs were created on; nil for a create
+	// without offerings.
+	Offering *Offering
 }
 
 // CreateFailed reports instances of a batch that were not created.

@@ -43,6 +43,16 @@ func NewWatch(cloudIDs []string, notFoundGrace time.Duration) *Watch {
 	return w
 }
 
+// Add watches one more VM (a VM created during the watch); a VM already
+// watched, or an empty id, is ignored.
+func (w *Watch) Add(cloudID string) {
+	if _, dup := w.vms[cloudID]; dup || cloudID == "" {
+		return
+	}
+	w.vms[cloudID] = &watched{}
+	w.order = append(w.order, cloudID)
+}
+
 // Pending returns the VMs not settled yet, in the order given to NewWatch.
 func (w *Watch) Pending() []string {
 	var ids []string

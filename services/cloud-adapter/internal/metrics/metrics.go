@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	libmetrics "github.com/nodesmith/nodesmith/libs/metrics"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/domain"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/ports"
 )
 
 // Cloud holds the metrics of cloud API calls and published events.
@@ -21,6 +23,9 @@ type Cloud struct {
 	events    *prometheus.CounterVec
 	credsLoad *prometheus.CounterVec
 	catalog   *prometheus.GaugeVec
+	marked    *prometheus.CounterVec
+	fallbacks *prometheus.CounterVec
+	exhausted *prometheus.CounterVec
 }
 
 // New registers the metrics on reg. Registering twice on the same registry
@@ -63,7 +68,55 @@ func New(reg prometheus.Registerer) *Cloud {
 			Help: "Catalog accounts with sealed credentials, by state: in_use, or unusable (no --secrets-key-file, " +
 				"sealed under another key, corrupt); unusable accounts fall back to the credential files.",
 		}, []string{"state"})),
+		marked: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_offerings_marked_unavailable_total",
+			Help: "Offerings marked unavailable after an out-of-capacity answer (at create, or a VM that failed to launch), " +
+				"by provider, zone, instance type and capacity type.",
+		}, []string{"provider", "zone", "instance_type", "capacity_type"})),
+		fallbacks: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_offering_fallbacks_total",
+			Help: "Create calls that succeeded on a later offering than the first one tried, by provider and " +
+				"reason (create: an earlier offering was out of capacity or marked; relaunch: a VM failed to launch for capacity).",
+		}, []string{"provider", "reason"})),
+		exhausted: libmetrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodesmith_cloud_offerings_exhausted_total",
+			Help: "Creates (reported to lifecycle as capacity failures) and relaunches (reported as LAUNCH_FAILED) " +
+				"that found every offering out of capacity, by provider and reason (create, relaunch).",
+		}, []string{"provider", "reason"})),
 	}
+}
+
+var _ ports.OfferingMetrics = (*Cloud)(nil)
+
+func reason(relaunch bool) string {
+	if relaunch {
+		return "relaunch"
+	}
+	return "create"
+}
+
+// OfferingMarked implements ports.OfferingMetrics.
+func (m *Cloud) OfferingMarked(provider string, o domain.Offering) {
+	if m == nil {
+		return
+	}
+	m.marked.WithLabelValues(provider, o.Zone, o.InstanceType, o.CapacityType).Inc()
+}
+
+// OfferingFallback implements ports.OfferingMetrics.
+func (m *Cloud) OfferingFallback(provider string, relaunch bool) {
+	if m == nil {
+		return
+	}
+	m.fallbacks.WithLabelValues(provider, reason(relaunch)).Inc()
+}
+
+// OfferingsExhausted implements ports.OfferingMetrics.
+func (m *Cloud) OfferingsExhausted(provider string, relaunch bool) {
+	if m == nil {
+		return
+	}
+	m.exhausted.WithLabelValues(provider, reason(relaunch)).Inc()
 }
 
 // APICall records one cloud API call.

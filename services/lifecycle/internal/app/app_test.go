@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/testwait"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/adapters/memory"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/app"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/domain"
@@ -253,11 +254,5 @@ var _ ports.Cluster = (*memory.Cluster)(nil)
 
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the condition", cond)
 }

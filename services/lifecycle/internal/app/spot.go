@@ -32,7 +32,8 @@ type SpotObserver interface {
 	// reclaims.
 	SpotInterrupted(group string)
 	// SpotReplacementRunning records the time from a notice to the
-	// Running of the group's next new instance (its replacement).
+	// Running of the group's next instance created after it (its
+	// replacement).
 	SpotReplacementRunning(group string, d time.Duration)
 }
 
@@ -82,8 +83,10 @@ func (nd *nodes) spotNoticeLocked(in domain.Instance) (domain.Event, bool) {
 }
 
 // observeSpotLocked counts interruptions and times their replacements:
-// a notice waits, per group, for the group's next instance to reach
-// Running. Called with the cache lock held, for every committed result.
+// a notice waits, per group, for the next instance created after it to
+// reach Running (the replacement the dispatcher creates at once; which
+// instance replaces which is not recorded, so with several notices the
+// oldest pairs with the first such Running). Called with the cache lock held, for every committed result.
 func (c *cache) observeSpotLocked(ctx context.Context, res domain.Result) {
 	in := res.Instance
 	so, _ := c.obs.(SpotObserver)
@@ -108,7 +111,7 @@ func (c *cache) observeSpotLocked(ctx context.Context, res domain.Result) {
 				"instance", in.ID, "group", in.Group, "node", in.Node(), "cloud_id", in.CloudID,
 				"termination_time", spotTime(n, contract.AnnotationSpotTerminationTime), "notice_at", at, "hook_deadline", in.Deadline)
 		case m.To == domain.StateRunning:
-			at, ok := c.known.popSpotNotice(in.Group)
+			at, ok := c.known.popSpotNotice(in.Group, in.CreatedAt)
 			if !ok {
 				continue
 			}
@@ -134,11 +137,14 @@ func (c *nodeCache) pushSpotNotice(group string, at time.Time) {
 	}
 }
 
-func (c *nodeCache) popSpotNotice(group string) (time.Time, bool) {
+// popSpotNotice returns and forgets the group's oldest notice, if an
+// instance created at createdAt can be its replacement: an instance
+// created before the notice (a scale-up already under way) is not.
+func (c *nodeCache) popSpotNotice(group string, createdAt time.Time) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.spotNotices[group]
-	if len(q) == 0 {
+	if len(q) == 0 || createdAt.Before(q[0]) {
 		return time.Time{}, false
 	}
 	at := q[0]

@@ -224,3 +224,52 @@ func TestSpotInterruptionVMGoneFirst(t *testing.T) {
 		})
 	}
 }
+
+// An instance created before a notice (a scale-up already under way) is
+// not the replacement: its Running does not end the notice's wait; the
+// replacement's does.
+func TestSpotReplacementTimeIsNotTakenFromAnEarlierInstance(t *testing.T) {
+	obs := &spotObs{interruptions: map[string]int{}}
+	h := newHarness(t, []domain.NodeGroup{group("g", 0, 5, 0)}, withCluster(), func(h *harness) { h.obs = obs })
+	in := h.runningWithNode("g")
+	h.ok(h.app.IncreaseSize(h.ctx, "g", 1))
+	h.settle()
+	early := h.others("g", in.ID)
+	if len(early) != 1 || early[0].State != domain.StateJoined {
+		t.Fatalf("scale-up before the notice: %v", h.byState("g"))
+	}
+
+	h.clock.Advance(10 * time.Second)
+	h.taintSpot(in, h.clock.Now().Add(2*time.Minute), h.clock.Now())
+	h.app.Pass(h.ctx)
+	h.settle()
+	var repl domain.Instance
+	for _, x := range h.others("g", in.ID) {
+		if x.ID != early[0].ID {
+			repl = x
+		}
+	}
+	if repl.ID == "" || repl.State != domain.StateJoined {
+		t.Fatalf("no Joined replacement: %v", h.byState("g"))
+	}
+
+	running := func(x domain.Instance) {
+		t.Helper()
+		h.cluster.Put(ports.Node{Name: x.ID, ProviderID: x.ProviderID, Ready: true})
+		eventually(t, func() bool { n, _ := h.app.Node(x.ID); return n.Ready })
+		h.app.Pass(h.ctx)
+		if s := h.instance(x.ID).State; s != domain.StateRunning {
+			t.Fatalf("%s is %s, want Running", x.ID, s)
+		}
+	}
+	h.clock.Advance(5 * time.Second)
+	running(early[0])
+	if _, ds := obs.snapshot(); len(ds) != 0 {
+		t.Fatalf("the earlier instance's Running was taken as the replacement: %v", ds)
+	}
+	h.clock.Advance(5 * time.Second)
+	running(repl)
+	if _, ds := obs.snapshot(); len(ds) != 1 || ds[0] != 10*time.Second {
+		t.Fatalf("replacement times %v, want [10s]", ds)
+	}
+}

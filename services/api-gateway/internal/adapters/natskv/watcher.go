@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
@@ -31,6 +32,8 @@ type Sink interface {
 	DeleteInstance(key string, rev uint64)
 	PutCatalog(key string, rev uint64, rec *domain.CatalogEntry)
 	DeleteCatalog(key string, rev uint64)
+	PutOffering(key string, rev uint64, mark *domain.OfferingMark)
+	DeleteOffering(key string, rev uint64)
 	Skip(b app.Bucket, rev uint64)
 	MarkSynced(b app.Bucket, seen map[string]struct{})
 	SetOrphanHold(rev uint64, h *app.OrphanHold)
@@ -73,7 +76,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Watcher mirrors the groups, instances and catalog buckets into a Sink.
+// Watcher mirrors the groups, instances, catalog and offerings buckets
+// into a Sink.
 type Watcher struct {
 	js      jetstream.JetStream
 	sink    Sink
@@ -92,14 +96,15 @@ func NewWatcher(js jetstream.JetStream, sink Sink, log *slog.Logger, metrics *Me
 	return &Watcher{js: js, sink: sink, log: log, metrics: metrics}
 }
 
-// Run watches the groups, instances and catalog buckets until ctx ends;
-// it returns nil then.
+// Run watches the groups, instances, catalog and offerings buckets until
+// ctx ends; it returns nil then.
 func (w *Watcher) Run(ctx context.Context) error {
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- w.watch(ctx, app.BucketGroups, messaging.BucketGroups) }()
 	go func() { errc <- w.watch(ctx, app.BucketInstances, messaging.BucketInstances) }()
 	go func() { errc <- w.watch(ctx, app.BucketCatalog, messaging.BucketCatalog) }()
-	return errors.Join(<-errc, <-errc, <-errc)
+	go func() { errc <- w.watch(ctx, app.BucketOfferings, messaging.BucketOfferings) }()
+	return errors.Join(<-errc, <-errc, <-errc, <-errc)
 }
 
 func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error {
@@ -140,6 +145,8 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 			w.sink.DeleteGroup(key, rev)
 		case app.BucketCatalog:
 			w.sink.DeleteCatalog(key, rev)
+		case app.BucketOfferings:
+			w.sink.DeleteOffering(key, rev)
 		default:
 			w.sink.DeleteInstance(key, rev)
 		}
@@ -161,6 +168,19 @@ func (w *Watcher) apply(b app.Bucket, e jetstream.KeyValueEntry, log *slog.Logge
 		rec := &statev1.CatalogEntry{}
 		if err = proto.Unmarshal(e.Value(), rec); err == nil {
 			w.sink.PutCatalog(key, rev, stateconv.CatalogEntry(rec))
+		}
+	case app.BucketOfferings:
+		rec := &cloudv1.OfferingUnavailable{}
+		if err = proto.Unmarshal(e.Value(), rec); err == nil {
+			mark := stateconv.OfferingMark(rec)
+			if r := mark.Ref; messaging.OfferingKey(r.Provider, r.Account, r.Region, r.Zone, r.InstanceType, r.CapacityType) != key {
+				// Views match marks by the offering they name; adapters
+				// skip by key. A writer bug would show here first.
+				log.Warn("offerings mark is stored under another offering's key", "key", key, "revision", rev,
+					"provider", r.Provider, "account", r.Account, "region", r.Region, "zone", r.Zone,
+					"instance_type", r.InstanceType, "capacity_type", r.CapacityType)
+			}
+			w.sink.PutOffering(key, rev, mark)
 		}
 	}
 	if err != nil {

@@ -11,14 +11,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/natskv"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
+	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/fakelifecycle"
 )
 
@@ -254,4 +257,78 @@ func gatewayJS(t *testing.T, env *natstest.Env) jetstream.JetStream {
 	t.Helper()
 	_, js := env.ConnectAs(t, natsauth.APIGateway)
 	return js
+}
+
+// The offerings bucket is mirrored too: a mark written before the watch
+// (initial values) and after it, a delete, and an undecodable value that
+// is skipped without hiding the last good one.
+func TestWatcherMirrorsOfferingMarks(t *testing.T) {
+	env := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := env.JS.KeyValue(ctx, messaging.BucketOfferings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	put := func(zone string, value []byte) (string, uint64) {
+		t.Helper()
+		key := messaging.OfferingKey("tencentcloud", "prod", "ap-guangzhou", zone, "S5.LARGE8", "spot")
+		if value == nil {
+			value, err = proto.Marshal(&cloudv1.OfferingUnavailable{
+				Target:   &cloudv1.Target{Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou"},
+				Offering: &cloudv1.Offering{Zone: zone, InstanceType: "S5.LARGE8", CapacityType: "spot"},
+				Until:    timestamppb.New(until), Reason: &cloudv1.CloudError{Code: "SOLD_OUT", Message: zone},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rev, err := kv.Put(ctx, key, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key, rev
+	}
+	ref := func(zone string) domain.OfferingRef {
+		return domain.OfferingRef{Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", Zone: zone, InstanceType: "S5.LARGE8", CapacityType: "spot"}
+	}
+	key3, _ := put("gz-3", nil)
+
+	reg := prometheus.NewRegistry()
+	rm := app.NewReadModel()
+	startWatcher(t, gatewayJS(t, env), rm, natskv.NewMetrics(reg))
+	if err := rm.WaitForOfferings(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if m, ok := rm.OfferingMark(ref("gz-3"), now); !ok || !m.Until.Equal(until) || m.Code != "SOLD_OUT" || m.Message != "gz-3" {
+		t.Fatalf("initial mark: %+v, %v", m, ok)
+	}
+	_, rev := put("gz-4", nil)
+	if err := rm.WaitForOfferings(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rm.OfferingMark(ref("gz-4"), now); !ok {
+		t.Fatal("a mark put after the watch started is not mirrored")
+	}
+	if err := kv.Delete(ctx, key3); err != nil {
+		t.Fatal(err)
+	}
+	_, rev = put("gz-4", []byte{0xff, 0xff})
+	if err := rm.WaitForOfferings(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rm.OfferingMark(ref("gz-3"), now); ok {
+		t.Error("a deleted mark is still mirrored")
+	}
+	if _, ok := rm.OfferingMark(ref("gz-4"), now); !ok {
+		t.Error("an undecodable value replaced the last good mark")
+	}
+	if n := metricstest.Sum(t, reg, "nodesmith_gateway_kv_decode_errors_total", map[string]string{"bucket": "offerings"}); n != 1 {
+		t.Errorf("offerings decode errors = %v, want 1", n)
+	}
+	if live := rm.OfferingMarks(now); len(live) != 1 {
+		t.Errorf("%d live marks, want 1", len(live))
+	}
 }

@@ -1,8 +1,11 @@
 package rest
 
 import (
+	"cmp"
 	"strings"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/app"
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -130,4 +133,41 @@ func traceID(traceparent string) string {
 		return ""
 	}
 	return parts[1]
+}
+
+// group is groupJSON with the template's offerings and their marks.
+func (h *handler) group(g app.GroupView, counts map[domain.InstanceState]int) Group {
+	out := groupJSON(g, counts)
+	out.Offerings = offeringsJSON(g.Record.Template(), h.svc.GroupOfferings(g.Record.Template()))
+	return out
+}
+
+// offeringsJSON is the view of template t's offerings; nil when it has
+// none.
+func offeringsJSON(t *domain.InstanceTemplate, offerings []app.OfferingStatus) *GroupOfferings {
+	if len(offerings) == 0 {
+		return nil
+	}
+	out := &GroupOfferings{Strategy: cmp.Or(t.OfferingStrategy, cloudspec.StrategyPriority), Items: make([]OfferingStatus, 0, len(offerings))}
+	for _, o := range offerings {
+		st := OfferingStatus{
+			Zone: o.Offering.Zone, SubnetID: o.Offering.SubnetID, InstanceType: o.Offering.InstanceType,
+			CapacityType: o.Offering.CapacityType, Available: o.Unavailable == nil,
+		}
+		if m := o.Unavailable; m != nil {
+			st.UnavailableUntil = ts(m.Until)
+			st.Reason = &OfferingReason{Code: m.Code, Message: m.Message}
+		}
+		out.Items = append(out.Items, st)
+	}
+	return out
+}
+
+func unavailableOfferingJSON(v app.OfferingMarkView) UnavailableOffering {
+	m := v.Mark
+	return UnavailableOffering{
+		Provider: m.Ref.Provider, Account: m.Ref.Account, Region: m.Ref.Region, Zone: m.Ref.Zone,
+		InstanceType: m.Ref.InstanceType, CapacityType: m.Ref.CapacityType, At: ts(m.At), Until: ts(m.Until),
+		Reason: OfferingReason{Code: m.Code, Message: m.Message},
+	}
 }

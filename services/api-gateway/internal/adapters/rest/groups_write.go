@@ -76,7 +76,7 @@ func (h *handler) putGroup(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/api/v1/nodegroups/"+id)
 	}
 	w.Header().Set("ETag", etag(view.Revision))
-	writeJSON(w, status, groupJSON(view, h.svc.GroupCounts(id)))
+	writeJSON(w, status, h.group(view, h.svc.GroupCounts(id)))
 }
 
 // patchGroup applies a JSON merge patch (RFC 7386) to a group, at the
@@ -125,7 +125,7 @@ func (h *handler) patchGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(r.Context(), "node group patched by operator", "group", id, "role", roleFrom(r).String())
 	w.Header().Set("ETag", etag(view.Revision))
-	writeJSON(w, http.StatusOK, groupJSON(view, h.svc.GroupCounts(id)))
+	writeJSON(w, http.StatusOK, h.group(view, h.svc.GroupCounts(id)))
 }
 
 // deleteGroup deletes a group at the If-Match revision if given, else at

@@ -48,7 +48,7 @@ func (h *handler) listGroups(w http.ResponseWriter, r *http.Request) {
 	rev, _ := h.svc.ReadModel().Revisions()
 	out := GroupList{Items: make([]Group, 0, len(groups)), Revision: rev}
 	for _, g := range groups {
-		out.Items = append(out.Items, groupJSON(g, h.svc.GroupCounts(g.Record.ID)))
+		out.Items = append(out.Items, h.group(g, h.svc.GroupCounts(g.Record.ID)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -65,7 +65,21 @@ func (h *handler) getGroup(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(g.Record.ID)))
+	writeJSON(w, http.StatusOK, h.group(g, h.svc.GroupCounts(g.Record.ID)))
+}
+
+// unavailableOfferings lists every live offerings mark.
+func (h *handler) unavailableOfferings(w http.ResponseWriter, r *http.Request) {
+	marks, err := h.svc.UnavailableOfferings()
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	out := UnavailableOfferingList{Items: make([]UnavailableOffering, 0, len(marks))}
+	for _, m := range marks {
+		out.Items = append(out.Items, unavailableOfferingJSON(m))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +129,7 @@ func (h *handler) scaleGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(r.Context(), "node group scaled by operator", "group", id, "target", *req.TargetSize, "role", roleFrom(r).String())
 	w.Header().Set("ETag", etag(g.Revision))
-	writeJSON(w, http.StatusOK, groupJSON(g, h.svc.GroupCounts(id)))
+	writeJSON(w, http.StatusOK, h.group(g, h.svc.GroupCounts(id)))
 }
 
 func (h *handler) listInstances(w http.ResponseWriter, r *http.Request) {

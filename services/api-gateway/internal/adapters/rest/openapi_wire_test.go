@@ -18,6 +18,7 @@ var openAPISchemas = map[string]any{
 	"TemplateSpec": InstanceTemplateSpec{}, "AccountSpec": AccountSpec{}, "OrphanRelease": orphanRelease{},
 	"WatchSnapshot": WatchSnapshot{}, "WatchDeletedGroup": WatchDeletedGroup{}, "AdoptVM": AdoptVM{},
 	"AdoptRequest": AdoptRequest{}, "AdoptOutcome": AdoptOutcome{}, "AdoptResponse": AdoptResponse{},
+	"UnavailableOfferingList": UnavailableOfferingList{},
 }
 
 // Every object schema of openapi.json documents exactly the JSON keys its

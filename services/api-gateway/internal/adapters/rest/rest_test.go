@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+
 	"github.com/nodesmith/nodesmith/libs/contract"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -619,7 +621,7 @@ func TestRateLimitPerToken(t *testing.T) {
 			t.Fatalf("unknown token: %d", r.status)
 		}
 	}
-	if got := counterValue(t, reg, "nodesmith_gateway_rest_rate_limited_total", "read-only"); got != 1 {
+	if got := metricstest.Value(t, reg, "nodesmith_gateway_rest_rate_limited_total", map[string]string{"role": "read-only"}); got != 1 {
 		t.Errorf("rate-limited counter = %v, want 1", got)
 	}
 	// The bucket refills.
@@ -627,26 +629,4 @@ func TestRateLimitPerToken(t *testing.T) {
 	if r := get(readOnlyToken); r.status != 200 {
 		t.Errorf("after refilling: %d %s", r.status, r.body)
 	}
-}
-
-// counterValue reads the counter name with the single label value from
-// reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no %s{%s}", name, label)
-	return 0
 }

@@ -169,6 +169,7 @@ func NewHandler(svc *app.Service, auth *Authenticator, o Options) http.Handler {
 		r.Put("/hooks/{name}", h.putHook)
 		r.Delete("/hooks/{name}", h.deleteCatalog(app.KindHooks))
 		r.Get("/transitions", h.listTransitions)
+		r.Get("/offerings/unavailable", h.unavailableOfferings)
 		r.Get("/watch", h.watch) // watchRoute
 		r.Get("/status", h.status)
 		r.Get("/openapi.json", h.openAPI)

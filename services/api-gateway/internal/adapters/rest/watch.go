@@ -178,7 +178,7 @@ func (h *handler) watch(w http.ResponseWriter, r *http.Request) {
 func (h *handler) snapshotJSON(snap []app.GroupSnapshot) WatchSnapshot {
 	out := WatchSnapshot{Groups: make([]Group, 0, len(snap))}
 	for _, g := range snap {
-		out.Groups = append(out.Groups, groupJSON(g.Group, g.Counts))
+		out.Groups = append(out.Groups, h.group(g.Group, g.Counts))
 	}
 	return out
 }
@@ -186,7 +186,7 @@ func (h *handler) snapshotJSON(snap []app.GroupSnapshot) WatchSnapshot {
 func (h *handler) sendChange(s *sseWriter, ev app.WatchEvent) error {
 	switch ev.Kind {
 	case app.WatchGroup:
-		return s.send(EventGroup, groupJSON(ev.Group, ev.Counts))
+		return s.send(EventGroup, h.group(ev.Group, ev.Counts))
 	case app.WatchGroupDeleted:
 		return s.send(EventDeletedGroup, WatchDeletedGroup{ID: ev.GroupID})
 	case app.WatchTransition:

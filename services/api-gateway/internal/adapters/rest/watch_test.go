@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
@@ -247,10 +249,10 @@ func TestWatchStream(t *testing.T) {
 			t.Errorf("the stream carries %q", secret)
 		}
 	}
-	if n := metricValue(t, reg, "nodesmith_gateway_rest_watchers", ""); n != 1 {
+	if n := metricstest.Value(t, reg, "nodesmith_gateway_rest_watchers", nil); n != 1 {
 		t.Errorf("watchers gauge = %v", n)
 	}
-	if n := metricValue(t, reg, "nodesmith_gateway_rest_watch_events_total", "transition"); n != 2 {
+	if n := metricstest.Value(t, reg, "nodesmith_gateway_rest_watch_events_total", map[string]string{"event": "transition"}); n != 2 {
 		t.Errorf("transition events counted = %v", n)
 	}
 }
@@ -356,7 +358,7 @@ func TestWatchCap(t *testing.T) {
 	cancels[0]()
 	// The handler notices the client left and frees the slot.
 	deadline := time.Now().Add(10 * time.Second)
-	for metricValue(t, reg, "nodesmith_gateway_rest_watchers", "") != 1 {
+	for metricstest.Value(t, reg, "nodesmith_gateway_rest_watchers", nil) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the closed stream's slot was not freed")
 		}
@@ -440,7 +442,7 @@ func TestWatchSlowSubscriberGetsSnapshot(t *testing.T) {
 	if snapshots < 1 || groups >= 2000 {
 		t.Errorf("%d group events and %d snapshots for 2000 changes: the stream was not resynced", groups, snapshots)
 	}
-	if n := metricValue(t, reg, "nodesmith_gateway_rest_watch_resyncs_total", ""); n != float64(snapshots) {
+	if n := metricstest.Value(t, reg, "nodesmith_gateway_rest_watch_resyncs_total", nil); n != float64(snapshots) {
 		t.Errorf("resyncs counted = %v, snapshots seen %d", n, snapshots)
 	}
 	f.putGroup("web", 3)
@@ -529,28 +531,6 @@ func TestWatchShutdownSaysBye(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Shutdown: %v (the stream held it up)", err)
 	}
-}
-
-// metricValue reads the gauge or counter name from reg: the one with the
-// single label value label, or without labels when label is empty.
-func metricValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
-	t.Helper()
-	if label != "" {
-		return counterValue(t, reg, name, label)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			if mf.GetName() == name && len(m.GetLabel()) == 0 {
-				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no %s", name)
-	return 0
 }
 
 // A token removed from its file ends the streams it opened (checked at

@@ -43,6 +43,12 @@ type (
 
 	ErrorBody = restapi.ErrorBody
 
+	GroupOfferings          = restapi.GroupOfferings
+	OfferingStatus          = restapi.OfferingStatus
+	OfferingReason          = restapi.OfferingReason
+	UnavailableOffering     = restapi.UnavailableOffering
+	UnavailableOfferingList = restapi.UnavailableOfferingList
+
 	WatchSnapshot     = restapi.WatchSnapshot
 	WatchDeletedGroup = restapi.WatchDeletedGroup
 

@@ -31,6 +31,8 @@ var wireTypes = []struct {
 	{"WatchDeletedGroup", WatchDeletedGroup{}}, {"ScaleRequest", ScaleRequest{}}, {"GroupSpec", GroupSpec{}},
 	{"InstanceTemplateSpec", InstanceTemplateSpec{}}, {"HooksSpec", HooksSpec{}}, {"HookSpec", HookSpec{}},
 	{"AccountSpec", AccountSpec{}}, {"CredentialsSpec", CredentialsSpec{}}, {"OrphanRelease", orphanRelease{}},
+	{"GroupOfferings", GroupOfferings{}}, {"OfferingStatus", OfferingStatus{}}, {"OfferingReason", OfferingReason{}},
+	{"UnavailableOffering", UnavailableOffering{}}, {"UnavailableOfferingList", UnavailableOfferingList{}},
 }
 
 // fill sets every field of v (recursively) to a value that is not zero

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
@@ -135,6 +136,45 @@ func Template(p *statev1.InstanceTemplate) *domain.InstanceTemplate {
 		ParametersJSON: p.GetParametersJson(), ProviderIDTemplate: p.GetProviderIdTemplate(),
 		HourlyPrice: p.GetHourlyPrice(), SSHPort: p.GetSshPort(),
 		HookEnv: p.GetHookEnv(), SecretParameters: p.GetSecretParameters(),
+		Offerings: offerings(p.GetOfferings()), OfferingStrategy: p.GetOfferingStrategy(),
+		CapacityType: p.GetCapacityType(), MaxPrice: p.GetMaxPrice(),
+	}
+}
+
+func offerings(ps []*cloudv1.Offering) []domain.Offering {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]domain.Offering, 0, len(ps))
+	for _, o := range ps {
+		out = append(out, domain.Offering{Zone: o.GetZone(), SubnetID: o.GetSubnetId(), InstanceType: o.GetInstanceType(), CapacityType: o.GetCapacityType()})
+	}
+	return out
+}
+
+func offeringRecords(os []domain.Offering) []*cloudv1.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]*cloudv1.Offering, 0, len(os))
+	for _, o := range os {
+		out = append(out, &cloudv1.Offering{Zone: o.Zone, SubnetId: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType})
+	}
+	return out
+}
+
+// OfferingMark converts a value of the offerings bucket; nil stays nil.
+func OfferingMark(p *cloudv1.OfferingUnavailable) *domain.OfferingMark {
+	if p == nil {
+		return nil
+	}
+	return &domain.OfferingMark{
+		Ref: domain.OfferingRef{
+			Provider: p.GetTarget().GetProvider(), Account: p.GetTarget().GetAccount(), Region: p.GetTarget().GetRegion(),
+			Zone: p.GetOffering().GetZone(), InstanceType: p.GetOffering().GetInstanceType(), CapacityType: p.GetOffering().GetCapacityType(),
+		},
+		At: timeOf(p.GetAt()), Until: timeOf(p.GetUntil()),
+		Code: p.GetReason().GetCode(), Message: p.GetReason().GetMessage(),
 	}
 }
 
@@ -149,6 +189,8 @@ func TemplateRecord(t *domain.InstanceTemplate) *statev1.InstanceTemplate {
 		ParametersJson: t.ParametersJSON, ProviderIdTemplate: t.ProviderIDTemplate,
 		HourlyPrice: t.HourlyPrice, SshPort: t.SSHPort,
 		HookEnv: t.HookEnv, SecretParameters: t.SecretParameters,
+		Offerings: offeringRecords(t.Offerings), OfferingStrategy: t.OfferingStrategy,
+		CapacityType: t.CapacityType, MaxPrice: t.MaxPrice,
 	}
 }
 

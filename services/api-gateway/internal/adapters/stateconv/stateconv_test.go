@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
 
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/adapters/stateconv"
@@ -45,6 +46,11 @@ func fullGroup() *statev1.NodeGroup {
 			Name: "small", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", ParametersJson: `{"a":1}`,
 			ProviderIdTemplate: "tencentcloud:///{{.Zone}}/{{.CloudID}}", HourlyPrice: 0.4, InstanceType: "S5.MEDIUM4", Zone: "ap-guangzhou-3",
 			Arch: "arm64", Os: "linux", HookEnv: map[string]string{"E": "sealed:e"}, SshPort: 2222, SecretParameters: map[string]string{"P": "sealed:p"},
+			Offerings: []*cloudv1.Offering{
+				{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"},
+				{Zone: "ap-guangzhou-4", SubnetId: "subnet-4", InstanceType: "S5.MEDIUM4", CapacityType: "spot"},
+			},
+			OfferingStrategy: "balanced", CapacityType: "on-demand", MaxPrice: "0.2",
 		},
 		NodeTemplate: &statev1.NodeTemplate{
 			Labels: map[string]string{"l": "1"}, Annotations: map[string]string{"a": "2"},
@@ -102,5 +108,26 @@ func TestInstanceKeepsWhatTheGatewayAnswers(t *testing.T) {
 	want.ClientToken, want.SshHostKey = "", "" // not kept: the gateway never answers with them
 	if got := stateconv.InstanceRecord(in); !proto.Equal(got, want) {
 		t.Errorf("instance:\n got %v\nwant %v", got, want)
+	}
+}
+
+// An offerings mark keeps its offering, times and reason.
+func TestOfferingMark(t *testing.T) {
+	at, until := time.Unix(1_780_000_000, 0).UTC(), time.Unix(1_780_000_180, 0).UTC()
+	m := stateconv.OfferingMark(&cloudv1.OfferingUnavailable{
+		Target:   &cloudv1.Target{Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou"},
+		Offering: &cloudv1.Offering{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4", CapacityType: "spot"},
+		At:       timestamppb.New(at), Until: timestamppb.New(until),
+		Reason: &cloudv1.CloudError{Kind: cloudv1.ErrorKind_ERROR_KIND_CAPACITY, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out"},
+	})
+	want := domain.OfferingMark{
+		Ref: domain.OfferingRef{Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4", CapacityType: "spot"},
+		At:  at, Until: until, Code: "ResourceInsufficient.SpecifiedInstanceType", Message: "sold out",
+	}
+	if m == nil || *m != want {
+		t.Errorf("mark = %+v, want %+v", m, want)
+	}
+	if stateconv.OfferingMark(nil) != nil {
+		t.Error("nil did not stay nil")
 	}
 }

@@ -6,6 +6,7 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -79,6 +80,57 @@ type Cloud struct {
 	// if set, is the launch error of every VM created from now on.
 	shapes        []domain.InstanceShape
 	launchFailure *domain.LaunchError
+	// soldOut and failLaunchIn answer per (zone, instance type) of the
+	// create parameters (SoldOut, FailLaunchesIn).
+	soldOut      map[Place]error
+	failLaunchIn map[Place]*domain.LaunchError
+}
+
+// Place is a zone and an instance type, as create parameters name them
+// (Tencent's Placement.Zone, Alibaba's ZoneId; InstanceType).
+type Place struct{ Zone, InstanceType string }
+
+// PlaceOf reads the zone and instance type out of create parameters.
+func PlaceOf(params string) Place {
+	var p struct {
+		Placement struct {
+			Zone string
+		}
+		ZoneID       string `json:"ZoneId"`
+		InstanceType string
+	}
+	_ = json.Unmarshal([]byte(params), &p)
+	z := p.Placement.Zone
+	if z == "" {
+		z = p.ZoneID
+	}
+	return Place{Zone: z, InstanceType: p.InstanceType}
+}
+
+// SoldOut makes every create whose parameters name this zone and
+// instance type fail with err (a capacity error, typically) until
+// SoldOut(zone, instanceType, nil), after the errors FailNext queued.
+func (c *Cloud) SoldOut(zone, instanceType string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		delete(c.soldOut, Place{zone, instanceType})
+		return
+	}
+	c.soldOut[Place{zone, instanceType}] = err
+}
+
+// FailLaunchesIn makes the VMs created from now on in this zone and
+// instance type end LAUNCH_FAILED with le when they would boot (nil: they
+// boot again).
+func (c *Cloud) FailLaunchesIn(zone, instanceType string, le *domain.LaunchError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if le == nil {
+		delete(c.failLaunchIn, Place{zone, instanceType})
+		return
+	}
+	c.failLaunchIn[Place{zone, instanceType}] = le
 }
 
 // NewCloud returns an empty fake cloud.
@@ -103,6 +155,8 @@ func (c *Cloud) Reset() {
 	c.seq = 0
 	c.shapes = nil
 	c.launchFailure = nil
+	c.soldOut = map[Place]error{}
+	c.failLaunchIn = map[Place]*domain.LaunchError{}
 }
 
 // SetShapes sets the instance types per zone InstanceShapes answers from.
@@ -269,6 +323,17 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 	if ids, ok := c.tokens[req.ClientToken]; ok {
 		return c.answerLater(ctx, slices.Clone(ids))
 	}
+	place := PlaceOf(req.Parameters)
+	if err := c.soldOut[place]; err != nil && place.Zone != "" {
+		return nil, err
+	}
+	zone, fails := c.Zone, c.launchFailure
+	if place.Zone != "" {
+		zone = place.Zone
+	}
+	if le := c.failLaunchIn[place]; le != nil {
+		fails = le
+	}
 	tags := map[string]string{}
 	for _, t := range req.Tags {
 		tags[t.Key] = t.Value
@@ -279,12 +344,12 @@ func (c *Cloud) CreateBatch(ctx context.Context, req ports.CreateRequest) ([]str
 		ids[i] = fmt.Sprintf("ins-fake%05d", c.seq)
 		c.vms[ids[i]] = &VM{
 			Status: domain.Status{
-				CloudID: ids[i], State: domain.StatePending, Zone: c.Zone,
+				CloudID: ids[i], State: domain.StatePending, Zone: zone,
 				CreatedAt: c.now().Add(time.Duration(c.seq)), Tags: maps.Clone(tags),
 			},
 			Target: req.Target,
 			bootIn: c.BootAfter,
-			fails:  c.launchFailure,
+			fails:  fails,
 		}
 	}
 	c.tokens[req.ClientToken] = ids

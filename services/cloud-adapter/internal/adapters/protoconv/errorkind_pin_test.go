@@ -24,5 +24,8 @@ func TestErrorKindPinnedToProto(t *testing.T) {
 		if got := protoKind(k); got != cloudv1.ErrorKind(v) {
 			t.Errorf("protoKind(%s) = %s, want %s", k, got, name)
 		}
+		if back := kindOf(protoKind(k)); back != k {
+			t.Errorf("kindOf(protoKind(%s)) = %s", k, back)
+		}
 	}
 }

@@ -32,6 +32,8 @@ func Command(cmd *cloudv1.Command) domain.Command {
 			Zone:             c.GetZone(),
 			InstanceType:     c.GetInstanceType(),
 			SecretParameters: maps.Clone(c.GetSecretParameters()),
+			Offerings:        offerings(c.GetOfferings()),
+			MaxPrice:         c.GetMaxPrice(),
 		}
 	case *cloudv1.Command_Watch:
 		return &domain.WatchInstances{Target: target(b.Watch.GetTarget()), Instances: refs(b.Watch.GetInstances())}
@@ -76,12 +78,74 @@ func refs(rs []*cloudv1.InstanceRef) []domain.InstanceRef {
 	return out
 }
 
+func offerings(os []*cloudv1.Offering) []domain.Offering {
+	if len(os) == 0 {
+		return nil
+	}
+	out := make([]domain.Offering, len(os))
+	for i, o := range os {
+		out[i] = Offering(o)
+	}
+	return out
+}
+
+// Offering returns o as the domain's.
+func Offering(o *cloudv1.Offering) domain.Offering {
+	return domain.Offering{
+		Zone: o.GetZone(), SubnetID: o.GetSubnetId(), InstanceType: o.GetInstanceType(), CapacityType: o.GetCapacityType(),
+	}
+}
+
+// ProtoOffering returns o's wire shape (nil for nil).
+func ProtoOffering(o *domain.Offering) *cloudv1.Offering {
+	if o == nil {
+		return nil
+	}
+	return &cloudv1.Offering{Zone: o.Zone, SubnetId: o.SubnetID, InstanceType: o.InstanceType, CapacityType: o.CapacityType}
+}
+
+// Target returns t as the domain's.
+func Target(t *cloudv1.Target) domain.Target { return target(t) }
+
+// ProtoTarget returns t's wire shape (nil for the zero target).
+func ProtoTarget(t domain.Target) *cloudv1.Target { return protoTarget(t) }
+
+// ProtoCloudError returns e's wire shape (nil for nil).
+func ProtoCloudError(e *domain.CloudError) *cloudv1.CloudError { return protoError(e) }
+
+// CloudError returns e as the domain's (nil for nil).
+func CloudError(e *cloudv1.CloudError) *domain.CloudError {
+	if e == nil {
+		return nil
+	}
+	return &domain.CloudError{Kind: kindOf(e.GetKind()), Code: e.GetCode(), Message: e.GetMessage()}
+}
+
+func kindOf(k cloudv1.ErrorKind) contract.ErrorKind {
+	switch k {
+	case cloudv1.ErrorKind_ERROR_KIND_CAPACITY:
+		return contract.ErrorKindCapacity
+	case cloudv1.ErrorKind_ERROR_KIND_THROTTLED:
+		return contract.ErrorKindThrottled
+	case cloudv1.ErrorKind_ERROR_KIND_NOT_FOUND:
+		return contract.ErrorKindNotFound
+	case cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS:
+		return contract.ErrorKindInvalidParameters
+	case cloudv1.ErrorKind_ERROR_KIND_AUTH:
+		return contract.ErrorKindAuth
+	case cloudv1.ErrorKind_ERROR_KIND_TRANSIENT:
+		return contract.ErrorKindTransient
+	default:
+		return contract.ErrorKindUnknown
+	}
+}
+
 // Event returns ev's wire shape, nil for an event the wire does not know.
 func Event(ev domain.Event) *cloudv1.Event {
 	switch e := ev.(type) {
 	case *domain.InstancesCreated:
 		return &cloudv1.Event{Body: &cloudv1.Event_Created{Created: &cloudv1.InstancesCreated{
-			BatchId: e.BatchID, Instances: protoRefs(e.Instances),
+			BatchId: e.BatchID, Instances: protoRefs(e.Instances), Offering: ProtoOffering(e.Offering),
 		}}}
 	case *domain.CreateFailed:
 		return &cloudv1.Event{Body: &cloudv1.Event_CreateFailed{CreateFailed: &cloudv1.CreateFailed{

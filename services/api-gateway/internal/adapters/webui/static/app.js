@@ -197,12 +197,53 @@
     return el('td', s, 'state');
   }
 
+  function pad2(n) {
+    return String(n).padStart(2, '0');
+  }
+
+  // clock renders an RFC 3339 timestamp as this browser's local HH:MM:SS.
+  function clock(ts) {
+    const d = new Date(ts);
+    return pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
+  }
+
+  // offeringsRow is the row under a group's that lists its template's
+  // offerings and which a cloud adapter marked unavailable; null when the
+  // template has none.
+  function offeringsRow(g, columns) {
+    const o = g.offerings;
+    if (!o || !(o.items || []).length) {
+      return null;
+    }
+    const table = el('table', null, 'offerings');
+    const caption = el('caption', 'offerings (' + o.strategy + ')', 'muted');
+    const head = document.createElement('thead');
+    head.appendChild(row(['zone', 'subnet', 'type', 'capacity', 'state'].map((h) => el('th', h))));
+    const body = document.createElement('tbody');
+    for (const it of o.items) {
+      let state = el('td', 'available', 'ok');
+      if (!it.available) {
+        const reason = it.reason || {};
+        state = el('td', 'unavailable until ' + clock(it.unavailableUntil) + ' (' + (reason.code || 'unknown') + ')', 'error');
+        state.title = it.unavailableUntil + (reason.message ? ': ' + reason.message : '');
+      }
+      body.appendChild(row([
+        el('td', it.zone), el('td', it.subnetId || ''), el('td', it.instanceType), el('td', it.capacityType), state,
+      ], { offering: it.zone + '/' + it.instanceType + '/' + it.capacityType }));
+    }
+    table.append(caption, head, body);
+    const td = el('td', null, 'nested');
+    td.colSpan = columns;
+    td.appendChild(table);
+    return row([td], { offeringsOf: g.id });
+  }
+
   function renderGroups(groups, status) {
     const failed = {};
     for (const g of status.groups || []) {
       failed[g.id] = g.creationFailed;
     }
-    fill('groups', groups.items.map((g) => {
+    fill('groups', groups.items.flatMap((g) => {
       const t = g.instanceTemplate || {};
       const tpl = [t.name, t.instanceType, t.zone || t.region].filter(Boolean).join(' · ');
       const counts = g.instances || {};
@@ -214,7 +255,8 @@
       if (isAdmin()) {
         cells.push(actionsCell(actionButton('Edit', 'edit-group', g.id)));
       }
-      return row(cells, { group: g.id });
+      const offerings = offeringsRow(g, cells.length);
+      return offerings ? [row(cells, { group: g.id }), offerings] : [row(cells, { group: g.id })];
     }));
   }
 
