@@ -45,6 +45,11 @@ const (
 	// spotWait bounds each stage of the fault (the group Running, the
 	// reclaims handled).
 	spotWait = 4 * time.Minute
+	// spotLoopback is where the metadata endpoint and the agents' health
+	// servers listen: a loopback address of their own (the services use
+	// 127.0.0.1, the VMs 127.77.0.0 up), so their ephemeral ports cannot
+	// take the fixed port of a service that is down for a restart.
+	spotLoopback = "127.0.9.1"
 )
 
 // spotFault is what the fault did and saw.
@@ -127,7 +132,7 @@ func (f *faults) spotRun(ctx context.Context) error {
 	if r.kube == nil || r.cfg.spotReclaims == 0 {
 		return skip("needs Kubernetes (the node agent marks Nodes)")
 	}
-	meta, err := r.w.Emulator.ServeMetadata("127.0.0.1:0")
+	meta, err := r.w.Emulator.ServeMetadata(spotLoopback + ":0")
 	if err != nil {
 		return fmt.Errorf("metadata service: %w", err)
 	}
@@ -279,7 +284,7 @@ func (r *run) runNodeAgent(ctx context.Context, meta, node, pid string) error {
 	cfg.NodeName = node
 	cfg.MetadataURL = meta + "/" + cloudIDOf(pid) + "/latest/meta-data/spot/termination-time"
 	cfg.Interval = 500 * time.Millisecond
-	cfg.HealthAddr = "127.0.0.1:0"
+	cfg.HealthAddr = spotLoopback + ":0"
 	return agent.Run(ctx, cfg, agent.Deps{
 		Host:       command.Host{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Health: &health.Checks{}},
 		RESTConfig: r.kube.cluster.RESTConfig(),
