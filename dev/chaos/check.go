@@ -196,6 +196,9 @@ func (r *run) check(ctx context.Context) ([]string, error) {
 	soRow, soViolations := r.stockOutRow(vms)
 	rows = append(rows, soRow)
 	violations = append(violations, soViolations...)
+	spRow, spViolations := r.spotRow()
+	rows = append(rows, spRow)
+	violations = append(violations, spViolations...)
 	fmt.Println()
 	printRows(os.Stdout, rows)
 	deleted := 0

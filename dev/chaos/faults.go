@@ -44,6 +44,9 @@ type faults struct {
 	// events is the injection log.
 	events []string
 
+	// spot is the spot reclaims fault (spot.go).
+	spot spotFault
+
 	// afterScaleUp is CA's view once the scale-up settled.
 	afterScaleUp map[string]groupView
 	// deleted counts instances CA deleted per group; deletedFailed are

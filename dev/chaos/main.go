@@ -14,7 +14,9 @@
 // RequestLimitExceeded for CVM, InternalError and Throttling.User for
 // ECS); an exhausted quota; VMs that never boot; hooks that hang; VMs
 // whose SSH is unreachable; a stock-out wave on a fifth group's zone
-// (refused, then failing at launch; stockout.go).
+// (refused, then failing at launch; stockout.go); spot reclaims of a
+// sixth group's VMs, announced to the node agent through the emulator's
+// metadata endpoint, drained and replaced under the scale-up (spot.go).
 //
 // At the end it checks the invariants: every requested instance is Running
 // or reported failed to Cluster Autoscaler, no duplicate VM, no orphan VM
@@ -61,6 +63,9 @@ type config struct {
 	// delta is the group the stock-out wave strikes (stockout.go), two
 	// creations in flight.
 	delta int
+	// spot is the spot group's scale-up, spotReclaims how many of its
+	// Running VMs the cloud reclaims (spot.go).
+	spot, spotReclaims int
 	// gammaQuota is the per-zone instance quota (the emulator's quota is
 	// the same for every zone: gamma alone asks for more).
 	gammaQuota int
@@ -92,7 +97,7 @@ type config struct {
 
 func defaults(quick bool) config {
 	c := config{
-		alpha: 90, beta: 80, gamma: 130, ecs: 60, delta: 16, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5,
+		alpha: 90, beta: 80, gamma: 130, ecs: 60, delta: 16, ecsParallelism: 10, gammaQuota: 100, gammaParallelism: 10, scaleDown: 150, ecsScaleDown: 30, sshUnreachable: 5, spot: 12, spotReclaims: 4,
 		hangRate: 0.02, errorRate: 0.2,
 		launchTimeout: 40 * time.Second, reconcile: 15 * time.Second, orphanGrace: 30 * time.Second,
 		settle: 8 * time.Minute,
@@ -102,6 +107,7 @@ func defaults(quick bool) config {
 		c.hangRate = 0.05
 		c.ecsParallelism = 5
 		c.delta = 8
+		c.spot, c.spotReclaims = 6, 2
 	}
 	return c
 }
@@ -272,7 +278,11 @@ func (r *run) run(ctx context.Context) ([]string, error) {
 	}
 
 	r.configFile = filepath.Join(r.dir, "nodegroups.yaml")
-	if err := os.WriteFile(r.configFile, r.groupsConfig(), 0o644); err != nil {
+	conf, err := spotTemplate(r.groupsConfig())
+	if err != nil {
+		return nil, fmt.Errorf("the spot group's template: %w", err)
+	}
+	if err := os.WriteFile(r.configFile, conf, 0o644); err != nil {
 		return nil, err
 	}
 	r.logf("building the four service binaries")
@@ -387,6 +397,7 @@ fi`
 		{ID: "beta", Max: r.cfg.beta, Zone: "ap-guangzhou-4", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: "gamma", Max: r.cfg.gamma, Zone: "ap-guangzhou-5", AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.gammaParallelism},
 		{ID: deltaGroup, Max: r.cfg.delta, Zone: deltaZone, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: 2},
+		{ID: spotGroup, Max: r.cfg.spot, Zone: spotZone, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second},
 		{ID: ecsGroup, Max: r.cfg.ecs, ECS: true, AfterCreated: "set -eu\n" + join, AfterCreatedTimeout: 15 * time.Second, BeforeDelete: drain, BeforeDeleteTimeout: 10 * time.Second, CreateParallelism: r.cfg.ecsParallelism},
 	})
 }
@@ -449,13 +460,15 @@ var errNotSettled = errors.New("not settled")
 const ecsGroup = "ecs"
 
 // groups in order.
-var groupIDs = []string{"alpha", "beta", "gamma", ecsGroup, deltaGroup}
+var groupIDs = []string{"alpha", "beta", "gamma", ecsGroup, deltaGroup, spotGroup}
 
 func (r *run) requested(group string) int {
-	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma, ecsGroup: r.cfg.ecs, deltaGroup: r.cfg.delta}[group]
+	return map[string]int{"alpha": r.cfg.alpha, "beta": r.cfg.beta, "gamma": r.cfg.gamma, ecsGroup: r.cfg.ecs, deltaGroup: r.cfg.delta, spotGroup: r.cfg.spot}[group]
 }
 
 // total is the scale-up of every group.
-func (r *run) total() int { return r.cfg.alpha + r.cfg.beta + r.cfg.gamma + r.cfg.ecs + r.cfg.delta }
+func (r *run) total() int {
+	return r.cfg.alpha + r.cfg.beta + r.cfg.gamma + r.cfg.ecs + r.cfg.delta + r.cfg.spot
+}
 
 var _ = cvmemu.ActionRunInstances

@@ -137,10 +137,11 @@ func (r *run) scaleUp(ctx context.Context) error {
 	}
 	ictx, stopInjecting := context.WithCancel(ctx)
 	defer stopInjecting()
-	injected := make(chan error, 3)
+	injected := make(chan error, 4)
 	go func() { injected <- r.faults.scaleUpSchedule(ictx, total) }()
 	go func() { injected <- r.faults.breakSSH(ictx) }()
 	go func() { injected <- r.faults.stockOutRun(ictx) }()
+	go func() { injected <- r.faults.spotRun(ictx) }()
 
 	err := r.settle(ctx, "scale-up", func(views map[string]groupView) (bool, string) {
 		ok := true
@@ -150,10 +151,13 @@ func (r *run) scaleUp(ctx context.Context) error {
 				ok = false
 			}
 		}
-		return ok && r.faults.scaleUpDone.Load(), describe(views)
+		r.faults.mu.Lock()
+		spotDone := r.faults.spot.done
+		r.faults.mu.Unlock()
+		return ok && r.faults.scaleUpDone.Load() && spotDone, describe(views)
 	})
 	stopInjecting()
-	for range 3 {
+	for range 4 {
 		if ierr := <-injected; ierr != nil && !errors.Is(ierr, context.Canceled) {
 			err = errors.Join(err, fmt.Errorf("injecting faults: %w", ierr))
 		}

@@ -188,7 +188,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, onReady func(Addrs))
 	emuCfg.BootDelay = cfg.BootDelay
 	emuCfg.StateFile = cfg.path("emulator-state.json")
 	emuCfg.Logger = log.With("component", "cvmemu")
-	emu, err := cvmemu.Start(cfg.EmulatorAddr, emuCfg, cvmemu.WithSSH(vms), cvmemu.WithCluster(cluster))
+	emuOpts := []cvmemu.Option{cvmemu.WithSSH(vms), cvmemu.WithCluster(cluster)}
+	if kube != nil {
+		// The hooks' `kubectl drain` cordons and evicts through the API
+		// server, as the real kubectl does.
+		emuOpts = append(emuOpts, cvmemu.WithDrain(kubesim.NewDrainer(kube.client, log.With("component", "kubectl")).Drain))
+	}
+	emu, err := cvmemu.Start(cfg.EmulatorAddr, emuCfg, emuOpts...)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,32 @@ func TestKubeModeSpotReclaimWithTheNodeAgent(t *testing.T) {
 }
 
 func spotInterruption(t *testing.T, withAgent bool) {
+	s, rc, cs := startKubeStack(t, withAgent)
+
+	c := s.client(t)
+	call(t, func(ctx context.Context) (*pb.NodeGroupIncreaseSizeResponse, error) {
+		return c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1})
+	})
+	victim := waitRunning(t, c, "workers", 1)[0].GetId()
+	node := waitNodesReady(t, cs, victim)[victim]
+
+	var term time.Time
+	if withAgent {
+		startNodeAgent(t, s, rc, node.Name, victim)
+		term = scheduleReclaim(t, s, victim, 120)
+	} else {
+		term = markAsTheAgentDoes(t, cs, node.Name)
+	}
+	checkSpotOutcome(t, s, c, victim, term)
+}
+
+// startKubeStack starts the stack in Kubernetes mode (real etcd and
+// kube-apiserver; skipped under -short) and returns it with an
+// administrator's client. With spot the built-in "workers" group's
+// template asks for spot VMs (SPOTPAID with a max price). The stack stops
+// at the end of the test.
+func startKubeStack(t *testing.T, spot bool) (*stack, *rest.Config, kubernetes.Interface) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd, kube-apiserver and the whole stack")
 	}
@@ -61,18 +87,18 @@ func spotInterruption(t *testing.T, withAgent bool) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, 20000+rand.IntN(20000))
 	cfg.Kube = true
-	if withAgent {
-		spot := strings.Replace(string(DefaultNodeGroupConfig), "InstanceChargeType: POSTPAID_BY_HOUR",
+	if spot {
+		conf := strings.Replace(string(DefaultNodeGroupConfig), "InstanceChargeType: POSTPAID_BY_HOUR",
 			`InstanceChargeType: SPOTPAID
       InstanceMarketOptions: {MarketType: spot, SpotOptions: {MaxPrice: "0.5", SpotInstanceType: one-time}}`, 1)
-		if spot == string(DefaultNodeGroupConfig) {
+		if conf == string(DefaultNodeGroupConfig) {
 			t.Fatal("the built-in configuration no longer has the on-demand charge type to replace")
 		}
 		cfg.ConfigFile = filepath.Join(dir, "spot.yaml")
-		must(t, os.WriteFile(cfg.ConfigFile, []byte(spot), 0o600))
+		must(t, os.WriteFile(cfg.ConfigFile, []byte(conf), 0o600))
 	}
 	s := start(t, cfg)
-	defer s.stop(t)
+	t.Cleanup(func() { s.stop(t) })
 	rc, err := clientcmd.BuildConfigFromFlags("", s.addrs.Kube.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -81,35 +107,35 @@ func spotInterruption(t *testing.T, withAgent bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	return s, rc, cs
+}
 
-	c := s.client(t)
-	call(t, func(ctx context.Context) (*pb.NodeGroupIncreaseSizeResponse, error) {
-		return c.NodeGroupIncreaseSize(ctx, &pb.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1})
-	})
-	victim := waitRunning(t, c, "workers", 1)[0].GetId()
-	var node corev1.Node
-	kubeEventually(t, "the instance's Node Ready", func() (bool, string) {
-		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// waitNodesReady waits for a Ready Node per providerID and returns them by
+// providerID.
+func waitNodesReady(t *testing.T, cs kubernetes.Interface, providerIDs ...string) map[string]corev1.Node {
+	t.Helper()
+	byPID := map[string]corev1.Node{}
+	kubeEventually(t, "the instances' Nodes Ready", func() (bool, string) {
+		list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
+		clear(byPID)
 		for _, n := range list.Items {
-			if n.Spec.ProviderID == victim {
-				node = n
-				return nodeProblem(n) == "", nodeProblem(n)
+			byPID[n.Spec.ProviderID] = n
+		}
+		for _, pid := range providerIDs {
+			n, ok := byPID[pid]
+			if !ok {
+				return false, "no Node with providerID " + pid
+			}
+			if why := nodeProblem(n); why != "" {
+				return false, "Node " + n.Name + ": " + why
 			}
 		}
-		return false, "no Node with providerID " + victim
+		return true, ""
 	})
-
-	var term time.Time
-	if withAgent {
-		term = reclaimWithAgent(t, s, rc, node.Name, victim)
-	} else {
-		term = markAsTheAgentDoes(t, cs, node.Name)
-	}
-	checkSpotOutcome(t, s, c, victim, term)
+	return byPID
 }
 
 // markAsTheAgentDoes writes on a Node what the node agent writes on a
@@ -139,15 +165,14 @@ func markAsTheAgentDoes(t *testing.T, cs kubernetes.Interface, name string) time
 	return term
 }
 
-// reclaimWithAgent runs the node agent for the Node of VM (providerID
-// victim) against the emulator's metadata service and schedules a reclaim
-// of the VM two minutes ahead; it returns the termination time.
-func reclaimWithAgent(t *testing.T, s *stack, rc *rest.Config, node, victim string) time.Time {
+// startNodeAgent runs the node agent (in process, until the end of the
+// test) for the Node node of VM providerID pid, pointed at the emulator's
+// metadata endpoint of that VM.
+func startNodeAgent(t *testing.T, s *stack, rc *rest.Config, node, pid string) {
 	t.Helper()
-	vm := victim[strings.LastIndex(victim, "/")+1:]
 	acfg := agent.DefaultConfig()
 	acfg.NodeName = node
-	acfg.MetadataURL = s.addrs.Metadata + "/" + vm + "/latest/meta-data/spot/termination-time"
+	acfg.MetadataURL = s.addrs.Metadata + "/" + cloudID(pid) + "/latest/meta-data/spot/termination-time"
 	acfg.Interval = 100 * time.Millisecond
 	acfg.HealthAddr = "127.0.0.1:0"
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -162,14 +187,23 @@ func reclaimWithAgent(t *testing.T, s *stack, rc *rest.Config, node, victim stri
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
+			t.Errorf("agent of %s: %v", node, err)
 		}
 	})
+}
+
+// cloudID is the VM id at the end of a providerID.
+func cloudID(pid string) string { return pid[strings.LastIndex(pid, "/")+1:] }
+
+// scheduleReclaim has the emulator reclaim the VM of providerID pid in
+// seconds (admin API) and returns the announced termination time.
+func scheduleReclaim(t *testing.T, s *stack, pid string, seconds int) time.Time {
+	t.Helper()
 	admin := restClient{t: t, base: s.addrs.EmulatorAdmin}
 	var r struct {
 		TerminationTime time.Time `json:"terminationTime"`
 	}
-	must(t, json.Unmarshal(admin.must(200, "POST", "/reclaim", `{"instanceId":"`+vm+`","inSeconds":120}`).body, &r))
+	must(t, json.Unmarshal(admin.must(200, "POST", "/reclaim", fmt.Sprintf(`{"instanceId":%q,"inSeconds":%d}`, cloudID(pid), seconds)).body, &r))
 	return r.TerminationTime
 }
 
@@ -204,26 +238,39 @@ func checkSpotOutcome(t *testing.T, s *stack, c pb.CloudProviderClient, victim s
 	if time.Now().After(term) {
 		t.Errorf("the interrupted instance closed after the termination time %s", term)
 	}
-	var detail struct {
-		History []struct {
-			From   string `json:"from"`
-			To     string `json:"to"`
-			Reason string `json:"reason"`
-		} `json:"history"`
-	}
-	must(t, json.Unmarshal(api.must(200, "GET", "/api/v1/instances/"+closed.ID, "").body, &detail))
-	drained, interrupted := false, false
-	for _, tr := range detail.History {
-		drained = drained || (tr.From == "PENDING_DELETION" && tr.To == "DELETING" && tr.Reason == "before_delete hook succeeded")
-		interrupted = interrupted || (tr.To == "PENDING_DELETION" && strings.HasPrefix(tr.Reason, "interrupted"))
-	}
-	if !drained || !interrupted {
-		t.Errorf("history %+v: want an interrupted deletion drained by the before_delete hook", detail.History)
-	}
+	checkInterruptedHistory(t, api, closed.ID)
 	g := call(t, func(ctx context.Context) (*pb.NodeGroupTargetSizeResponse, error) {
 		return c.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: "workers"})
 	})
 	if g.GetTargetSize() != 1 {
 		t.Errorf("target %d, want 1", g.GetTargetSize())
 	}
+}
+
+// historyEntry is a transition of an instance's history (REST).
+type historyEntry struct {
+	From   string    `json:"from"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// checkInterruptedHistory checks that instance id (REST id) was deleted
+// as interrupted and drained by the before_delete hook, and returns its
+// history.
+func checkInterruptedHistory(t *testing.T, api restClient, id string) []historyEntry {
+	t.Helper()
+	var detail struct {
+		History []historyEntry `json:"history"`
+	}
+	must(t, json.Unmarshal(api.must(200, "GET", "/api/v1/instances/"+id, "").body, &detail))
+	drained, interrupted := false, false
+	for _, tr := range detail.History {
+		drained = drained || (tr.From == "PENDING_DELETION" && tr.To == "DELETING" && tr.Reason == "before_delete hook succeeded")
+		interrupted = interrupted || (tr.To == "PENDING_DELETION" && strings.HasPrefix(tr.Reason, "interrupted"))
+	}
+	if !drained || !interrupted {
+		t.Errorf("instance %s history %+v: want an interrupted deletion drained by the before_delete hook", id, detail.History)
+	}
+	return detail.History
 }

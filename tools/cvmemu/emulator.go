@@ -68,6 +68,7 @@ type Emulator struct {
 	cfg     Config
 	log     *slog.Logger
 	ssh     *simvm.Factory
+	drain   func(vmID string, args []string) error
 	cluster *simcluster.Cluster
 
 	// wg tracks timers and background guest work, so Close can wait.
@@ -122,6 +123,14 @@ func WithSSH(f *simvm.Factory) Option { return func(e *Emulator) { e.ssh = f } }
 // node, a kubeadm reset or the VM's termination makes it NotReady (the Node
 // object stays, as in a real cluster, until someone deletes it).
 func WithCluster(c *simcluster.Cluster) Option { return func(e *Emulator) { e.cluster = c } }
+
+// WithDrain performs the `kubectl drain` calls of the VMs' hooks with
+// drain (simvm.VMSpec.OnDrain: the VM's id and kubectl's arguments after
+// "drain"), e.g. evictions through a real API server. Without it a drain
+// only prints what kubectl would.
+func WithDrain(drain func(vmID string, args []string) error) Option {
+	return func(e *Emulator) { e.drain = drain }
+}
 
 // New returns an Emulator for cfg (see DefaultConfig). With
 // Config.StateFile it first restores the saved VMs: it returns once the

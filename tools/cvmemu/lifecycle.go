@@ -244,6 +244,7 @@ func (e *Emulator) guestSpecLocked(v *vm) simvm.VMSpec {
 		Env:      e.cfg.GuestEnv(e.infoLocked(v)),
 		OnJoin:   e.onJoin,
 		OnReset:  e.onReset,
+		OnDrain:  e.drain,
 	}
 }
 

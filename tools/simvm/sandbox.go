@@ -38,6 +38,10 @@ const (
 	// (see DevJoinToken and DevCACertHash).
 	KubeadmTokenFile      = "etc/kubeadm/token"
 	KubeadmCACertHashFile = "etc/kubeadm/ca-cert-hash"
+	// DrainRequestFile is where the kubectl shim records each `kubectl
+	// drain` (its arguments, one line per call); the VM hands them to
+	// VMSpec.OnDrain when the command ends (see VM.runDrains).
+	DrainRequestFile = "var/lib/simvm/drain-requests"
 )
 
 // DevJoinToken and DevCACertHash are the development bootstrap token and CA
@@ -81,7 +85,12 @@ done
 case "$verb" in
 cordon) echo "node/$target cordoned" ;;
 uncordon) echo "node/$target uncordoned" ;;
-drain) echo "node/$target cordoned"; echo "node/$target drained" ;;
+drain)
+	# Recorded for VMSpec.OnDrain, which evicts the pods through the API
+	# server before the command's exit status is reported.
+	mkdir -p "$sandbox/var/lib/simvm"
+	printf '%s\n' "$*" >>"$sandbox/var/lib/simvm/drain-requests"
+	echo "node/$target cordoned"; echo "node/$target drained" ;;
 delete) echo "node \"$target\" deleted" ;;
 esac
 exit 0

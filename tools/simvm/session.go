@@ -222,8 +222,14 @@ func (v *VM) runExec(log *slog.Logger, ch ssh.Channel, req *ssh.Request, reqs <-
 	killGroup(pgid, syscall.SIGKILL) // leftovers that closed their output
 	closeAll(stdoutR, stderrR)
 
-	rec := ExecRecord{Command: command, Started: started, Ended: time.Now()}
 	status, sigName := exitInfo(cmd.ProcessState, waitErr)
+	if err := v.runDrains(); err != nil {
+		_, _ = io.WriteString(ch.Stderr(), "error: "+err.Error()+"\n")
+		if status == 0 && sigName == "" {
+			status = 1
+		}
+	}
+	rec := ExecRecord{Command: command, Started: started, Ended: time.Now()}
 	rec.ExitStatus, rec.Signal = status, sigName
 	v.record(rec)
 

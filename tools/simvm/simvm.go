@@ -167,6 +167,14 @@ type VMSpec struct {
 	// OnReset is called after a command that removed the join (kubeadm
 	// reset), with the node name the VM had joined as.
 	OnReset func(vmID, nodeName string)
+	// OnDrain, when set, performs the `kubectl drain` calls of a command
+	// (args: the arguments after "drain") after the command ends and
+	// before its exit status is reported and a reset is seen, so a drain
+	// is done once the client sees the command finish, as with the real
+	// kubectl, which blocks until the pods are evicted. An error is
+	// written to the command's stderr and turns a success into exit
+	// status 1. Without it a drain only prints what kubectl would.
+	OnDrain func(vmID string, args []string) error
 }
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

@@ -214,6 +214,12 @@ func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 			defer mu.Unlock()
 			events = append(events, fmt.Sprintf("reset %s %s", id, node))
 		},
+		OnDrain: func(id string, args []string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, fmt.Sprintf("drain %s %s", id, strings.Join(args, " ")))
+			return nil
+		},
 	})
 	c := e.dial(vm)
 
@@ -256,13 +262,40 @@ func TestScriptOnStdinJoinsAndResets(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	id := vm.ID()
-	want := []string{"join " + id + " n1 p1", "reset " + id + " n1", "join " + id + " n2 "}
+	// The drain is handed over before the reset of the same command.
+	want := []string{"join " + id + " n1 p1", "drain " + id + " n1 --ignore-daemonsets", "reset " + id + " n1", "join " + id + " n2 "}
 	if fmt.Sprint(events) != fmt.Sprint(want) {
 		t.Errorf("events = %q\nwant     %q", events, want)
 	}
 	b, err := os.ReadFile(filepath.Join(vm.Sandbox(), LogDir, "kubectl.log"))
 	if err != nil || !strings.Contains(string(b), "kubectl drain n1 --ignore-daemonsets") {
 		t.Errorf("kubectl log = %q, %v", b, err)
+	}
+}
+
+// TestFailedDrainFailsTheCommand: an error of OnDrain reaches the
+// command's stderr and exit status, as a kubectl drain that cannot evict
+// fails; a drain that succeeds leaves the status alone.
+func TestFailedDrainFailsTheCommand(t *testing.T) {
+	e := newEnv(t, nil)
+	fail := true
+	vm := e.startVM(VMSpec{OnDrain: func(_ string, args []string) error {
+		if fail {
+			return fmt.Errorf("cannot evict the pods of %s", args[0])
+		}
+		return nil
+	}})
+	c := e.dial(vm)
+	_, errOut, code := run(t, c, "kubectl drain n1 --force; echo after", "")
+	if code != 1 || !strings.Contains(errOut, "error: cannot evict the pods of n1") {
+		t.Errorf("failed drain: code %d, stderr %q", code, errOut)
+	}
+	fail = false
+	if _, errOut, code := run(t, c, "kubectl drain n1", ""); code != 0 {
+		t.Errorf("drain: code %d, stderr %q", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(vm.Sandbox(), DrainRequestFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("drain requests left behind: %v", err)
 	}
 }
 

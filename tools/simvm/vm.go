@@ -2,6 +2,8 @@ package simvm
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -43,6 +45,8 @@ type VM struct {
 	// joinMu serialises join-file checks so callbacks fire in order.
 	joinMu sync.Mutex
 	joined *JoinState
+	// drainMu serialises the drain requests of concurrent commands.
+	drainMu sync.Mutex
 }
 
 // ExecRecord describes one finished command.
@@ -260,4 +264,42 @@ func (v *VM) record(r ExecRecord) {
 		v.history = append(v.history[:0], v.history[1:]...)
 	}
 	v.history = append(v.history, r)
+}
+
+// runDrains takes the `kubectl drain` calls the kubectl shim recorded
+// (DrainRequestFile) and performs them in order through VMSpec.OnDrain;
+// it returns the first error. Without OnDrain the requests are dropped.
+// Called after every command, before the join check, so a drain comes
+// before the reset that usually follows it in the same script.
+func (v *VM) runDrains() error {
+	v.drainMu.Lock()
+	defer v.drainMu.Unlock()
+	path := filepath.Join(v.sandbox, DrainRequestFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("drain requests: %w", err)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("drain requests: %w", err)
+	}
+	if v.spec.OnDrain == nil {
+		return nil
+	}
+	var first error
+	for line := range strings.Lines(string(b)) {
+		args := strings.Fields(line)
+		if len(args) == 0 {
+			continue
+		}
+		if err := v.spec.OnDrain(v.spec.ID, args); err != nil {
+			v.log.Warn("drain failed", "args", args, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
 }
