@@ -600,7 +600,12 @@ func cloudCode(e CloudError) string {
 }
 
 func (m *machine) observed(e CloudObserved) error {
-	if m.stale(e.Attempt) {
+	// An observation is about the VM it names: one of an earlier attempt
+	// naming the record's own VM is as true as the current attempt's (a
+	// create republished while its instances timed out one by one covers
+	// them at different attempts, and its watch observes each VM once).
+	sameVM := e.CloudID != "" && e.CloudID == m.in.CloudID && e.Attempt < m.in.Attempt
+	if m.stale(e.Attempt) && !sameVM {
 		return m.staleReason(e.Attempt)
 	}
 	if m.in.State != StateCreating || m.in.CloudID == "" || (!m.in.InFlight && !m.in.CreationFailed) {

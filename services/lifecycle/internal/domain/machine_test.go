@@ -439,6 +439,32 @@ func TestLaunchProblems(t *testing.T) {
 	}
 }
 
+// A create republished while its instances timed out one by one covers
+// them at different attempts, and its watch observes each VM once: an
+// observation of an earlier attempt naming the record's own VM is applied
+// (also rescuing a launch timeout); one naming no VM or another VM stays
+// stale.
+func TestEarlierAttemptsObservationOfTheSameVM(t *testing.T) {
+	in := fixture(StateCreating)
+	in.CloudID, in.Attempt = "ins-1", 2
+	n := mustApply(t, in, Tick{}, env(in.Deadline))
+	if !n.CreationFailed {
+		t.Fatalf("launch timeout did not fail the creation: %+v", n)
+	}
+	for _, ev := range []CloudObserved{
+		{Attempt: 1, State: CloudRunning, PrivateIP: "10.0.0.1"},
+		{Attempt: 1, CloudID: "ins-2", State: CloudRunning, PrivateIP: "10.0.0.1"},
+	} {
+		if res, err := Apply(n, ev, env(in.Deadline)); err != nil || res.Changed {
+			t.Errorf("%+v: changed=%v err=%v, want ignored", ev, res.Changed, err)
+		}
+	}
+	n = mustApply(t, n, CloudObserved{Attempt: 1, CloudID: "ins-1", State: CloudRunning, PrivateIP: "10.0.0.1"}, env(in.Deadline))
+	if n.CreationFailed || n.State != StateCreated {
+		t.Errorf("earlier attempt's RUNNING of the same VM: %s failed %v", n.State, n.CreationFailed)
+	}
+}
+
 // A VM that failed to launch for want of stock is reported as
 // OutOfResources with the cloud's code and reason (naming zone and type),
 // which the history keeps; any other reason stays class Other.
