@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/bulkload"
 	"github.com/nodesmith/nodesmith/libs/contract"
 
 	"github.com/nodesmith/nodesmith/libs/backoff"
@@ -312,6 +313,25 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
+// loadAll reads every instance record into the cache, with the collector
+// kept tight while it does (libs/bulkload).
+func (a *App) loadAll(ctx context.Context) error {
+	defer bulkload.Begin()()
+	pos, err := a.feedPos(ctx)
+	if err != nil {
+		return err
+	}
+	is, err := a.store.ListInstances(ctx)
+	if err != nil {
+		return fmt.Errorf("listing instances: %w", err)
+	}
+	a.mu.Lock()
+	a.setInstancesLocked(is, pos)
+	a.mu.Unlock()
+	releaseLoadGarbage(len(is))
+	return nil
+}
+
 func (a *App) load(ctx context.Context) error {
 	a.loadMu.Lock()
 	defer a.loadMu.Unlock()
@@ -323,18 +343,9 @@ func (a *App) load(ctx context.Context) error {
 	// else (or should that fail) every record is read.
 	warm := a.catchUp(ctx)
 	if !warm {
-		pos, err := a.feedPos(ctx)
-		if err != nil {
+		if err := a.loadAll(ctx); err != nil {
 			return err
 		}
-		is, err := a.store.ListInstances(ctx)
-		if err != nil {
-			return fmt.Errorf("listing instances: %w", err)
-		}
-		a.mu.Lock()
-		a.setInstancesLocked(is, pos)
-		a.mu.Unlock()
-		releaseLoadGarbage(len(is))
 	}
 	cat, err := a.listCatalog(ctx)
 	if err != nil {

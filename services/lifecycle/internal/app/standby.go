@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/bulkload"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -57,6 +58,7 @@ func (a *App) follow(ctx context.Context) error {
 	if a.catchUp(ctx) {
 		return nil
 	}
+	defer bulkload.Begin()()
 	pos, err := a.feedPos(ctx)
 	if err != nil {
 		return err

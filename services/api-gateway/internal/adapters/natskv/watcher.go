@@ -10,12 +10,14 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nodesmith/nodesmith/libs/bulkload"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -84,6 +86,8 @@ type Watcher struct {
 	sink    Sink
 	log     *slog.Logger
 	metrics *Metrics
+	// endLoad ends the initial load's tight collection (set by Run).
+	endLoad func()
 }
 
 // NewWatcher returns a Watcher; metrics may be nil.
@@ -100,6 +104,10 @@ func NewWatcher(js jetstream.JetStream, sink Sink, log *slog.Logger, metrics *Me
 // Run watches the groups, instances, catalog and offerings buckets until
 // ctx ends; it returns nil then.
 func (w *Watcher) Run(ctx context.Context) error {
+	// The initial load of the instances bucket is the bulk of the read
+	// model: the collector is kept tight until it is in (libs/bulkload).
+	w.endLoad = sync.OnceFunc(bulkload.Begin())
+	defer w.endLoad()
 	errc := make(chan error, 4)
 	go func() { errc <- w.watch(ctx, app.BucketGroups, messaging.BucketGroups) }()
 	go func() { errc <- w.watch(ctx, app.BucketInstances, messaging.BucketInstances) }()
@@ -119,6 +127,9 @@ func (w *Watcher) watch(ctx context.Context, b app.Bucket, bucket string) error 
 			}
 			w.sink.MarkSynced(b, keys)
 			log.Info("kv initial values loaded", "keys", len(keys), "took", time.Since(start).Round(time.Millisecond))
+			if b == app.BucketInstances {
+				w.endLoad()
+			}
 			if len(keys) >= loadReleaseMin {
 				releaseLoadGarbage()
 			}
