@@ -314,22 +314,24 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 // loadAll reads every instance record into the cache, with the collector
-// kept tight while it does (libs/bulkload).
-func (a *App) loadAll(ctx context.Context) error {
+// kept tight while it does (libs/bulkload), and returns how many it read.
+// The leader's load and the standby's first read both use it; loadMu is
+// held.
+func (a *App) loadAll(ctx context.Context) (int, error) {
 	defer bulkload.Begin()()
 	pos, err := a.feedPos(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	is, err := a.store.ListInstances(ctx)
 	if err != nil {
-		return fmt.Errorf("listing instances: %w", err)
+		return 0, fmt.Errorf("listing instances: %w", err)
 	}
 	a.mu.Lock()
 	a.setInstancesLocked(is, pos)
 	a.mu.Unlock()
 	releaseLoadGarbage(len(is))
-	return nil
+	return len(is), nil
 }
 
 func (a *App) load(ctx context.Context) error {
@@ -343,7 +345,7 @@ func (a *App) load(ctx context.Context) error {
 	// else (or should that fail) every record is read.
 	warm := a.catchUp(ctx)
 	if !warm {
-		if err := a.loadAll(ctx); err != nil {
+		if _, err := a.loadAll(ctx); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/nodesmith/nodesmith/libs/bulkload"
 	"github.com/nodesmith/nodesmith/services/lifecycle/internal/ports"
 )
 
@@ -58,24 +57,12 @@ func (a *App) follow(ctx context.Context) error {
 	if a.catchUp(ctx) {
 		return nil
 	}
-	defer bulkload.Begin()()
-	pos, err := a.feedPos(ctx)
+	// Only load, under the same loadMu, makes this replica lead.
+	n, err := a.loadAll(ctx)
 	if err != nil {
 		return err
 	}
-	is, err := a.store.ListInstances(ctx)
-	if err != nil {
-		return fmt.Errorf("listing instances: %w", err)
-	}
-	a.mu.Lock()
-	if a.loaded {
-		a.mu.Unlock()
-		return nil
-	}
-	a.setInstancesLocked(is, pos)
-	a.mu.Unlock()
-	a.log.Info("standby: instance records loaded", "instances", len(is))
-	releaseLoadGarbage(len(is))
+	a.log.Info("standby: instance records loaded", "instances", n)
 	return nil
 }
 
