@@ -831,13 +831,16 @@ func (m *machine) startDelete() error {
 	if !m.in.AwaitingDeletionSlot() {
 		return invalid("deletion not queued")
 	}
-	m.beforeDelete()
+	m.beforeDelete(time.Time{})
 	return nil
 }
 
 // beforeDelete runs the before_delete step of a PendingDeletion instance.
-func (m *machine) beforeDelete() {
+// A non-zero until (a reclaimed spot VM's termination time) caps the
+// hook's deadline, and skips the hook when too little is left for it.
+func (m *machine) beforeDelete(until time.Time) {
 	hook := m.env.Group.Hooks.BeforeDelete
+	left := until.Sub(m.env.Now)
 	switch {
 	case hook == nil:
 		m.move(StateDeleting, "before_delete hook skipped: the group has none")
@@ -845,8 +848,15 @@ func (m *machine) beforeDelete() {
 	case m.in.PrivateIP == "":
 		m.move(StateDeleting, "before_delete hook skipped: the instance never got an IP")
 		m.startTerminate()
+	case !until.IsZero() && left < minInterruptHook:
+		m.move(StateDeleting, "before_delete hook skipped: the termination time is (almost) here")
+		m.startTerminate()
 	default:
-		m.issue(hookDeadline(m.env.Policy.BeforeDeleteHookTimeout, hook))
+		d := hookDeadline(m.env.Policy.BeforeDeleteHookTimeout, hook)
+		if !until.IsZero() && left < d {
+			d = left
+		}
+		m.issue(d)
 	}
 }
 
@@ -968,7 +978,7 @@ func (m *machine) retryDue() {
 		}
 		m.afterCreated()
 	case StatePendingDeletion:
-		m.beforeDelete()
+		m.beforeDelete(time.Time{})
 	case StateDeleting:
 		m.startTerminate()
 	default:
@@ -1028,7 +1038,7 @@ func (m *machine) retry() error {
 		case StateCreated:
 			m.afterCreated()
 		case StatePendingDeletion:
-			m.beforeDelete()
+			m.beforeDelete(time.Time{})
 		case StateDeleting:
 			m.startTerminate()
 		}

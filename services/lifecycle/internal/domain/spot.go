@@ -58,24 +58,6 @@ func (m *machine) spotInterrupted(e SpotInterrupted) error {
 	m.in.Released = true
 	m.progress()
 	m.move(StatePendingDeletion, reason)
-	hook := m.env.Group.Hooks.BeforeDelete
-	left := e.TerminationTime.Sub(m.env.Now)
-	switch {
-	case hook == nil:
-		m.move(StateDeleting, "before_delete hook skipped: the group has none")
-		m.startTerminate()
-	case m.in.PrivateIP == "":
-		m.move(StateDeleting, "before_delete hook skipped: the instance never got an IP")
-		m.startTerminate()
-	case !e.TerminationTime.IsZero() && left < minInterruptHook:
-		m.move(StateDeleting, "before_delete hook skipped: the termination time is (almost) here")
-		m.startTerminate()
-	default:
-		d := hookDeadline(m.env.Policy.BeforeDeleteHookTimeout, hook)
-		if !e.TerminationTime.IsZero() && left < d {
-			d = left
-		}
-		m.issue(d)
-	}
+	m.beforeDelete(e.TerminationTime)
 	return nil
 }
