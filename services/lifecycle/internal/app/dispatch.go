@@ -257,11 +257,14 @@ func (sc *scheduler) offeringOrderLocked(g domain.NodeGroup, batchID string) str
 	if len(t.Offerings) < 2 || t.OfferingStrategy != cloudspec.StrategyBalanced {
 		return batchID
 	}
-	var insts []domain.Instance
-	for id := range sc.idx.byGroup[g.ID] {
-		insts = append(insts, sc.insts[id].Instance)
-	}
-	return domain.WithOfferingOrder(batchID, domain.OfferingOrder(t.OfferingStrategy, t.Offerings, domain.LiveByZone(insts)))
+	live := domain.LiveByZone(func(yield func(*domain.Instance) bool) {
+		for id := range sc.idx.byGroup[g.ID] {
+			if !yield(&sc.insts[id].Instance) {
+				return
+			}
+		}
+	})
+	return domain.WithOfferingOrder(batchID, domain.OfferingOrder(t.OfferingStrategy, t.Offerings, live))
 }
 
 // lingerLocked reports whether a group's create batch should wait for more

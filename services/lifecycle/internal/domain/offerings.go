@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"iter"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,10 +38,11 @@ func OfferingOrder(strategy string, offerings []cloudspec.Offering, liveByZone m
 
 // LiveByZone counts the instances that hold (or will hold) a VM of the
 // group, per zone they landed in: neither released nor Deleted, with a
-// zone recorded.
-func LiveByZone(insts []Instance) map[string]int {
+// zone recorded. It reads the records in place (a group's records are
+// not copied for a count).
+func LiveByZone(insts iter.Seq[*Instance]) map[string]int {
 	out := map[string]int{}
-	for _, in := range insts {
+	for in := range insts {
 		if in.Released || in.State == StateDeleted || in.Zone == "" {
 			continue
 		}

@@ -41,13 +41,20 @@ func TestOfferingOrder(t *testing.T) {
 }
 
 func TestLiveByZone(t *testing.T) {
-	got := LiveByZone([]Instance{
+	insts := []Instance{
 		{Zone: "a", State: StateRunning},
 		{Zone: "a", State: StateCreating},
 		{Zone: "a", State: StateRunning, Released: true},
 		{Zone: "b", State: StateDeleted},
 		{Zone: "", State: StateRunning},
 		{Zone: "b", State: StatePendingDeletion},
+	}
+	got := LiveByZone(func(yield func(*Instance) bool) {
+		for i := range insts {
+			if !yield(&insts[i]) {
+				return
+			}
+		}
 	})
 	if fmt.Sprint(got) != "map[a:2 b:1]" {
 		t.Errorf("live by zone %v, want a:2 b:1", got)
