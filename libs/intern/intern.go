@@ -10,6 +10,7 @@ package intern
 
 import (
 	"strings"
+	"time"
 	"unique"
 )
 
@@ -69,4 +70,25 @@ func Pack(ps ...*string) {
 			*p = all[from[i] : from[i]+len(*p)]
 		}
 	}
+}
+
+// Time is a point in time held in 8 bytes (Unix nanoseconds; 0 is the
+// zero time) where a time.Time takes 24: for the times of every entry of
+// every record (a five-step history costs 80 bytes less per instance).
+type Time int64
+
+// TimeOf returns t compacted; the zero time stays zero.
+func TimeOf(t time.Time) Time {
+	if t.IsZero() {
+		return 0
+	}
+	return Time(t.UnixNano())
+}
+
+// Time returns the point in time, in UTC (the zero time for 0).
+func (t Time) Time() time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(t)).UTC()
 }

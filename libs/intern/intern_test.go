@@ -3,6 +3,7 @@ package intern
 import (
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -76,5 +77,15 @@ func TestPackAllocs(t *testing.T) {
 	})
 	if got != 1 {
 		t.Errorf("Pack allocates %v times, want 1", got)
+	}
+}
+
+func TestTimeKeepsNanosecondsAndTheZeroTime(t *testing.T) {
+	if got := TimeOf(time.Time{}); got != 0 || !got.Time().IsZero() {
+		t.Fatalf("zero time -> %d -> %v, want 0 and the zero time", got, got.Time())
+	}
+	at := time.Date(2026, 11, 26, 9, 30, 0, 123456789, time.FixedZone("UTC+8", 8*3600))
+	if got := TimeOf(at).Time(); !got.Equal(at) || got.Location() != time.UTC {
+		t.Fatalf("%v -> %v, want the same instant in UTC", at, got)
 	}
 }

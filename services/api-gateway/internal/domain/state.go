@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/nodesmith/nodesmith/libs/intern"
 )
 
 // The records of lifecycle's KV buckets as the gateway holds them: plain
@@ -121,28 +123,18 @@ type ErrorInfo struct {
 type Transition struct {
 	From, To InstanceState
 	Reason   string
-	// at is when, in Unix nanoseconds, 0 when not recorded: 8 bytes where
-	// a time.Time takes 24, in each entry of every record the read model
-	// holds (issue 20: 80 bytes per instance of a five-step history).
-	at int64
+	// at is when (zero when not recorded), compact: in each entry of
+	// every record (issue 20).
+	at intern.Time
 }
 
 // NewTransition returns the history entry of a move from -> to at at.
 func NewTransition(from, to InstanceState, reason string, at time.Time) Transition {
-	t := Transition{From: from, To: to, Reason: reason}
-	if !at.IsZero() {
-		t.at = at.UnixNano()
-	}
-	return t
+	return Transition{From: from, To: to, Reason: reason, at: intern.TimeOf(at)}
 }
 
 // At returns when the move happened, in UTC (zero when not recorded).
-func (t Transition) At() time.Time {
-	if t.at == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, t.at).UTC()
-}
+func (t Transition) At() time.Time { return t.at.Time() }
 
 // Same reports whether t and o record the same move.
 func (t Transition) Same(o Transition) bool {
