@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -50,6 +51,13 @@ type Config struct {
 	// GRPCMaxConcurrentStreams bounds the concurrent calls of one client
 	// connection.
 	GRPCMaxConcurrentStreams uint
+	// GRPCStreamWorkers is how many long-lived goroutines serve gRPC calls
+	// (grpc.NumStreamWorkers); a call that finds them all busy gets a
+	// goroutine of its own, as every call does with 0. Reused goroutines
+	// keep their grown stacks: a fresh goroutine per call grows its stack
+	// on every call, which cost the gateway ~15% of its CPU per call on
+	// Cluster Autoscaler's loop (B1, issue 21).
+	GRPCStreamWorkers uint
 
 	// RESTCertFile and RESTKeyFile serve the REST port over TLS (re-read
 	// when they change); RESTClientCAFile additionally requires client
@@ -110,6 +118,10 @@ type Config struct {
 // certificate.
 const DefaultAllowedClient = "spiffe://cluster.local/ns/nodesmith/sa/cluster-autoscaler"
 
+// MaxStreamWorkers bounds --grpc-stream-workers: idle workers cost a
+// goroutine each, and beyond the calls that run at once they buy nothing.
+const MaxStreamWorkers = 1024
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -119,6 +131,7 @@ func DefaultConfig() Config {
 		GRPCMaxRecvMsgBytes:      16 << 20,
 		GRPCAllowedClients:       []string{DefaultAllowedClient},
 		GRPCMaxConcurrentStreams: 256,
+		GRPCStreamWorkers:        uint(runtime.GOMAXPROCS(0)),
 		RESTRateLimit:            10,
 		RESTRateBurst:            40,
 		RESTMaxWatchers:          rest.DefaultMaxWatchers,
@@ -145,6 +158,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GRPCMaxRecvMsgBytes, "grpc-max-recv-msg-bytes", c.GRPCMaxRecvMsgBytes, "largest gRPC request accepted, in bytes")
 	fs.Var((*commaList)(&c.GRPCAllowedClients), "grpc-allowed-clients", "comma-separated client identities admitted over mTLS, each matched exactly against a client certificate's URI SANs (SPIFFE ids), DNS SANs and common name; others get PermissionDenied. Empty admits every certificate the client CA verifies")
 	fs.UintVar(&c.GRPCMaxConcurrentStreams, "grpc-max-concurrent-streams", c.GRPCMaxConcurrentStreams, "most concurrent gRPC calls on one client connection")
+	fs.UintVar(&c.GRPCStreamWorkers, "grpc-stream-workers", c.GRPCStreamWorkers, "goroutines kept to serve gRPC calls (default: GOMAXPROCS); a call finding all busy gets its own, as every call does with 0")
 	fs.StringVar(&c.RESTCertFile, "rest-tls-cert-file", c.RESTCertFile, "PEM server certificate for REST over TLS (re-read when it changes)")
 	fs.StringVar(&c.RESTKeyFile, "rest-tls-key-file", c.RESTKeyFile, "PEM private key of --rest-tls-cert-file")
 	fs.StringVar(&c.RESTClientCAFile, "rest-tls-client-ca-file", c.RESTClientCAFile, "optional PEM CA bundle: REST clients must then present a certificate chaining to it (mTLS), on top of their bearer token")
@@ -241,6 +255,9 @@ func (c Config) Validate() error {
 	}
 	if c.GRPCMaxConcurrentStreams < 1 {
 		errs = append(errs, errors.New("--grpc-max-concurrent-streams must be at least 1"))
+	}
+	if c.GRPCStreamWorkers > MaxStreamWorkers {
+		errs = append(errs, fmt.Errorf("--grpc-stream-workers must be at most %d, got %d", MaxStreamWorkers, c.GRPCStreamWorkers))
 	}
 	if c.RESTRateLimit < 0 {
 		errs = append(errs, fmt.Errorf("--rest-rate-limit must not be negative, got %v", c.RESTRateLimit))

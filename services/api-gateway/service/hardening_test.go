@@ -282,6 +282,35 @@ func TestGRPCMaxConcurrentStreams(t *testing.T) {
 	cancels[1]()
 }
 
+// --grpc-stream-workers keeps goroutines to serve calls, but never makes a
+// call wait for one: with the only worker held by a long-lived health
+// watch (and a second watch beside it), unary calls are still served.
+func TestGRPCStreamWorkersNeverQueueCalls(t *testing.T) {
+	gw := startGateway(t, func(c *service.Config) { c.GRPCStreamWorkers = 1 })
+	conn, err := grpc.NewClient(gw.addrs.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	hc := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil { // the stream is open on the server
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("call %d with the worker held by a watch: %v", i, err)
+		}
+	}
+}
+
 // The REST rate limit is wired from the configuration: past the burst a
 // token gets 429 with Retry-After and the JSON error body; another token
 // is served.

@@ -322,6 +322,9 @@ func newGRPCServer(cfg Config, creds credentials.TransportCredentials, svc *app.
 	if creds != nil {
 		opts = append(opts, grpc.Creds(creds))
 	}
+	if cfg.GRPCStreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(cfg.GRPCStreamWorkers)))
+	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterCloudProviderServer(srv, grpcapi.NewServer(svc))
 	hs := grpchealth.NewServer()

@@ -71,6 +71,8 @@ func TestConfigValidate(t *testing.T) {
 		}, "both --rest-tls-cert-file and --rest-tls-key-file"},
 		{"REST TLS and insecure", func(c *service.Config) { c.RESTCertFile, c.RESTKeyFile = "c", "k" }, "--rest-insecure conflicts"},
 		{"no concurrent streams", func(c *service.Config) { c.GRPCMaxConcurrentStreams = 0 }, "--grpc-max-concurrent-streams"},
+		{"no stream workers", func(c *service.Config) { c.GRPCStreamWorkers = 0 }, ""},
+		{"too many stream workers", func(c *service.Config) { c.GRPCStreamWorkers = service.MaxStreamWorkers + 1 }, "--grpc-stream-workers must be at most 1024"},
 		{"negative rate", func(c *service.Config) { c.RESTRateLimit = -1 }, "--rest-rate-limit"},
 		{"rate without burst", func(c *service.Config) { c.RESTRateBurst = 0 }, "--rest-rate-burst"},
 		{"rate limit off", func(c *service.Config) { c.RESTRateLimit, c.RESTRateBurst = 0, 0 }, ""},
