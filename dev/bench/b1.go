@@ -18,12 +18,10 @@ import (
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 )
 
-// B1 targets: NodeGroupForNode p99 from issue #9; the loop against the
-// floor from issue 21 (CA's real call mix).
-const (
-	b1P99Target   = 150 * time.Microsecond
-	b1RatioTarget = 1.1
-)
+// b1RatioTarget is B1's goal for the gateway against the floor: CA's
+// loop (issue 21, CA's real call mix) and NodeGroupForNode's p99 (issue
+// 20, which retired issue 9's absolute 150 us).
+const b1RatioTarget = 1.1
 
 // b1Seed makes the seeded state reproducible, and identical in the
 // floor process, which rebuilds it.
@@ -276,14 +274,15 @@ func b1Run(ctx context.Context, e *env, sz b1Size) error {
 		g, f := harness.Summarize(gw.loop.Latencies[rpc]), harness.Summarize(fl.loop.Latencies[rpc])
 		switch rpc {
 		case harness.RPCNodeGroupForNode, harness.RPCGetOptions:
-			p99 := Result{Metric: rpc + " p99", Value: us(g.P99), Unit: "us"}
-			if rpc == harness.RPCNodeGroupForNode {
-				p99.Target, p99.Met = "<= 150 us", atMost(us(g.P99), us(b1P99Target))
-			}
 			add(Result{Metric: rpc + " p50", Value: us(g.P50), Unit: "us"})
-			add(p99)
+			add(Result{Metric: rpc + " p99", Value: us(g.P99), Unit: "us"})
 			add(Result{Metric: rpc + " p50 (floor)", Value: us(f.P50), Unit: "us"})
 			add(Result{Metric: rpc + " p99 (floor)", Value: us(f.P99), Unit: "us"})
+			if rpc == harness.RPCNodeGroupForNode && f.P99 > 0 {
+				ratio := float64(g.P99) / float64(f.P99)
+				add(Result{Metric: rpc + " p99 / floor", Value: ratio, Unit: "x", Target: "<= 1.1x", Met: atMost(ratio, b1RatioTarget),
+					Note: "issue 20: the absolute 150 us target is retired, the gRPC floor itself is over it on these machines"})
+			}
 		default:
 			add(Result{Metric: rpc + " p50", Value: us(g.P50), Unit: "us",
 				Note: fmt.Sprintf("floor %.0f us; p99 %.0f us, floor %.0f us; %d calls", us(f.P50), us(g.P99), us(f.P99), g.N)})
