@@ -3,10 +3,10 @@
 // vCPUs, memory, GPUs and architecture, and be offered in their zones).
 // The cloud adapters answer shape questions (cloudv1.ShapesRequest on
 // messaging.SubjectCloudShapes); this package holds no NATS or protobuf
-// code: the gateway and lifecycle each give it an Ask over their own
-// connection, and it turns the answer into field errors, or into the
-// reason the offerings could not be checked (no adapter answered, a cloud
-// that cannot tell) for a warning.
+// code: the gateway and lifecycle each give it an Ask (natsask.New over
+// their own connection), and it turns the answer into field errors, or
+// into the reason the offerings could not be checked (no adapter
+// answered, a cloud that cannot tell) for a warning.
 package cloudshapes
 
 import (

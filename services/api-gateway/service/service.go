@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/nodesmith/nodesmith/libs/cloudshapes/natsask"
 	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -244,7 +245,7 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 			MaxBodyBytes: cfg.RESTMaxBodyBytes, Logger: log, Registry: reg, SecretsKey: secretsKey,
 			RateLimit: cfg.RESTRateLimit, RateBurst: cfg.RESTRateBurst,
 			MaxWatchers: cfg.RESTMaxWatchers, Shutdown: restShutdown,
-			Shapes: natsreq.Shapes(nc),
+			Shapes: natsask.New(nc),
 		})
 		restSrv = httpServer(otelhttp.NewHandler(restRoot(api), "rest",
 			otelhttp.WithTracerProvider(tp),

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
+	"github.com/nodesmith/nodesmith/libs/cloudshapes/natsask"
 	"github.com/nodesmith/nodesmith/libs/command"
 	"github.com/nodesmith/nodesmith/libs/health"
 	"github.com/nodesmith/nodesmith/libs/messaging"
@@ -183,7 +184,7 @@ func runService(ctx context.Context, cfg Config, deps Deps) error {
 	// Lifecycle is the command stream's only publisher: its fill against
 	// --js-command-max-msgs/-bytes (NodesmithCommandStreamNearLimit).
 	defer messaging.RegisterStreamCollector(reg, js, messaging.CommandStream)()
-	shapes := jsadapter.Shapes(nc)
+	shapes := natsask.New(nc)
 	if fileCfg != nil {
 		if err := checkOfferingShapes(ctx, fileCfg, shapes, log); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
+	"github.com/nodesmith/nodesmith/libs/cloudshapes/natsask"
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 	"github.com/nodesmith/nodesmith/libs/messaging"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
@@ -37,7 +38,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 	env := natstest.Start(t)
 	gw, _ := env.ConnectAs(t, natsauth.APIGateway)
 	ca, _ := env.ConnectAs(t, natsauth.CloudAdapter)
-	ask := natsreq.Shapes(gw)
+	ask := natsask.New(gw)
 
 	tmpl := &domain.InstanceTemplate{Name: "web", Provider: "tencentcloud", Account: "prod", Region: "ap-guangzhou", Offerings: []domain.Offering{
 		{Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4"}, {Zone: "ap-guangzhou-4", InstanceType: "SR1.MEDIUM4"}, {Zone: "ap-guangzhou-6", InstanceType: "S5.MEDIUM4"},

@@ -1,4 +1,10 @@
-package natsreq
+// Package natsask is the one cloudshapes.Ask over NATS: it asks the cloud
+// adapters for instance shapes (cloudv1.ShapesRequest on
+// messaging.SubjectCloudShapes, core NATS request/reply; any replica of
+// the queue group answers) for the gateway's template writes and
+// lifecycle's configuration file checks. It is apart from cloudshapes so
+// that only its importers link the protobuf messages.
+package natsask
 
 import (
 	"context"
@@ -14,10 +20,9 @@ import (
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
 )
 
-// Shapes asks the cloud adapters for instance shapes over nc
-// (cloudv1.ShapesRequest on messaging.SubjectCloudShapes; any replica
-// answers). The caller's context bounds the question.
-func Shapes(nc *nats.Conn) cloudshapes.Ask {
+// New asks over nc. The caller's context bounds each question: when it
+// ends first the error says no cloud adapter answered in time.
+func New(nc *nats.Conn) cloudshapes.Ask {
 	return func(ctx context.Context, t cloudshapes.Target, zones, types []string) ([]cloudspec.Shape, error) {
 		data, err := proto.Marshal(&cloudv1.ShapesRequest{
 			Target: &cloudv1.Target{Provider: t.Provider, Account: t.Account, Region: t.Region},
