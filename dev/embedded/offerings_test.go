@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/cloudspec"
+	"github.com/nodesmith/nodesmith/libs/restapi"
 	pb "github.com/nodesmith/nodesmith/proto/externalgrpc"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -125,6 +128,31 @@ func TestOfferingsFallBackAcrossZones(t *testing.T) {
 		t.Fatalf("VMs per zone and state %v, want 10 RUNNING in %s and %s, nothing else", got, zoneB, zc)
 	}
 	t.Logf("10 instances with zone A sold out: %v", got)
+	// The REST view of each instance names the zone its VM is in, the
+	// type and the resolved capacity (issue 16's record, through the
+	// gateway's read model).
+	vmZone := map[string]string{}
+	for _, v := range emu.ListVMs() {
+		vmZone[v.ID] = v.Zone
+	}
+	lastMismatch := ""
+	waitFor(t, "the REST instance views to name each VM's zone", func() bool {
+		var list restapi.InstanceList
+		must(t, json.Unmarshal(api.must(200, "GET", "/instances?group="+group+"&state=RUNNING", "").body, &list))
+		if len(list.Items) != 10 {
+			return false
+		}
+		for _, in := range list.Items {
+			if in.Zone != vmZone[in.CloudID] || in.InstanceType != itype || in.CapacityType != cloudspec.CapacityOnDemand {
+				if m := fmt.Sprintf("instance %s (VM %s in %s): zone %q, type %q, capacity %q", in.ID, in.CloudID, vmZone[in.CloudID], in.Zone, in.InstanceType, in.CapacityType); m != lastMismatch {
+					t.Log(m)
+					lastMismatch = m
+				}
+				return false
+			}
+		}
+		return true
+	})
 	if st := emu.Stats(); st.VMsCreated != 10 {
 		t.Fatalf("%d VMs created for 10 instances", st.VMsCreated)
 	}

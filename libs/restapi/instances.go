@@ -10,9 +10,16 @@ type Instance struct {
 	CloudID    string `json:"cloudID,omitempty"`
 	NodeName   string `json:"nodeName,omitempty"`
 	PrivateIP  string `json:"privateIP,omitempty"`
-	Attempt    uint32 `json:"attempt"`
-	Retries    uint32 `json:"retries"`
-	BatchID    string `json:"batchID,omitempty"`
+	// Zone, InstanceType and CapacityType ("spot" or "on-demand") say
+	// where the VM was created: the offering it landed on. Absent for
+	// instances created before this was recorded and for templates
+	// without offerings (the template's zone and type).
+	Zone         string `json:"zone,omitempty"`
+	InstanceType string `json:"instanceType,omitempty"`
+	CapacityType string `json:"capacityType,omitempty"`
+	Attempt      uint32 `json:"attempt"`
+	Retries      uint32 `json:"retries"`
+	BatchID      string `json:"batchID,omitempty"`
 	// Adopted: the instance adopts an existing Node (not created by us).
 	Adopted        bool       `json:"adopted,omitempty"`
 	CreationFailed bool       `json:"creationFailed"`

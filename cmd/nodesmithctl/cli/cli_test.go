@@ -157,6 +157,7 @@ func seedInstances(f *fakeGateway) {
 	defer f.mu.Unlock()
 	f.instances = []restapi.Instance{
 		{ID: "web-1", Group: "web", State: "RUNNING", CloudID: "ins-111", NodeName: "node-1", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+			Zone: "ap-guangzhou-4", InstanceType: "SA5.MEDIUM4", CapacityType: "spot",
 			History:        []restapi.Transition{{From: "PENDING", To: "CREATING", Reason: "dispatched in batch b1", At: "2026-01-01T00:00:00Z"}, {From: "JOINED", To: "RUNNING", Reason: "after_created hook succeeded", At: "2026-01-01T00:02:00Z"}},
 			HookOutputTail: &tail, LastError: &restapi.ErrorInfo{Code: "HOOK_FAILED", Message: "exit 1", Retryable: true}},
 		{ID: "web-2", Group: "web", State: "CREATING"},
@@ -191,9 +192,22 @@ func TestGetTablesAndFilters(t *testing.T) {
 	if code, out, errOut := f.ctl(t, readerToken, "", "get", "instances", "--state", "DELETED"); code != 0 || out != "" || errOut != "No instances found.\n" {
 		t.Fatalf("nothing matching: %d %q %q", code, out, errOut)
 	}
+	// The default columns stay as scripts know them; where each VM was
+	// created is in -o wide, last ("-" when not recorded: web-2).
+	_, out, _ = f.ctl(t, readerToken, "", "get", "instances")
+	if lines := strings.Split(out, "\n"); strings.Join(strings.Fields(lines[0]), " ") != "ID GROUP STATE NODE CLOUD-ID AGE" {
+		t.Fatalf("get instances header changed:\n%s", out)
+	}
 	_, out, _ = f.ctl(t, readerToken, "", "get", "instances", "-o", "wide")
-	if !strings.Contains(out, "LAST-ERROR") || !strings.Contains(out, "HOOK_FAILED: exit 1") {
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(strings.Join(strings.Fields(lines[0]), " "), "IN-FLIGHT LAST-ERROR ZONE INSTANCE-TYPE CAPACITY") ||
+		!strings.Contains(out, "HOOK_FAILED: exit 1") {
 		t.Fatalf("get instances -o wide:\n%s", out)
+	}
+	for _, tc := range []struct{ line, suffix string }{{lines[1], "ap-guangzhou-4 SA5.MEDIUM4 spot"}, {lines[2], "false - - - -"}} {
+		if !strings.HasSuffix(strings.Join(strings.Fields(tc.line), " "), tc.suffix) {
+			t.Errorf("get instances -o wide: line %q does not end with %q", tc.line, tc.suffix)
+		}
 	}
 	_, out, _ = f.ctl(t, readerToken, "", "get", "instances", "web-1", "-o", "json")
 	if !strings.Contains(out, `"kind": "Instance"`) || !strings.Contains(out, `"cloudID": "ins-111"`) {
@@ -210,7 +224,8 @@ func TestDescribeInstance(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errOut)
 	}
-	for _, want := range []string{"ins-111", "node-1", "HOOK_FAILED: exit 1", "4bf92f3577b34da6a3ce929d0e0e4736", "after_created hook succeeded", "PENDING", "draining node web-1"} {
+	for _, want := range []string{"ins-111", "node-1", "HOOK_FAILED: exit 1", "4bf92f3577b34da6a3ce929d0e0e4736", "after_created hook succeeded", "PENDING", "draining node web-1",
+		"Zone:           ap-guangzhou-4\n", "Instance type:  SA5.MEDIUM4\n", "Capacity:       spot\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe instance lacks %q:\n%s", want, out)
 		}
@@ -219,9 +234,19 @@ func TestDescribeInstance(t *testing.T) {
 	if strings.Contains(out, "draining node") || !strings.Contains(out, "needs an admin token") {
 		t.Fatalf("read-only describe shows the hook output:\n%s", out)
 	}
+	// An instance created before its zone was recorded shows dashes.
+	_, out, _ = f.ctl(t, readerToken, "", "describe", "instance", "web-2")
+	if !strings.Contains(out, "Zone:           -\n") || !strings.Contains(out, "Capacity:       -\n") {
+		t.Fatalf("describe instance without a recorded zone:\n%s", out)
+	}
 	code, out, errOut = f.ctl(t, readerToken, "", "describe", "group", "web")
 	if code != 0 || !strings.Contains(out, "min 1, max 10, target 3") || !strings.Contains(out, "web-2") || !strings.Contains(out, "1/3 running") {
 		t.Fatalf("describe group: %d %s%s", code, out, errOut)
+	}
+	for _, want := range []string{"ins-111 ap-guangzhou-4 SA5.MEDIUM4 spot", "web-2 CREATING - - - - -"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("describe group's instances lack %q:\n%s", want, out)
+		}
 	}
 }
 

@@ -92,6 +92,9 @@ func describeInstance(w io.Writer, in restapi.Instance, now time.Time) error {
 	field(tw, "Provider ID", in.ProviderID)
 	field(tw, "Node", in.NodeName)
 	field(tw, "Private IP", in.PrivateIP)
+	field(tw, "Zone", in.Zone)
+	field(tw, "Instance type", in.InstanceType)
+	field(tw, "Capacity", in.CapacityType)
 	field(tw, "Created", since(in.CreatedAt, now))
 	field(tw, "Batch", in.BatchID)
 	field(tw, "Attempt", fmt.Sprintf("%d (retries %d)", in.Attempt, in.Retries))
@@ -199,13 +202,14 @@ func describeGroup(w io.Writer, g restapi.Group, insts []restapi.Instance, trans
 		fmt.Fprintln(w, "  (none)")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ID\tSTATE\tNODE\tCLOUD-ID\tAGE\tLAST-ERROR")
+		fmt.Fprintln(tw, "  ID\tSTATE\tNODE\tCLOUD-ID\tZONE\tTYPE\tCAPACITY\tAGE\tLAST-ERROR")
 		for _, in := range insts {
 			lastErr := "-"
 			if in.LastError != nil {
 				lastErr = oneLine(in.LastError.Message, 60)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.State, orDash(in.NodeName), orDash(in.CloudID), age(in.StateSince, now), lastErr)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.State, orDash(in.NodeName), orDash(in.CloudID),
+				orDash(in.Zone), orDash(in.InstanceType), orDash(in.CapacityType), age(in.StateSince, now), lastErr)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

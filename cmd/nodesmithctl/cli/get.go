@@ -308,7 +308,9 @@ func (g *getter) instances(ctx context.Context, name string) error {
 	tw := g.table()
 	head := "ID\tGROUP\tSTATE\tNODE\tCLOUD-ID\tAGE"
 	if g.o.output == outWide {
-		head += "\tPRIVATE-IP\tPROVIDER-ID\tATTEMPT\tRETRIES\tIN-FLIGHT\tLAST-ERROR"
+		// Where the VM was created (issue 16) comes last: the columns
+		// scripts read by position keep theirs.
+		head += "\tPRIVATE-IP\tPROVIDER-ID\tATTEMPT\tRETRIES\tIN-FLIGHT\tLAST-ERROR\tZONE\tINSTANCE-TYPE\tCAPACITY"
 	}
 	fmt.Fprintln(tw, head)
 	for _, in := range insts {
@@ -322,7 +324,8 @@ func (g *getter) instances(ctx context.Context, name string) error {
 			if in.LastError != nil {
 				lastErr = oneLine(in.LastError.Code+": "+in.LastError.Message, 60)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%d\t%t\t%s", orDash(in.PrivateIP), orDash(in.ProviderID), in.Attempt, in.Retries, in.InFlight, lastErr)
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%d\t%t\t%s\t%s\t%s\t%s", orDash(in.PrivateIP), orDash(in.ProviderID), in.Attempt, in.Retries, in.InFlight, lastErr,
+				orDash(in.Zone), orDash(in.InstanceType), orDash(in.CapacityType))
 		}
 		fmt.Fprintln(tw)
 	}

@@ -138,6 +138,7 @@ func seed(t *testing.T, ctx context.Context, lc *fakelifecycle.Responder) {
 		{Id: "i-web-0", Group: "web", State: statev1.InstanceState_INSTANCE_STATE_DELETED, ProviderId: "tencentcloud:///ap-guangzhou/ins-web0", NodeName: "10.0.0.10"},
 		{
 			Id: "i-web-1", Group: "web", State: running, ProviderId: "tencentcloud:///ap-guangzhou/ins-web1", NodeName: "10.0.0.11",
+			Zone: "ap-guangzhou-3", InstanceType: "S5.LARGE8", CapacityType: "on-demand",
 			CreatedAt: ago(2 * time.Hour), StateSince: ago(100 * time.Minute),
 			History: []*statev1.Transition{
 				tr(statev1.InstanceState_INSTANCE_STATE_PENDING, creating, "dispatched in batch b-1", 119*time.Minute),

@@ -181,12 +181,19 @@ func TestStatusPageInChromium(t *testing.T) {
 				t.Errorf("instance %s not listed", id)
 				continue
 			}
-			if c := cells(row); len(c) != 8 || c[2] != state {
+			if c := cells(row); len(c) != 11 || c[2] != state {
 				t.Errorf("instance %s row = %q, want state %s", id, c, state)
 			}
 		}
-		if c := cells(find(instances, "tr", "data-instance", "i-web-1")); len(c) == 8 && (c[3] != "2h ago" || c[5] != "10.0.0.11") {
+		if c := cells(find(instances, "tr", "data-instance", "i-web-1")); len(c) == 11 && (c[3] != "2h ago" || c[5] != "10.0.0.11") {
 			t.Errorf("i-web-1 age/node = %q, %q; want 2h ago, 10.0.0.11", c[3], c[5])
+		}
+		// Where each VM was created; nothing for one created before that
+		// was recorded.
+		for id, want := range map[string][]string{"i-web-1": {"ap-guangzhou-3", "S5.LARGE8", "on-demand"}, "i-web-2": {"", "", ""}} {
+			if c := cells(find(instances, "tr", "data-instance", id)); len(c) != 11 || !slices.Equal(c[6:9], want) {
+				t.Errorf("instance %s row = %q, want zone, type, capacity %q", id, c, want)
+			}
 		}
 		if find(instances, "tr", "data-instance", "i-web-0") != nil {
 			t.Error("a DELETED instance is listed among live instances")

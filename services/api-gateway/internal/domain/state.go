@@ -153,12 +153,19 @@ type Instance struct {
 	ProviderID, NodeName, PrivateIP string
 	BatchID                         string
 	LastError                       *ErrorInfo
-	CreatedAt, StateSince           time.Time
-	Deadline, NextRetryAt           time.Time
-	History                         []Transition
-	HookOutputTail                  string
+	// The times in 8 bytes each (intern.Time, zero: not set): with
+	// time.Time the zone, type and capacity fields below would push the
+	// struct to the next size class (issue 20: 100,000 records).
+	CreatedAt, StateSince intern.Time
+	Deadline, NextRetryAt intern.Time
+	History               []Transition
+	HookOutputTail        string
 	// TraceParent is the W3C traceparent of the instance's trace context.
 	TraceParent string
+	// Zone, InstanceType and CapacityType say where the VM was created,
+	// as lifecycle recorded it (issue 16): empty for instances created
+	// before it was recorded and for templates without offerings.
+	Zone, InstanceType, CapacityType string
 	// The small fields together: interleaved with the others they padded
 	// the struct to the next size class (issue 20).
 	Retries                     uint32

@@ -103,9 +103,10 @@ func instanceJSON(v app.InstanceView, detail bool) Instance {
 		// Records written before the adopted field carry batch id "adopted".
 		Adopted:        r.Adopted || r.BatchID == "adopted",
 		CreationFailed: r.CreationFailed, Released: r.Released, InFlight: r.InFlight,
-		CreatedAt: ts(r.CreatedAt), StateSince: ts(r.StateSince), Deadline: ts(r.Deadline),
-		NextRetryAt: ts(r.NextRetryAt), Revision: v.Revision,
+		CreatedAt: ts(r.CreatedAt.Time()), StateSince: ts(r.StateSince.Time()), Deadline: ts(r.Deadline.Time()),
+		NextRetryAt: ts(r.NextRetryAt.Time()), Revision: v.Revision,
 		TraceID: traceID(r.TraceParent),
+		Zone:    r.Zone, InstanceType: r.InstanceType, CapacityType: r.CapacityType,
 	}
 	if e := r.LastError; e != nil {
 		out.LastError = &ErrorInfo{Code: e.Code, Message: e.Message, Class: e.Class, Retryable: e.Retryable, At: ts(e.At)}

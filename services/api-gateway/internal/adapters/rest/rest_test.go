@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -463,6 +464,56 @@ func TestInstanceDetailAndPagination(t *testing.T) {
 	}
 	if !slices.Equal(ids, []string{"i-1", "i-2", "i-3"}) {
 		t.Fatalf("paged ids = %v", ids)
+	}
+}
+
+// The list and the detail say where each VM was created (issue 16's zone,
+// instance type and capacity type); an instance created before that was
+// recorded has none of the keys.
+func TestInstanceViewsShowWhereTheVMWasCreated(t *testing.T) {
+	f := newFixture(t)
+	f.seed() // i-1..i-3: no placement recorded
+	f.rev++
+	f.rm.PutInstance("web.i-4", f.rev, &domain.Instance{
+		ID: "i-4", Group: "web", State: domain.StateRunning, ProviderID: "tencentcloud:///ap-guangzhou-4/ins-4",
+		Zone: "ap-guangzhou-4", InstanceType: "SA5.MEDIUM4", CapacityType: "spot",
+	})
+	want := map[string]string{"zone": "ap-guangzhou-4", "instanceType": "SA5.MEDIUM4", "capacityType": "spot"}
+	placement := func(raw json.RawMessage) map[string]string {
+		t.Helper()
+		var keys map[string]any
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for k := range want {
+			if v, ok := keys[k]; ok {
+				out[k], _ = v.(string)
+			}
+		}
+		return out
+	}
+
+	r := f.do(t, call{method: "GET", path: "/api/v1/instances?group=web", token: readOnlyToken})
+	var page struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if r.status != 200 || json.Unmarshal(r.body, &page) != nil || len(page.Items) != 4 {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	if got := placement(page.Items[3]); !maps.Equal(got, want) {
+		t.Errorf("listed i-4 placement = %v, want %v", got, want)
+	}
+	if got := placement(page.Items[0]); len(got) != 0 {
+		t.Errorf("listed i-1 (none recorded) placement = %v, want no keys", got)
+	}
+
+	r = f.do(t, call{method: "GET", path: "/api/v1/instances/i-4", token: readOnlyToken})
+	if r.status != 200 {
+		t.Fatalf("detail: %d %s", r.status, r.body)
+	}
+	if got := placement(r.body); !maps.Equal(got, want) {
+		t.Errorf("detail placement = %v, want %v", got, want)
 	}
 }
 

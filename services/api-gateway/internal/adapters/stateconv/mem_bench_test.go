@@ -113,6 +113,7 @@ func memRecord(i int) *statev1.Instance {
 		Id: id, Group: fmt.Sprintf("group-%02d", i%10), State: statev1.InstanceState_INSTANCE_STATE_RUNNING, Attempt: 1,
 		CloudId: cloud, ProviderId: "tencentcloud:///ap-guangzhou-3/" + cloud, NodeName: ip, PrivateIp: ip,
 		ClientToken: fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i), BatchId: fmt.Sprintf("b-%08x", i/50),
+		Zone: "ap-guangzhou-3", InstanceType: "S5.MEDIUM4", CapacityType: "spot",
 		CreatedAt: at(0), StateSince: at(240),
 		History: []*statev1.Transition{
 			{From: 0, To: 1, Reason: "created", At: at(0)},

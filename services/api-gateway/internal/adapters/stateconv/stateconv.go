@@ -229,9 +229,11 @@ func Instance(p *statev1.Instance) *domain.Instance {
 		Attempt: p.GetAttempt(), Retries: p.GetRetries(), CloudID: p.GetCloudId(),
 		ProviderID: p.GetProviderId(), NodeName: p.GetNodeName(), PrivateIP: p.GetPrivateIp(), BatchID: p.GetBatchId(),
 		CreationFailed: p.GetCreationFailed(), InFlight: p.GetInFlight(), Released: p.GetReleased(), Adopted: p.GetAdopted(),
-		CreatedAt: timeOf(p.GetCreatedAt()), StateSince: timeOf(p.GetStateSince()),
-		Deadline: timeOf(p.GetDeadline()), NextRetryAt: timeOf(p.GetNextRetryAt()),
+		CreatedAt: intern.TimeOf(timeOf(p.GetCreatedAt())), StateSince: intern.TimeOf(timeOf(p.GetStateSince())),
+		Deadline: intern.TimeOf(timeOf(p.GetDeadline())), NextRetryAt: intern.TimeOf(timeOf(p.GetNextRetryAt())),
 		HookOutputTail: p.GetHookOutputTail(), TraceParent: p.GetTraceContext()["traceparent"],
+		// Few values, repeated across the records of a group: shared.
+		Zone: intern.String(p.GetZone()), InstanceType: intern.String(p.GetInstanceType()), CapacityType: intern.String(p.GetCapacityType()),
 	}
 	// The read model holds every record (issue 20: 100,000 of them):
 	// the strings the record owns go into one allocation (a node name
@@ -261,9 +263,10 @@ func InstanceRecord(in *domain.Instance) *statev1.Instance {
 		Attempt: in.Attempt, Retries: in.Retries, CloudId: in.CloudID,
 		ProviderId: in.ProviderID, NodeName: in.NodeName, PrivateIp: in.PrivateIP, BatchId: in.BatchID,
 		CreationFailed: in.CreationFailed, InFlight: in.InFlight, Released: in.Released, Adopted: in.Adopted,
-		CreatedAt: timestampOf(in.CreatedAt), StateSince: timestampOf(in.StateSince),
-		Deadline: timestampOf(in.Deadline), NextRetryAt: timestampOf(in.NextRetryAt),
+		CreatedAt: timestampOf(in.CreatedAt.Time()), StateSince: timestampOf(in.StateSince.Time()),
+		Deadline: timestampOf(in.Deadline.Time()), NextRetryAt: timestampOf(in.NextRetryAt.Time()),
 		HookOutputTail: in.HookOutputTail,
+		Zone:           in.Zone, InstanceType: in.InstanceType, CapacityType: in.CapacityType,
 	}
 	if in.TraceParent != "" {
 		p.TraceContext = map[string]string{"traceparent": in.TraceParent}

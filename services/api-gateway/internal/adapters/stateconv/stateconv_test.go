@@ -101,7 +101,8 @@ func TestInstanceKeepsWhatTheGatewayAnswers(t *testing.T) {
 	in := stateconv.Instance(p)
 	if in.ID != p.GetId() || in.ProviderID != p.GetProviderId() || in.NodeName != p.GetNodeName() || in.State != domain.StateRunning ||
 		in.TraceParent != p.GetTraceContext()["traceparent"] || len(in.History) != 5 || in.History[4].Reason != "node ready" ||
-		!in.History[4].At().Equal(p.GetHistory()[4].GetAt().AsTime()) || !in.Deadline.IsZero() || !in.NextRetryAt.IsZero() {
+		!in.History[4].At().Equal(p.GetHistory()[4].GetAt().AsTime()) || in.Deadline != 0 || in.NextRetryAt != 0 ||
+		in.Zone != "ap-guangzhou-3" || in.InstanceType != "S5.MEDIUM4" || in.CapacityType != "spot" {
 		t.Fatalf("instance = %+v", in)
 	}
 	want := proto.Clone(p).(*statev1.Instance)

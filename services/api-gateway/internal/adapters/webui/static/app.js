@@ -266,7 +266,11 @@
     fill('instances', items.map((i) => {
       const cells = [
         el('td', i.id), el('td', i.group), stateCell(i.state), when(i.createdAt), when(i.stateSince),
-        el('td', i.nodeName || i.privateIP || ''), el('td', i.providerID),
+        el('td', i.nodeName || i.privateIP || ''),
+        // Where the VM was created; empty when not recorded (instances from
+        // before it was, templates without offerings).
+        el('td', i.zone || ''), el('td', i.instanceType || ''), el('td', i.capacityType || ''),
+        el('td', i.providerID),
         el('td', i.lastError ? i.lastError.code : ''),
       ];
       if (isAdmin()) {
