@@ -53,6 +53,10 @@ const (
 )
 
 // spotFault is what the fault did and saw.
+// launchTimeoutCode is the errorInfo code lifecycle reports to CA for an
+// instance whose VM did not boot in time.
+const launchTimeoutCode = "LaunchTimeout"
+
 type spotFault struct {
 	done bool
 	// skipped says why nothing was reclaimed.
@@ -69,7 +73,11 @@ type spotFault struct {
 	// replacements are the times from each notice to a new instance of
 	// the group Running (paired in order); agents the node agents run.
 	replacements []time.Duration
-	agents       int
+	// hungReplacements are replacements whose VM never booted (the
+	// standing "VMs that never boot" fault): reported to CA as
+	// LaunchTimeout, which a real CA answers by scaling up again.
+	hungReplacements int
+	agents           int
 	// cloudReclaimed are the VMs the emulator reclaimed itself (nodesmith
 	// too late).
 	cloudReclaimed int
@@ -200,6 +208,9 @@ func (f *faults) spotRun(ctx context.Context) error {
 	f.event("spot reclaims: %d of the %d Running spot VMs announced for %s (node agents on all %d)", len(sf.victims), len(running), spotNotice, len(running))
 
 	newRunning := map[string]time.Time{}
+	// newHung are new instances reported failed with LaunchTimeout: their
+	// VM never booted (an injected fault, not the interruption path's).
+	newHung := map[string]bool{}
 	_, err = waitFor(ctx, spotNotice+time.Minute, func() bool {
 		v, err := r.view(ctx, spotGroup)
 		if err != nil {
@@ -208,10 +219,16 @@ func (f *faults) spotRun(ctx context.Context) error {
 		listed := map[string]bool{}
 		for _, in := range v.instances {
 			listed[in.GetId()] = true
-			if in.GetStatus().GetInstanceState() == pb.InstanceStatus_instanceRunning && !runningBefore[in.GetId()] {
+			if runningBefore[in.GetId()] {
+				continue
+			}
+			switch {
+			case in.GetStatus().GetInstanceState() == pb.InstanceStatus_instanceRunning:
 				if _, ok := newRunning[in.GetId()]; !ok {
 					newRunning[in.GetId()] = time.Now()
 				}
+			case in.GetStatus().GetErrorInfo().GetErrorCode() == launchTimeoutCode:
+				newHung[in.GetId()] = true
 			}
 		}
 		for _, pid := range sf.victims {
@@ -219,8 +236,9 @@ func (f *faults) spotRun(ctx context.Context) error {
 				return false
 			}
 		}
-		return len(newRunning) >= len(sf.victims)
+		return len(newRunning)+len(newHung) >= len(sf.victims)
 	})
+	sf.hungReplacements = len(newHung)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -255,7 +273,7 @@ func (f *faults) spotRun(ctx context.Context) error {
 	f.mu.Lock()
 	f.spot = sf
 	f.mu.Unlock()
-	f.event("spot reclaims handled: %d drained before the VM was gone, %d replacements Running, %d VMs reclaimed by the cloud itself", sf.drained, len(sf.replacements), sf.cloudReclaimed)
+	f.event("spot reclaims handled: %d drained before the VM was gone, %d replacements Running (%d more whose VM never booted), %d VMs reclaimed by the cloud itself", sf.drained, len(sf.replacements), sf.hungReplacements, sf.cloudReclaimed)
 	return nil
 }
 
@@ -371,19 +389,19 @@ func (r *run) spotRow() (row, []string) {
 		return row{"spot reclaims (spot)", 0, 0, 0, "skipped: " + sf.skipped}, v
 	}
 	n := len(sf.victims)
-	survived := min(sf.drained, len(sf.replacements))
+	survived := min(sf.drained, len(sf.replacements)+sf.hungReplacements)
 	violations := slices.Clone(sf.problems)
 	if n < r.cfg.spotReclaims {
 		violations = append(violations, fmt.Sprintf("spot reclaims: %d scheduled, want %d", n, r.cfg.spotReclaims))
 	}
-	if len(sf.replacements) < n {
-		violations = append(violations, fmt.Sprintf("spot reclaims: %d replacements Running for %d reclaims", len(sf.replacements), n))
+	if len(sf.replacements)+sf.hungReplacements < n {
+		violations = append(violations, fmt.Sprintf("spot reclaims: %d replacements Running (and %d whose VM never booted) for %d reclaims", len(sf.replacements), sf.hungReplacements, n))
 	}
 	if sf.cloudReclaimed > 0 {
 		violations = append(violations, fmt.Sprintf("spot reclaims: the cloud reclaimed %d VMs itself (nodesmith did not terminate them before the termination time)", sf.cloudReclaimed))
 	}
 	p50, mx := durationStats(sf.replacements)
-	note := fmt.Sprintf("%d of %d Running spot VMs reclaimed with %s notice under the scale-up (node agents on all of them); drained before gone %d/%d; notice->replacement Running p50 %.1fs max %.1fs; VMs the cloud reclaimed itself %d (want 0); survived = drained by before_delete and closed as interrupted before the termination time, with a replacement Running",
+	note := fmt.Sprintf("%d of %d Running spot VMs reclaimed with %s notice under the scale-up (node agents on all of them); drained before gone %d/%d; notice->replacement Running p50 %.1fs max %.1fs; VMs the cloud reclaimed itself %d (want 0); survived = drained by before_delete and closed as interrupted before the termination time, with a replacement Running (or reported failed to CA because its VM never booted, the standing fault)",
 		n, sf.agents, spotNotice, sf.drained, n, p50.Seconds(), mx.Seconds(), sf.cloudReclaimed)
 	return row{"spot reclaims (spot)", n, survived, n - survived, note}, violations
 }
