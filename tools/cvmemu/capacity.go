@@ -53,11 +53,13 @@ func (t InstanceType) IsARM() bool {
 // DefaultInstanceTypes is the instance type table used when
 // Config.InstanceTypes is empty: a few real families with their real
 // shapes; for CVM Intel S5, AMD SA2, ARM SR1, GPU GN7 with one T4, for ECS
-// Intel g7, c7 and r7, ARM g8y (Yitian 710), GPU gn7i (one A10) and gn6i
-// (one T4).
+// Intel g7, c7, r7, g6 and c6, ARM g8y (Yitian 710), GPU gn7i (one A10)
+// and gn6i (one T4). ECS zones offer the table's ECS types (an ECS type
+// only its name describes is offered only where DescribeAvailableResource
+// names it in InstanceType).
 func DefaultInstanceTypes() []InstanceType {
 	const intel, amd, arm = "Intel Xeon Cascade Lake 8255C", "AMD EPYC ROME", "Ampere Altra"
-	const iceLake, yitian = "Intel Xeon(Ice Lake) Platinum 8369B", "Yitian 710"
+	const iceLake, cascade, yitian = "Intel Xeon(Ice Lake) Platinum 8369B", "Intel Xeon(Cascade Lake) Platinum 8269CY", "Yitian 710"
 	s5 := func(t string, cpu, mem int64) InstanceType {
 		return InstanceType{InstanceType: t, InstanceFamily: "S5", TypeName: "Standard S5", CPU: cpu, Memory: mem, CPUType: intel, SpotPrice: 0.01}
 	}
@@ -74,9 +76,13 @@ func DefaultInstanceTypes() []InstanceType {
 		{InstanceType: "ecs.g7.large", InstanceFamily: "ecs.g7", TypeName: "General Purpose g7", CPU: 2, Memory: 8, CPUType: iceLake, SpotPrice: 0.01},
 		{InstanceType: "ecs.g7.xlarge", InstanceFamily: "ecs.g7", TypeName: "General Purpose g7", CPU: 4, Memory: 16, CPUType: iceLake, SpotPrice: 0.01},
 		{InstanceType: "ecs.c7.large", InstanceFamily: "ecs.c7", TypeName: "Compute Optimized c7", CPU: 2, Memory: 4, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.c7.xlarge", InstanceFamily: "ecs.c7", TypeName: "Compute Optimized c7", CPU: 4, Memory: 8, CPUType: iceLake, SpotPrice: 0.01},
 		{InstanceType: "ecs.r7.large", InstanceFamily: "ecs.r7", TypeName: "Memory Optimized r7", CPU: 2, Memory: 16, CPUType: iceLake, SpotPrice: 0.01},
 		{InstanceType: "ecs.g8y.large", InstanceFamily: "ecs.g8y", TypeName: "General Purpose g8y", CPU: 2, Memory: 8, CPUType: yitian, SpotPrice: 0.01},
 		{InstanceType: "ecs.gn7i-c8g1.2xlarge", InstanceFamily: "ecs.gn7i", TypeName: "GPU Compute gn7i", CPU: 8, Memory: 30, GPU: 1, GPUCount: 1, GPUSpec: "NVIDIA A10", CPUType: iceLake, NoSpot: true},
+		{InstanceType: "ecs.g6.large", InstanceFamily: "ecs.g6", TypeName: "General Purpose g6", CPU: 2, Memory: 8, CPUType: cascade, SpotPrice: 0.01},
+		{InstanceType: "ecs.g6.xlarge", InstanceFamily: "ecs.g6", TypeName: "General Purpose g6", CPU: 4, Memory: 16, CPUType: cascade, SpotPrice: 0.01},
+		{InstanceType: "ecs.c6.large", InstanceFamily: "ecs.c6", TypeName: "Compute Optimized c6", CPU: 2, Memory: 4, CPUType: cascade, SpotPrice: 0.01},
 		{InstanceType: "ecs.gn6i-c4g1.xlarge", InstanceFamily: "ecs.gn6i", TypeName: "GPU Compute gn6i", CPU: 4, Memory: 15, GPU: 1, GPUCount: 1, GPUSpec: "NVIDIA T4", CPUType: "Intel Xeon Platinum 8163", NoSpot: true},
 	}
 }

@@ -191,8 +191,9 @@ func (e *Emulator) ecsDescribeInstanceTypes(c *call) (any, *apiError) {
 }
 
 // ecsDescribeAvailableResource answers, for DestinationResource
-// InstanceType, the ECS types each zone of the region sells (ZoneId: one
-// zone; InstanceType: one type) for the charge type and spot strategy
+// InstanceType, the ECS types each zone of the region sells, the table's
+// (ZoneId: one zone; InstanceType: one type, which may be one only its name
+// describes) for the charge type and spot strategy
 // asked (PostPaid and NoSpot by default; a type that cannot be spot is not
 // sold as spot). The zones are Config.Zones of the region; with none
 // configured, only the ZoneId asked. A stock-out rule refusing launches
