@@ -16,7 +16,9 @@ import (
 const ActionDescribeZoneInstanceConfigInfos = "DescribeZoneInstanceConfigInfos"
 
 // InstanceType is one row of the emulator's instance type table: the
-// shape DescribeZoneInstanceConfigInfos reports, named as in its answer.
+// shape DescribeZoneInstanceConfigInfos (CVM) and DescribeInstanceTypes
+// (ECS) report. One table serves both front ends: rows named "ecs.*" are
+// ECS's (IsECSType), the others CVM's; each front end lists only its own.
 type InstanceType struct {
 	InstanceType   string  // "S5.MEDIUM4"
 	InstanceFamily string  // "S5"
@@ -25,7 +27,8 @@ type InstanceType struct {
 	Memory         int64   // GiB
 	GPU            int64   // GPUs (the answer's Gpu)
 	GPUCount       float64 // physical GPU cards (the answer's GpuCount; <1 for vGPU)
-	CPUType        string  // processor model; ARM types name an ARM CPU
+	GPUSpec        string  // GPU model ("NVIDIA A10"; ECS's GPUSpec), "" without GPUs
+	CPUType        string  // processor model; ARM types name an ARM CPU (IsARM)
 	// SpotPrice is the current spot price per hour; a spot launch with a
 	// lower MaxPrice fails InvalidParameterValue.InsufficientPrice. 0: any.
 	SpotPrice float64
@@ -33,11 +36,30 @@ type InstanceType struct {
 	NoSpot bool
 }
 
+// IsECSType tells an ECS instance type name ("ecs.g7.large") from a CVM
+// one ("S5.MEDIUM4").
+func IsECSType(name string) bool { return strings.HasPrefix(name, "ecs.") }
+
+// armCPUs are the ARM processors the table's CPUType may name.
+var armCPUs = []string{"ampere", "kunpeng", "yitian"}
+
+// IsARM tells whether the type's processor is an ARM one (its CPUType
+// names an ARM processor); the others are x86.
+func (t InstanceType) IsARM() bool {
+	cpu := strings.ToLower(t.CPUType)
+	return slices.ContainsFunc(armCPUs, func(a string) bool { return strings.Contains(cpu, a) })
+}
+
 // DefaultInstanceTypes is the instance type table used when
-// Config.InstanceTypes is empty: a few real families (Intel S5, AMD SA2,
-// ARM SR1, GPU GN7 with one T4) with their real shapes.
+// Config.InstanceTypes is empty: a few real families with their real
+// shapes; for CVM Intel S5, AMD SA2, ARM SR1, GPU GN7 with one T4, for ECS
+// Intel g7, c7, r7, g6 and c6, ARM g8y (Yitian 710), GPU gn7i (one A10)
+// and gn6i (one T4). ECS zones offer the table's ECS types (an ECS type
+// only its name describes is offered only where DescribeAvailableResource
+// names it in InstanceType).
 func DefaultInstanceTypes() []InstanceType {
 	const intel, amd, arm = "Intel Xeon Cascade Lake 8255C", "AMD EPYC ROME", "Ampere Altra"
+	const iceLake, cascade, yitian = "Intel Xeon(Ice Lake) Platinum 8369B", "Intel Xeon(Cascade Lake) Platinum 8269CY", "Yitian 710"
 	s5 := func(t string, cpu, mem int64) InstanceType {
 		return InstanceType{InstanceType: t, InstanceFamily: "S5", TypeName: "Standard S5", CPU: cpu, Memory: mem, CPUType: intel, SpotPrice: 0.01}
 	}
@@ -50,6 +72,18 @@ func DefaultInstanceTypes() []InstanceType {
 		{InstanceType: "SR1.LARGE8", InstanceFamily: "SR1", TypeName: "Standard ARM SR1", CPU: 4, Memory: 8, CPUType: arm, SpotPrice: 0.01},
 		{InstanceType: "GN7.2XLARGE32", InstanceFamily: "GN7", TypeName: "GPU Compute GN7", CPU: 8, Memory: 32, GPU: 1, GPUCount: 1, CPUType: intel, NoSpot: true},
 		{InstanceType: "GN7.5XLARGE80", InstanceFamily: "GN7", TypeName: "GPU Compute GN7", CPU: 20, Memory: 80, GPU: 1, GPUCount: 1, CPUType: intel, NoSpot: true},
+
+		{InstanceType: "ecs.g7.large", InstanceFamily: "ecs.g7", TypeName: "General Purpose g7", CPU: 2, Memory: 8, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.g7.xlarge", InstanceFamily: "ecs.g7", TypeName: "General Purpose g7", CPU: 4, Memory: 16, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.c7.large", InstanceFamily: "ecs.c7", TypeName: "Compute Optimized c7", CPU: 2, Memory: 4, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.c7.xlarge", InstanceFamily: "ecs.c7", TypeName: "Compute Optimized c7", CPU: 4, Memory: 8, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.r7.large", InstanceFamily: "ecs.r7", TypeName: "Memory Optimized r7", CPU: 2, Memory: 16, CPUType: iceLake, SpotPrice: 0.01},
+		{InstanceType: "ecs.g8y.large", InstanceFamily: "ecs.g8y", TypeName: "General Purpose g8y", CPU: 2, Memory: 8, CPUType: yitian, SpotPrice: 0.01},
+		{InstanceType: "ecs.gn7i-c8g1.2xlarge", InstanceFamily: "ecs.gn7i", TypeName: "GPU Compute gn7i", CPU: 8, Memory: 30, GPU: 1, GPUCount: 1, GPUSpec: "NVIDIA A10", CPUType: iceLake, NoSpot: true},
+		{InstanceType: "ecs.g6.large", InstanceFamily: "ecs.g6", TypeName: "General Purpose g6", CPU: 2, Memory: 8, CPUType: cascade, SpotPrice: 0.01},
+		{InstanceType: "ecs.g6.xlarge", InstanceFamily: "ecs.g6", TypeName: "General Purpose g6", CPU: 4, Memory: 16, CPUType: cascade, SpotPrice: 0.01},
+		{InstanceType: "ecs.c6.large", InstanceFamily: "ecs.c6", TypeName: "Compute Optimized c6", CPU: 2, Memory: 4, CPUType: cascade, SpotPrice: 0.01},
+		{InstanceType: "ecs.gn6i-c4g1.xlarge", InstanceFamily: "ecs.gn6i", TypeName: "GPU Compute gn6i", CPU: 4, Memory: 15, GPU: 1, GPUCount: 1, GPUSpec: "NVIDIA T4", CPUType: "Intel Xeon Platinum 8163", NoSpot: true},
 	}
 }
 
@@ -181,10 +215,10 @@ func (e *Emulator) describeZoneInstanceConfigInfos(c *call) (any, *apiError) {
 			zones = slices.DeleteFunc(zones, func(z string) bool { return !slices.Contains(wz, z) })
 		}
 	}
-	types := slices.Clone(e.instanceTypes)
+	types := slices.DeleteFunc(slices.Clone(e.instanceTypes), func(t InstanceType) bool { return IsECSType(t.InstanceType) })
 	for _, name := range want["instance-type"] {
 		if !slices.ContainsFunc(types, func(t InstanceType) bool { return t.InstanceType == name }) {
-			if it, ok := e.instanceTypeInfo(name); ok {
+			if it, ok := e.instanceTypeInfo(name); ok && !IsECSType(name) {
 				types = append(types, it)
 			}
 		}

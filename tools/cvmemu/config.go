@@ -68,7 +68,9 @@ type Config struct {
 	StockOuts []StockOut
 	// InstanceTypes is the instance type table (shapes, spot support);
 	// empty means DefaultInstanceTypes. Launches of other types still
-	// work; DescribeZoneInstanceConfigInfos lists the table.
+	// work; DescribeZoneInstanceConfigInfos lists the table's CVM rows,
+	// DescribeInstanceTypes and DescribeAvailableResource its "ecs.*"
+	// rows.
 	InstanceTypes []InstanceType
 	// RateLimits is requests/second per account and action (token bucket
 	// with a burst of one second's worth), on every API (each API's calls

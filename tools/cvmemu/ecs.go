@@ -39,7 +39,7 @@ const (
 
 // ECSActions lists every implemented ECS action.
 var ECSActions = []string{ActionRunInstances, ActionDescribeInstances, ActionDeleteInstances,
-	ActionDescribeInstanceStatus, ActionTagResources}
+	ActionDescribeInstanceStatus, ActionTagResources, ActionDescribeInstanceTypes, ActionDescribeAvailableResource}
 
 // ECS instance statuses, as in DescribeInstances' Status field.
 const (
@@ -207,6 +207,9 @@ var ecsActions = map[string]actionFunc{
 	ActionDeleteInstances:        (*Emulator).ecsDeleteInstances,
 	ActionDescribeInstanceStatus: (*Emulator).ecsDescribeInstanceStatus,
 	ActionTagResources:           (*Emulator).ecsTagResources,
+
+	ActionDescribeInstanceTypes:     (*Emulator).ecsDescribeInstanceTypes,
+	ActionDescribeAvailableResource: (*Emulator).ecsDescribeAvailableResource,
 }
 
 func (f ecsFront) actions() map[string]actionFunc { return ecsActions }
@@ -261,6 +264,11 @@ func (f ecsFront) admit(w http.ResponseWriter, r *http.Request, reqID string) (*
 	delete(params, "Version")
 	c := &call{ctx: r.Context(), reqID: reqID, action: action, secretID: accessKeyID, account: e.accountOf(accessKeyID),
 		api: apiECS, params: params, region: params["RegionId"]}
+	if c.region == "" && action == ActionDescribeInstanceTypes {
+		// The one action without a RegionId (the SDK sends none): the
+		// catalogue of types is the same everywhere.
+		return c, nil
+	}
 	if c.region == "" {
 		return c, errf(ecsCodeMissingParameter, "The input parameter \"RegionId\" that is mandatory for processing this request is not supplied.")
 	}

@@ -658,6 +658,9 @@ func (e *Emulator) ecsTagResources(c *call) (any, *apiError) {
 
 func (e *Emulator) ecsInstanceJSONLocked(v *vm) ecsInstanceJSON {
 	cpu, mem := ECSInstanceShape(v.instanceType)
+	if it, ok := e.ecsInstanceTypeInfo(v.instanceType); ok {
+		cpu, mem = int32(it.CPU), int32(it.Memory*1024) //nolint:gosec // the table's shapes are small
+	}
 	name := v.name
 	if name == "" {
 		name = v.id

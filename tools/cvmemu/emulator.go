@@ -23,8 +23,9 @@
 // zone, instance type and charge type answer RunInstances with the real
 // codes, or (StockOut.AtLaunch) let the call succeed and end the VMs
 // LAUNCH_FAILED with a LatestOperationErrorMsg saying so;
-// DescribeZoneInstanceConfigInfos lists the instance type table per zone;
-// spot VMs (CVM SPOTPAID with InstanceMarketOptions, ECS SpotStrategy) can
+// DescribeZoneInstanceConfigInfos (CVM), DescribeInstanceTypes and
+// DescribeAvailableResource (ECS, ecsshapes.go) list the instance type
+// table per zone with the stock-outs' sold-out status; spot VMs (CVM SPOTPAID with InstanceMarketOptions, ECS SpotStrategy) can
 // be reclaimed (ScheduleReclaim), which their metadata endpoint (Metadata,
 // one listener, a path prefix per VM) announces before the VM is
 // terminated. Admin serves the stock-out and reclaim knobs over HTTP.

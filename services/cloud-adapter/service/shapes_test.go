@@ -17,6 +17,7 @@ import (
 	"github.com/nodesmith/nodesmith/libs/metrics/metricstest"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	cloudv1 "github.com/nodesmith/nodesmith/proto/nodesmith/cloud/v1"
+	"github.com/nodesmith/nodesmith/services/cloud-adapter/internal/adapters/adaptertest"
 	"github.com/nodesmith/nodesmith/services/cloud-adapter/service"
 	"github.com/nodesmith/nodesmith/tools/cvmemu"
 )
@@ -57,7 +58,11 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 	srv := startEmulator(t, func(c *cvmemu.Config) { c.Zones = []string{z3, z4} })
 	s := newStack(t)
 	reg := prometheus.NewRegistry()
-	r := s.startReplica("a", emulatorConfig(srv), service.Deps{Environ: credentialsEnv, Registry: reg})
+	// Alibaba answers from the emulator's ECS front end (same key).
+	ecsSrv := adaptertest.Emulator{Start: cvmemu.StartECS, KeyID: emulator.KeyID, Secret: emulator.Secret}.Run(t, nil)
+	cfg := emulatorConfig(srv)
+	cfg.AlibabaEndpoint, cfg.AlibabaScheme = ecsSrv.Endpoint(), "http"
+	r := s.startReplica("a", cfg, service.Deps{Environ: credentialsEnv, Registry: reg})
 	r.waitReady(t)
 	gw, _ := s.env.ConnectAs(t, natsauth.APIGateway)
 
@@ -114,6 +119,22 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 		t.Errorf("answer for %s: %v", z4, r)
 	}
 
+	// Alibaba ECS answers too (DescribeAvailableResource, DescribeInstanceTypes).
+	ali := askShapes(t, gw, &cloudv1.ShapesRequest{Target: &cloudv1.Target{Provider: cloudspec.Alibaba, Account: "acct", Region: "cn-hangzhou"},
+		Zones: []string{"cn-hangzhou-h"}, InstanceTypes: []string{"ecs.g7.large", "ecs.g8y.large"}})
+	wantAli := []*cloudv1.InstanceShape{
+		{Zone: "cn-hangzhou-h", InstanceType: "ecs.g7.large", Cpu: 2, MemoryMib: 8192, Arch: "amd64"},
+		{Zone: "cn-hangzhou-h", InstanceType: "ecs.g8y.large", Cpu: 2, MemoryMib: 8192, Arch: "arm64"},
+	}
+	if ali.GetError() != nil || len(ali.GetShapes()) != len(wantAli) {
+		t.Fatalf("alibaba answer %v, want %v", ali, wantAli)
+	}
+	for i, w := range wantAli {
+		if !proto.Equal(ali.GetShapes()[i], w) {
+			t.Errorf("alibaba shape %v, want %v", ali.GetShapes()[i], w)
+		}
+	}
+
 	// Clouds that cannot tell, and bad questions.
 	for _, tc := range []struct {
 		name     string
@@ -122,7 +143,6 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 		kind     cloudv1.ErrorKind
 		wantKind bool
 	}{
-		{"alibaba cannot tell", &cloudv1.ShapesRequest{Target: &cloudv1.Target{Provider: cloudspec.Alibaba, Account: "acct", Region: "cn-hangzhou"}, Zones: []string{"cn-hangzhou-h"}, InstanceTypes: []string{"ecs.g7.large"}}, cloudshapes.CodeNotSupported, 0, false},
 		{"unknown provider", &cloudv1.ShapesRequest{Target: &cloudv1.Target{Provider: "nocloud", Account: "acct", Region: "r"}, Zones: []string{"z"}, InstanceTypes: []string{"t"}}, cloudshapes.CodeNotSupported, 0, false},
 		{"no zone", &cloudv1.ShapesRequest{Target: target, InstanceTypes: types}, "InvalidShapeQuery", cloudv1.ErrorKind_ERROR_KIND_INVALID_PARAMETERS, true},
 		{"unknown account", &cloudv1.ShapesRequest{Target: &cloudv1.Target{Provider: provider, Account: "nobody", Region: "ap-guangzhou"}, Zones: []string{z3}, InstanceTypes: types}, "", cloudv1.ErrorKind_ERROR_KIND_AUTH, true},
@@ -144,7 +164,7 @@ func TestEmulatorInstanceShapes(t *testing.T) {
 		want             float64
 	}{
 		{provider, "cloud", 2}, {provider, "cached", 1}, {provider, "error", 2},
-		{cloudspec.Alibaba, "not_supported", 1}, {"", "not_supported", 1},
+		{cloudspec.Alibaba, "cloud", 1}, {"", "not_supported", 1},
 	} {
 		if got := metricstest.Value(t, reg, "nodesmith_cloud_shape_questions_total", map[string]string{"provider": c.provider, "result": c.result}); got != c.want {
 			t.Errorf("questions{provider=%q,result=%q} = %v, want %v", c.provider, c.result, got, c.want)

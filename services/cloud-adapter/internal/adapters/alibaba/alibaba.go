@@ -38,6 +38,9 @@ const (
 	ActionDescribeInstances = "DescribeInstances"
 	ActionDeleteInstances   = "DeleteInstances"
 	ActionTagResources      = "TagResources"
+
+	ActionDescribeInstanceTypes     = "DescribeInstanceTypes"
+	ActionDescribeAvailableResource = "DescribeAvailableResource"
 )
 
 // DefaultLimits stay below ECS's default per-account flow control
@@ -49,6 +52,11 @@ func DefaultLimits() ratelimit.Limits {
 		ActionDeleteInstances:   {Rate: 8, Burst: 2},
 		ActionDescribeInstances: {Rate: 16, Burst: 4},
 		ActionTagResources:      {Rate: 8, Burst: 2},
+		// Shape questions: one DescribeAvailableResource per zone asked,
+		// then DescribeInstanceTypes per 10 types; rare (answers are
+		// cached by the app), a small burst for a multi-zone template.
+		ActionDescribeAvailableResource: {Rate: 8, Burst: 4},
+		ActionDescribeInstanceTypes:     {Rate: 8, Burst: 4},
 	}
 }
 

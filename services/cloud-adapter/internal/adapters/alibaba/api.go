@@ -22,6 +22,8 @@ type API interface {
 	DescribeInstancesWithContext(ctx context.Context, req *ecs.DescribeInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstancesResponse, error)
 	DeleteInstancesWithContext(ctx context.Context, req *ecs.DeleteInstancesRequest, rt *dara.RuntimeOptions) (*ecs.DeleteInstancesResponse, error)
 	TagResourcesWithContext(ctx context.Context, req *ecs.TagResourcesRequest, rt *dara.RuntimeOptions) (*ecs.TagResourcesResponse, error)
+	DescribeInstanceTypesWithContext(ctx context.Context, req *ecs.DescribeInstanceTypesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstanceTypesResponse, error)
+	DescribeAvailableResourceWithContext(ctx context.Context, req *ecs.DescribeAvailableResourceRequest, rt *dara.RuntimeOptions) (*ecs.DescribeAvailableResourceResponse, error)
 }
 
 var _ API = (*ecs.Client)(nil)
@@ -188,4 +190,22 @@ func (p *pooled) TagResourcesWithContext(ctx context.Context, req *ecs.TagResour
 	}
 	defer p.pool.Put(cl)
 	return cl.TagResourcesWithContext(ctx, req, rt)
+}
+
+func (p *pooled) DescribeInstanceTypesWithContext(ctx context.Context, req *ecs.DescribeInstanceTypesRequest, rt *dara.RuntimeOptions) (*ecs.DescribeInstanceTypesResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.DescribeInstanceTypesWithContext(ctx, req, rt)
+}
+
+func (p *pooled) DescribeAvailableResourceWithContext(ctx context.Context, req *ecs.DescribeAvailableResourceRequest, rt *dara.RuntimeOptions) (*ecs.DescribeAvailableResourceResponse, error) {
+	cl, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	defer p.pool.Put(cl)
+	return cl.DescribeAvailableResourceWithContext(ctx, req, rt)
 }

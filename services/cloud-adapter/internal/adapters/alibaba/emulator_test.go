@@ -58,7 +58,14 @@ func TestContract(t *testing.T) {
 			Parameters:  template,
 			MissingID:   "i-bp1nonexistent000000",
 			OtherRegion: "cn-shanghai",
-			Shapes:      &cloudtest.ShapesEnv{NotSupported: true},
+			// The emulator's instance type table (cvmemu.DefaultInstanceTypes).
+			Shapes: &cloudtest.ShapesEnv{
+				Known: domain.InstanceShape{Zone: zone, InstanceType: "ecs.g7.large", Family: "ecs.g7", VCPU: 2, MemoryMiB: 8192, Arch: domain.ArchAMD64},
+				Others: []domain.InstanceShape{
+					{Zone: zone, InstanceType: "ecs.g8y.large", Family: "ecs.g8y", VCPU: 2, MemoryMiB: 8192, Arch: domain.ArchARM64},
+					{Zone: zone, InstanceType: "ecs.gn7i-c8g1.2xlarge", Family: "ecs.gn7i", VCPU: 8, MemoryMiB: 30720, GPU: 1, GPUModel: "NVIDIA A10", Arch: domain.ArchAMD64},
+				},
+			},
 		})
 	})
 }
