@@ -272,21 +272,9 @@ func (e *Emulator) ecsRunInstances(c *call) (any, *apiError) {
 	if len(token) > ecsMaxClientTokenLen || strings.IndexFunc(token, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0 {
 		return nil, errf(ecsCodeClientTokenMalformed, "ClientToken must be at most %d printable ASCII characters.", ecsMaxClientTokenLen)
 	}
-	chargeType := p["InstanceChargeType"]
-	switch chargeType {
-	case "":
-		chargeType = "PostPaid"
-	case "PostPaid", "PrePaid":
-	default:
-		return nil, errf(ecsCodeChargeTypeNotSupported, "The specified InstanceChargeType %q is not valid (PostPaid or PrePaid).", chargeType)
-	}
-	spot := p["SpotStrategy"]
-	switch spot {
-	case "":
-		spot = "NoSpot"
-	case "NoSpot", "SpotAsPriceGo", "SpotWithPriceLimit":
-	default:
-		return nil, errf(ecsCodeSpotStrategyInvalid, "The specified SpotStrategy %q is not valid.", spot)
+	chargeType, spot, aerr := ecsChargeAndSpot(p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	spotVM, aerr := ecsSpot(spot, chargeType, p["SpotPriceLimit"])
 	if aerr != nil {
@@ -342,6 +330,29 @@ func (e *Emulator) ecsRunInstances(c *call) (any, *apiError) {
 		resp.InstanceIDSets.InstanceIDSet = ids
 		return resp
 	})
+}
+
+// ecsChargeAndSpot reads InstanceChargeType (PostPaid by default) and
+// SpotStrategy (NoSpot by default) as RunInstances and
+// DescribeAvailableResource take them.
+func ecsChargeAndSpot(p map[string]string) (chargeType, spot string, _ *apiError) {
+	chargeType = p["InstanceChargeType"]
+	switch chargeType {
+	case "":
+		chargeType = "PostPaid"
+	case "PostPaid", "PrePaid":
+	default:
+		return "", "", errf(ecsCodeChargeTypeNotSupported, "The specified InstanceChargeType %q is not valid (PostPaid or PrePaid).", chargeType)
+	}
+	spot = p["SpotStrategy"]
+	switch spot {
+	case "":
+		spot = "NoSpot"
+	case "NoSpot", "SpotAsPriceGo", "SpotWithPriceLimit":
+	default:
+		return "", "", errf(ecsCodeSpotStrategyInvalid, "The specified SpotStrategy %q is not valid (NoSpot, SpotWithPriceLimit or SpotAsPriceGo).", spot)
+	}
+	return chargeType, spot, nil
 }
 
 // ecsSpot validates ECS's spot parameters: a spot instance is pay as you

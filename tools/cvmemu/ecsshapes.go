@@ -219,21 +219,9 @@ func (e *Emulator) ecsDescribeAvailableResource(c *call) (any, *apiError) {
 	default:
 		return nil, errf(ecsCodeInvalidParameter, "The specified parameter \"ResourceType\" is not valid: %q (instance, disk, reservedinstance or ddh).", rt)
 	}
-	chargeType := p["InstanceChargeType"]
-	switch chargeType {
-	case "":
-		chargeType = "PostPaid"
-	case "PostPaid", "PrePaid":
-	default:
-		return nil, errf(ecsCodeChargeTypeNotSupported, "The specified InstanceChargeType %q is not valid (PostPaid or PrePaid).", chargeType)
-	}
-	spot := p["SpotStrategy"]
-	switch spot {
-	case "":
-		spot = "NoSpot"
-	case "NoSpot", "SpotAsPriceGo", "SpotWithPriceLimit":
-	default:
-		return nil, errf(ecsCodeSpotStrategyInvalid, "The specified SpotStrategy %q is not valid (NoSpot, SpotWithPriceLimit or SpotAsPriceGo).", spot)
+	chargeType, spot, aerr := ecsChargeAndSpot(p)
+	if aerr != nil {
+		return nil, aerr
 	}
 	if spot != "NoSpot" && chargeType != "PostPaid" {
 		return nil, errf(ecsCodeChargeTypeNotSupported, "A spot instance (SpotStrategy %s) must be PostPaid, not %s.", spot, chargeType)
