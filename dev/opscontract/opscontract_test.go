@@ -6,11 +6,11 @@ package opscontract
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/nodesmith/nodesmith/libs/logging/logtest"
 	"github.com/nodesmith/nodesmith/libs/natsauth"
 	"github.com/nodesmith/nodesmith/libs/natstest"
 	statev1 "github.com/nodesmith/nodesmith/proto/nodesmith/state/v1"
@@ -45,10 +45,18 @@ func TestRealLifecycle(t *testing.T) {
 	cfg.ShutdownGrace = 2 * time.Second
 	cfg.Cluster = lifecycle.ClusterNone
 	nc, _ := env.Connect(t)
+	// Lifecycle's warnings (a record write that failed, for one) are shown
+	// when the test fails.
+	var logs logtest.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("lifecycle's warnings:\n%s", logs.String())
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- lifecycle.Run(ctx, cfg, lifecycle.Deps{Conn: nc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		done <- lifecycle.Run(ctx, cfg, lifecycle.Deps{Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -11,6 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nodesmith/nodesmith/libs/tracing"
 )
 
 // Record installs a TracerProvider that samples and records every span as
@@ -21,10 +23,10 @@ func Record(t testing.TB) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
+	prev, wasInstalled := otel.GetTracerProvider(), tracing.Installed()
+	tracing.Install(tp)
 	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
+		tracing.Uninstall(prev, wasInstalled)
 		_ = tp.Shutdown(context.Background())
 	})
 	return tp, rec

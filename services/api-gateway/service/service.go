@@ -198,11 +198,12 @@ func Run(ctx context.Context, cfg Config, deps Deps) error {
 	checks.Add("api-gateway-readmodel", readModelReady)
 	checks.Add("api-gateway-nats", natsReady)
 
-	// Without tracing (no provider given, no OTEL_* export asked for)
-	// the gRPC calls get no server span: CA makes tens of thousands per
-	// loop, and an unrecorded span still cost each ~3% of its CPU (B1).
+	// Without tracing (no provider given, none installed: no OTEL_*
+	// export asked for) the gRPC calls get no server span: CA makes tens
+	// of thousands per loop, and an unrecorded span still cost each ~3% of
+	// its CPU (B1).
 	var grpcTP trace.TracerProvider
-	if deps.TracerProvider != nil || tracing.Enabled() {
+	if deps.TracerProvider != nil || tracing.Installed() {
 		grpcTP = tp
 	}
 	grpcSrv, grpcHealth := newGRPCServer(cfg, creds, svc, reg, grpcTP, log)
