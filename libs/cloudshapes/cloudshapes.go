@@ -13,9 +13,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
 )
+
+// Timeout is how long the gateway and lifecycle wait for the cloud
+// adapters' answer about one template's offerings; past it the offerings
+// are accepted unchecked (Warning).
+const Timeout = 3 * time.Second
 
 // CodeNotSupported is the cloudv1.CloudError code of a shapes reply from
 // an adapter that cannot tell its cloud's shapes.

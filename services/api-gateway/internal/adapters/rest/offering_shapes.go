@@ -3,7 +3,6 @@ package rest
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/nodesmith/nodesmith/libs/cloudshapes"
 	"github.com/nodesmith/nodesmith/libs/cloudspec"
@@ -14,16 +13,12 @@ import (
 	"github.com/nodesmith/nodesmith/services/api-gateway/internal/domain"
 )
 
-// ShapesTimeout bounds asking the cloud adapters for the shapes of a
-// template's offerings; past it the template is written unchecked.
-const ShapesTimeout = 3 * time.Second
-
 // checkOfferingShapes checks a template's offerings against the cloud's
 // instance shapes (issue 16: Cluster Autoscaler needs one shape per
 // group): a type not offered in its zone, or of another shape than the
 // first offering's, is a 422 naming the offering's field. When the
 // question cannot be answered (no cloud adapter answering within
-// ShapesTimeout, a cloud whose adapter cannot tell) the template is
+// cloudshapes.Timeout, a cloud whose adapter cannot tell) the template is
 // accepted with a 299 Warning saying why. A template without offerings
 // (or no template) asks nothing. prefix is the template's field path
 // in the document ("" for a template, "instanceTemplate." in a group).
@@ -32,7 +27,7 @@ func (h *handler) checkOfferingShapes(ctx context.Context, w http.ResponseWriter
 	if len(offerings) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ShapesTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cloudshapes.Timeout)
 	defer cancel()
 	target := cloudshapes.Target{Provider: t.Provider, Account: t.Account, Region: t.Region}
 	if target.Region == "" {

@@ -50,7 +50,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 	if w.Code != http.StatusOK || w.Header().Get("Warning") != warnPrefix+`no cloud adapter is answering"` {
 		t.Errorf("without an adapter: %d, Warning %q", w.Code, w.Header().Get("Warning"))
 	}
-	if d := time.Since(start); d > rest.ShapesTimeout {
+	if d := time.Since(start); d > cloudshapes.Timeout {
 		t.Errorf("no responders took %v", d)
 	}
 
@@ -154,7 +154,7 @@ func TestTemplateOfferingShapes(t *testing.T) {
 		if w.Code != http.StatusOK || w.Header().Get("Warning") != warnPrefix+why {
 			t.Errorf("account %s: %d, Warning %q", account, w.Code, w.Header().Get("Warning"))
 		}
-		if d := time.Since(start); d > rest.ShapesTimeout+2*time.Second {
+		if d := time.Since(start); d > cloudshapes.Timeout+2*time.Second {
 			t.Errorf("account %s: answered after %v", account, d)
 		}
 	}
