@@ -48,15 +48,14 @@ type VMLister interface{ ListVMs() []cvmemu.VMInfo }
 
 // EmulatorMachines finds machines among the emulator's VMs: the one that
 // reported joining with the providerID (the emulator records it before it
-// registers the node), with its shape from its instance type.
+// registers the node), with the shape the emulator reports for it.
 func EmulatorMachines(vms VMLister) Machines {
 	return func(providerID string) (Machine, bool) {
 		for _, v := range vms.ListVMs() {
 			if v.ProviderID != providerID || v.State == cvmemu.StateTerminating {
 				continue
 			}
-			cpu, mem := cvmemu.InstanceShape(v.InstanceType)
-			return Machine{InternalIP: v.PrivateIP, Region: v.Region, Zone: v.Zone, InstanceType: v.InstanceType, CPU: cpu, MemoryGiB: mem}, true
+			return Machine{InternalIP: v.PrivateIP, Region: v.Region, Zone: v.Zone, InstanceType: v.InstanceType, CPU: v.CPU, MemoryGiB: v.MemoryMiB / 1024}, true
 		}
 		return Machine{}, false
 	}

@@ -145,6 +145,9 @@ type VMInfo struct {
 	TerminationTime time.Time
 	// LatestOperationErrorMsg is why a launch failed.
 	LatestOperationErrorMsg string
+	// CPU and MemoryMiB are the VM's shape, as its DescribeInstances
+	// reports it (vmShapeLocked).
+	CPU, MemoryMiB int64
 }
 
 func (e *Emulator) infoLocked(v *vm) VMInfo {
@@ -154,6 +157,7 @@ func (e *Emulator) infoLocked(v *vm) VMInfo {
 		PrivateIP: v.ip, Tags: map[string]string{}, ClientToken: v.clientToken, CreatedAt: v.created,
 		NodeName: v.nodeName, ProviderID: v.providerID, LatestOperationErrorMsg: v.latestOpErr,
 	}
+	info.CPU, info.MemoryMiB = e.vmShapeLocked(v)
 	if v.spot != nil {
 		info.Spot, info.TerminationTime = true, v.spot.reclaimAt
 	}

@@ -173,6 +173,11 @@ func TestECSRunDescribeDelete(t *testing.T) {
 		if got := dara.Int32Value(in.Memory); got != 8192 {
 			t.Errorf("Memory = %d, want 8192", got)
 		}
+		// The admin listing (what the simulated kubelets register)
+		// reports the same shape as DescribeInstances.
+		if info, ok := s.VM(dara.StringValue(in.InstanceId)); !ok || info.CPU != 2 || info.MemoryMiB != 8192 {
+			t.Errorf("VM(%s) shape = %d vCPU %d MiB (found %v), want 2 and 8192", dara.StringValue(in.InstanceId), info.CPU, info.MemoryMiB, ok)
+		}
 		if ips := dara.StringSliceValue(in.VpcAttributes.PrivateIpAddress.IpAddress); len(ips) != 1 || !strings.HasPrefix(ips[0], "127.") {
 			t.Errorf("private IPs %v, want one loopback address", ips)
 		}

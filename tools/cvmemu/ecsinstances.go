@@ -668,10 +668,7 @@ func (e *Emulator) ecsTagResources(c *call) (any, *apiError) {
 }
 
 func (e *Emulator) ecsInstanceJSONLocked(v *vm) ecsInstanceJSON {
-	cpu, mem := ECSInstanceShape(v.instanceType)
-	if it, ok := e.ecsInstanceTypeInfo(v.instanceType); ok {
-		cpu, mem = int32(it.CPU), int32(it.Memory*1024) //nolint:gosec // the table's shapes are small
-	}
+	cpu, mem := e.vmShapeLocked(v)
 	name := v.name
 	if name == "" {
 		name = v.id
@@ -688,8 +685,8 @@ func (e *Emulator) ecsInstanceJSONLocked(v *vm) ecsInstanceJSON {
 		ZoneID:              v.zone,
 		InstanceType:        v.instanceType,
 		InstanceTypeFamily:  ecsFamily(v.instanceType),
-		CPU:                 cpu,
-		Memory:              mem,
+		CPU:                 int32(cpu), //nolint:gosec // the shapes are small
+		Memory:              int32(mem), //nolint:gosec // the shapes are small
 		ImageID:             v.imageID,
 		OSType:              "linux",
 		Status:              ecsStatusOf(v),

@@ -539,7 +539,8 @@ func (e *Emulator) terminateInstances(c *call) (any, *apiError) {
 }
 
 func (e *Emulator) instanceJSONLocked(v *vm) instanceJSON {
-	cpu, mem := InstanceShape(v.instanceType)
+	cpu, memMiB := e.vmShapeLocked(v)
+	mem := memMiB / 1024
 	j := instanceJSON{
 		Placement:                placementJSON{Zone: v.zone},
 		InstanceID:               v.id,
@@ -590,8 +591,8 @@ var shapePattern = regexp.MustCompile(`^[A-Z0-9]+\.(SMALL|MEDIUM|LARGE|(\d*)XLAR
 
 // InstanceShape derives CPU and memory (GiB) from names like "S5.MEDIUM4"
 // (2 cores, 4 GiB) or "S5.2XLARGE16" (8 cores, 16 GiB), or from ECS names
-// (see ECSInstanceShape); 0, 0 if unknown. It is the shape DescribeInstances
-// reports, and the capacity the simulated kubelets of dev/kubesim register.
+// (see ECSInstanceShape); 0, 0 if unknown. A VM whose type is in the
+// emulator's table reports the table's shape instead (vmShapeLocked).
 func InstanceShape(t string) (cpu, mem int64) {
 	m := shapePattern.FindStringSubmatch(t)
 	if m == nil {
@@ -614,6 +615,25 @@ func InstanceShape(t string) (cpu, mem int64) {
 		cpu = 4 * n
 	}
 	return cpu, mem
+}
+
+// vmShapeLocked is a VM's vCPUs and memory (MiB), the one shape its
+// DescribeInstances, the admin listing (VMInfo) and so the simulated
+// kubelets report: its type's row in the table, else what the name gives
+// (InstanceShape, ECSInstanceShape); 0, 0 for a name of another shape.
+func (e *Emulator) vmShapeLocked(v *vm) (cpu, memMiB int64) {
+	if v.api == apiECS {
+		if it, ok := e.ecsInstanceTypeInfo(v.instanceType); ok {
+			return it.CPU, it.Memory * 1024
+		}
+		c, m := ECSInstanceShape(v.instanceType)
+		return int64(c), int64(m)
+	}
+	if it, ok := e.instanceTypeInfo(v.instanceType); ok {
+		return it.CPU, it.Memory * 1024
+	}
+	c, g := InstanceShape(v.instanceType)
+	return c, g * 1024
 }
 
 func deref[T any](p *T) T {
